@@ -1,0 +1,73 @@
+// A model in ptopt IR: one Graph per method (forward first) over one shared
+// table of named constants, plus TorchScript load/import/export/save.
+//
+// Import (`importModule`) freezes the module itself, in time linear in model
+// size: it inlines every method call, resolves `prim::GetAttr` chains against
+// the module's attributes (tensors become named get_attr constants such as
+// `layer1.0.conv1.weight`, other attributes become literals), folds the
+// branches that depend on `self.training` (the module is put in eval mode)
+// and other immutable constants with TorchScript's
+// ConstantPropagationImmutableTypes, and refuses modules whose methods assign
+// attributes (`prim::SetAttr`). Numerics are untouched: an empty pipeline
+// exports a module whose outputs are bitwise equal to the original's.
+//
+// Export (`exportModel`) builds a fresh TorchScript module: constants become
+// buffers of nested submodules named after their path (so names survive a
+// second import), literals are pooled into prim::Constant nodes, and each
+// IR graph becomes a method. The result loads in stock PyTorch.
+#pragma once
+
+#include "ir/ir.h"
+
+#include <torch/script.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ptopt::ir {
+
+// A problem with the user's input (bad file, unsupported model): the CLI
+// prints the message and exits with code 2.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Model {
+  std::shared_ptr<ConstantTable> constants = std::make_shared<ConstantTable>();
+  std::vector<std::pair<std::string, std::unique_ptr<Graph>>> methods;
+
+  Graph& forward() const;
+  Graph* method(const std::string& name) const;
+  // Deep copy (graphs re-parsed structurally; constant tensors shared).
+  Model clone() const;
+};
+
+struct ImportOptions {
+  // Methods besides forward to keep (and freeze).
+  std::vector<std::string> preserveMethods;
+};
+
+// Loads a TorchScript file with clear errors for the common mistakes (missing
+// file, not a zip archive, a torch.save() checkpoint instead of TorchScript).
+torch::jit::Module loadTorchScript(const std::string& path);
+Model importModule(const torch::jit::Module& module, const ImportOptions& options = {});
+
+struct ExportOptions {
+  std::string className = "ptopt.Model";
+};
+torch::jit::Module exportModel(const Model& model, const ExportOptions& options = {});
+
+// Saves `module` to `path` without ever leaving a partial file: writes a
+// temporary file in the same folder, flushes it, reloads it to check that it
+// loads, then renames it over `path`. Throws on any failure (and removes the
+// temporary file).
+void saveModuleAtomically(const torch::jit::Module& module, const std::string& path);
+
+// The message of a c10::Error without its C++ backtrace.
+std::string torchErrorMessage(const std::exception& e);
+
+}  // namespace ptopt::ir

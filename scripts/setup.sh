@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package ptopt needs to build, test and run. Idempotent:
+# packages already present are skipped, so a second run does nothing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libtorch-dev                 # LibTorch 1.13 (CPU), found with find_package(Torch)
+  libopenblas0-openmp          # without it LibTorch uses the reference BLAS (~10x slower convs)
+  python3-torch python3-torchvision   # fixtures and reload checks in stock PyTorch
+  libboost-graph-dev           # Boost.Graph adaptor over the IR
+  libgraphviz-dev              # optional in-process SVG/PNG rendering
+  catch2 libcli11-dev nlohmann-json3-dev libfmt-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,265 @@
+#!/usr/bin/python3
+"""Check that exported TorchScript models reproduce the originals bit-for-bit.
+
+Usage:
+    /usr/bin/python3 tests/python/check_reload.py --manifest fixtures.json \
+        --original-dir D1 --exported-dir D2 [--suffix .pt] [--only NAME,...] [--seeds 2]
+
+For every fixture in the manifest (restricted by --only) the original
+(D1/<file>) and exported (D2/<name><suffix>) models are loaded with
+torch.jit.load, put in eval mode and run on inputs built from the manifest
+(torch.manual_seed(1234+s) before building inputs, torch.manual_seed(99+s)
+right before each model call).  Outputs are compared recursively; tensors must
+be equal bitwise (same dtype, shape and values; NaNs are accepted only where
+both sides have NaN).  One line per fixture: `OK name` / `FAIL name: reason`.
+Exit status 1 if anything failed, 0 otherwise.
+"""
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+import torch
+
+
+def build_inputs(specs):
+    out = []
+    for spec in specs:
+        t = spec["type"]
+        if t == "tensor":
+            shape = tuple(spec["shape"])
+            dtype = spec.get("dtype", "float32")
+            if dtype == "float32":
+                out.append(torch.randn(shape))
+            elif dtype == "int64":
+                out.append(torch.randint(int(spec["low"]), int(spec["high"]), shape))
+            else:
+                raise ValueError("unsupported tensor dtype %r" % dtype)
+        elif t == "int":
+            out.append(int(spec["value"]))
+        elif t == "float":
+            out.append(float(spec["value"]))
+        elif t == "bool":
+            out.append(bool(spec["value"]))
+        else:
+            raise ValueError("unsupported input type %r" % t)
+    return out
+
+
+def _clone_inputs(inputs):
+    # Models may mutate their inputs in place; give each model its own copy.
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(x, "_fields")
+
+
+def compare(a, b, path, errors):
+    """Append human-readable mismatch descriptions to `errors`."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            errors.append("%s: type %s vs %s" % (path, type(a).__name__, type(b).__name__))
+            return
+        if a.dtype != b.dtype:
+            errors.append("%s: dtype %s vs %s" % (path, a.dtype, b.dtype))
+            return
+        if a.shape != b.shape:
+            errors.append("%s: shape %s vs %s" % (path, list(a.shape), list(b.shape)))
+            return
+        if a.layout != b.layout or a.is_quantized or b.is_quantized:
+            # sparse / quantized: fall back to dense comparison where possible
+            a = a.dequantize() if a.is_quantized else a
+            b = b.dequantize() if b.is_quantized else b
+            if a.layout != torch.strided:
+                a = a.to_dense()
+            if b.layout != torch.strided:
+                b = b.to_dense()
+        a = a.detach().cpu()
+        b = b.detach().cpu()
+        if torch.equal(a, b):
+            return
+        if a.is_floating_point() or a.is_complex():
+            nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+            if torch.equal(nan_a, nan_b) and torch.equal(a[~nan_a], b[~nan_b]):
+                return
+            diff = (a.double() - b.double()).abs() if not a.is_complex() else (a - b).abs()
+            diff = diff[~(nan_a & nan_b)]
+            maxdiff = diff.max().item() if diff.numel() else float("nan")
+            nbad = int((a != b).logical_and(~(nan_a & nan_b)).sum().item())
+            errors.append("%s: values differ (max abs diff %.6g, %d/%d elements)"
+                          % (path, maxdiff, nbad, a.numel()))
+        else:
+            if a.dtype == torch.bool:
+                maxdiff = (a != b).sum().item()
+                errors.append("%s: bool values differ (%d elements)" % (path, maxdiff))
+            else:
+                maxdiff = (a.long() - b.long()).abs().max().item()
+                errors.append("%s: values differ (max abs diff %d)" % (path, maxdiff))
+        return
+
+    if _is_namedtuple(a) or _is_namedtuple(b):
+        if type(a).__name__ != type(b).__name__ and not (isinstance(a, tuple) and isinstance(b, tuple)):
+            errors.append("%s: type %s vs %s" % (path, type(a).__name__, type(b).__name__))
+            return
+        if len(a) != len(b):
+            errors.append("%s: length %d vs %d" % (path, len(a), len(b)))
+            return
+        fields = getattr(a, "_fields", None) or getattr(b, "_fields", None)
+        for i, (x, y) in enumerate(zip(a, b)):
+            name = fields[i] if fields and i < len(fields) else str(i)
+            compare(x, y, "%s.%s" % (path, name), errors)
+        return
+
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        if type(a) is not type(b):
+            errors.append("%s: type %s vs %s" % (path, type(a).__name__, type(b).__name__))
+            return
+        if len(a) != len(b):
+            errors.append("%s: length %d vs %d" % (path, len(a), len(b)))
+            return
+        for i, (x, y) in enumerate(zip(a, b)):
+            compare(x, y, "%s[%d]" % (path, i), errors)
+        return
+
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            errors.append("%s: type %s vs %s" % (path, type(a).__name__, type(b).__name__))
+            return
+        if list(a.keys()) != list(b.keys()):
+            if set(a.keys()) != set(b.keys()):
+                errors.append("%s: keys %r vs %r" % (path, sorted(map(repr, a.keys())),
+                                                     sorted(map(repr, b.keys()))))
+                return
+            errors.append("%s: key order %r vs %r" % (path, list(a.keys()), list(b.keys())))
+            return
+        for k in a:
+            compare(a[k], b[k], "%s[%r]" % (path, k), errors)
+        return
+
+    # scalars / None / strings / devices / dtypes ...
+    if type(a) is not type(b):
+        errors.append("%s: type %s vs %s (%r vs %r)"
+                      % (path, type(a).__name__, type(b).__name__, a, b))
+        return
+    if isinstance(a, float):
+        if a != b and not (a != a and b != b):
+            errors.append("%s: %r vs %r (abs diff %.6g)" % (path, a, b, abs(a - b)))
+        return
+    if a != b:
+        errors.append("%s: %r vs %r" % (path, a, b))
+
+
+def check_fixture(fx, args):
+    name = fx["name"]
+    fname = fx.get("file", name + ".pt")
+    orig_path = os.path.join(args.original_dir, fname)
+    stem = os.path.splitext(fname)[0]
+    exp_path = os.path.join(args.exported_dir, stem + args.suffix)
+    if not os.path.exists(orig_path):
+        return "original missing: %s" % orig_path
+    if not os.path.exists(exp_path):
+        return "exported missing: %s" % exp_path
+
+    try:
+        orig = torch.jit.load(orig_path, map_location="cpu")
+        orig.eval()
+    except Exception as e:  # noqa: BLE001
+        return "loading original failed: %s" % _exc_msg(e)
+    try:
+        exp = torch.jit.load(exp_path, map_location="cpu")
+        exp.eval()
+    except Exception as e:  # noqa: BLE001
+        return "loading exported failed: %s" % _exc_msg(e)
+
+    for s in range(args.seeds):
+        torch.manual_seed(1234 + s)
+        inputs = build_inputs(fx.get("inputs", []))
+        try:
+            torch.manual_seed(99 + s)
+            with torch.no_grad():
+                out_o = orig(*_clone_inputs(inputs))
+        except Exception as e:  # noqa: BLE001
+            return "seed %d: running original failed: %s" % (s, _exc_msg(e))
+        try:
+            torch.manual_seed(99 + s)
+            with torch.no_grad():
+                out_e = exp(*_clone_inputs(inputs))
+        except Exception as e:  # noqa: BLE001
+            return "seed %d: running exported failed: %s" % (s, _exc_msg(e))
+        errors = []
+        compare(out_o, out_e, "out", errors)
+        if errors:
+            shown = "; ".join(errors[:5])
+            if len(errors) > 5:
+                shown += "; ... (%d more)" % (len(errors) - 5)
+            return "seed %d: %s" % (s, shown)
+    return None
+
+
+def _exc_msg(e):
+    msg = "%s: %s" % (type(e).__name__, str(e).strip())
+    lines = msg.splitlines()
+    if len(lines) > 6:
+        msg = "\n    ".join(lines[:3] + ["..."] + lines[-3:])
+    else:
+        msg = "\n    ".join(lines)
+    return msg
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("--original-dir", required=True)
+    ap.add_argument("--exported-dir", required=True)
+    ap.add_argument("--suffix", default=".pt",
+                    help="file suffix of exported models (default .pt)")
+    ap.add_argument("--only", default=None, help="comma-separated fixture names")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print tracebacks for exceptions")
+    args = ap.parse_args(argv)
+
+    with open(args.manifest) as fh:
+        manifest = json.load(fh)
+    fixtures = manifest["fixtures"] if isinstance(manifest, dict) else manifest
+
+    only = None
+    if args.only:
+        only = [s.strip() for s in args.only.split(",") if s.strip()]
+        known = {f["name"] for f in fixtures}
+        missing = [n for n in only if n not in known]
+    else:
+        missing = []
+
+    failed = 0
+    checked = 0
+    for n in missing:
+        print("FAIL %s: not in manifest" % n)
+        failed += 1
+    for fx in fixtures:
+        if only is not None and fx["name"] not in only:
+            continue
+        checked += 1
+        try:
+            reason = check_fixture(fx, args)
+        except Exception as e:  # noqa: BLE001
+            if args.verbose:
+                traceback.print_exc()
+            reason = "internal error: %s" % _exc_msg(e)
+        if reason is None:
+            print("OK %s" % fx["name"])
+        else:
+            print("FAIL %s: %s" % (fx["name"], reason))
+            failed += 1
+        sys.stdout.flush()
+
+    print("%d checked, %d failed" % (checked, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

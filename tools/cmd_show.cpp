@@ -1,0 +1,31 @@
+// `ptopt show IN.pt`: the IR text of every method and a table of op counts.
+#include "tools/commands.h"
+#include "tools/op_table.h"
+
+#include "ir/model.h"
+#include "ir/text.h"
+
+#include <iostream>
+
+namespace ptopt::tools {
+
+void registerShowOptions(CLI::App& cmd, ShowOptions& o) {
+  cmd.add_option("input", o.input, "TorchScript file")->required();
+  cmd.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to show")->delimiter(',');
+  cmd.add_flag("--ops", o.opsOnly, "Only the op-count table");
+}
+
+int runShow(const ShowOptions& o) {
+  ir::ImportOptions importOptions;
+  importOptions.preserveMethods = o.preserveMethods;
+  ir::Model model = ir::importModule(ir::loadTorchScript(o.input), importOptions);
+  for (const auto& [name, graph] : model.methods) {
+    if (!o.opsOnly) std::cout << "# method " << name << "\n" << ir::printGraph(*graph) << "\n";
+    std::cout << "# op counts (" << name << ", " << graph->numNodes() << " nodes, "
+              << model.constants->size() << " constants)\n"
+              << formatOpTable(countOps(*graph));
+  }
+  return 0;
+}
+
+}  // namespace ptopt::tools

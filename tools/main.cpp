@@ -1,0 +1,59 @@
+// ptopt: the command-line tool. Subcommands live in tools/cmd_*.cpp; this
+// file parses the command line (CLI11) and maps failures to exit codes:
+// 0 success, 2 usage error or bad input, 3 verification failed, 1 otherwise.
+#include "tools/commands.h"
+
+#include "ir/model.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  using namespace ptopt::tools;
+  CLI::App app{"ptopt: optimize TorchScript models for inference, with proof of numerics.\n"
+               "  ptopt IN.pt OUT.pt [-O1 | --passes PIPELINE] [--input-shape 1,3,224,224]\n"
+               "  ptopt show IN.pt\n  ptopt passes [NAME]",
+               "ptopt"};
+  app.set_version_flag("--version", "ptopt 0.1.0");
+  app.require_subcommand(0, 1);
+
+  OptimizeOptions opt;
+  registerOptimizeOptions(app, opt);
+
+  ShowOptions show;
+  auto* showCmd = app.add_subcommand("show", "Print a model's IR and a table of op counts");
+  registerShowOptions(*showCmd, show);
+
+  PassesOptions passes;
+  auto* passesCmd = app.add_subcommand("passes", "List every pass with its options and contract");
+  registerPassesOptions(*passesCmd, passes);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ptopt: error: " << e.what() << "\n(run 'ptopt --help' for usage)\n";
+    return 2;
+  }
+
+  try {
+    if (*showCmd) return runShow(show);
+    if (*passesCmd) return runPasses(passes);
+    return runOptimize(opt, argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "ptopt: error: " << e.what() << "\n";
+    return 2;
+  } catch (const ptopt::ir::InputError& e) {
+    std::cerr << "ptopt: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ptopt: internal error: " << ptopt::ir::torchErrorMessage(e) << "\n";
+    return 1;
+  }
+}

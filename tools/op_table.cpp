@@ -1,0 +1,51 @@
+#include "tools/op_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+namespace ptopt::tools {
+
+std::map<std::string, size_t> countOps(const ir::Graph& g) {
+  std::map<std::string, size_t> counts;
+  g.walk([&](ir::Node* n) {
+    if (n->isCall()) ++counts[n->target()];
+  });
+  return counts;
+}
+
+std::string formatOpTable(const std::map<std::string, size_t>& before,
+                          const std::map<std::string, size_t>* after) {
+  std::set<std::string> names;
+  for (const auto& [k, v] : before) names.insert(k);
+  if (after) for (const auto& [k, v] : *after) names.insert(k);
+  auto get = [](const std::map<std::string, size_t>* m, const std::string& k) -> size_t {
+    if (!m) return 0;
+    auto it = m->find(k);
+    return it == m->end() ? 0 : it->second;
+  };
+  std::vector<std::string> rows(names.begin(), names.end());
+  std::stable_sort(rows.begin(), rows.end(), [&](const std::string& a, const std::string& b) {
+    return get(&before, a) > get(&before, b);
+  });
+  size_t width = 8;
+  for (const auto& r : rows) width = std::max(width, r.size());
+  std::string out;
+  size_t totalBefore = 0, totalAfter = 0;
+  if (after) out += fmt::format("  {:<{}}  {:>7}  {:>7}\n", "op", width, "before", "after");
+  else out += fmt::format("  {:<{}}  {:>7}\n", "op", width, "count");
+  for (const auto& r : rows) {
+    const size_t b = get(&before, r), a = get(after, r);
+    totalBefore += b;
+    totalAfter += a;
+    if (after) out += fmt::format("{} {:<{}}  {:>7}  {:>7}\n", a != b ? "*" : " ", r, width, b, a);
+    else out += fmt::format("  {:<{}}  {:>7}\n", r, width, b);
+  }
+  if (after) out += fmt::format("  {:<{}}  {:>7}  {:>7}\n", "total", width, totalBefore, totalAfter);
+  else out += fmt::format("  {:<{}}  {:>7}\n", "total", width, totalBefore);
+  return out;
+}
+
+}  // namespace ptopt::tools

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <random>
 #include <unistd.h>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ptopt::ir {
 
@@ -38,56 +40,105 @@ bool isNumber(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// Holds the constants as attributes of a tree of submodules named after
-// their path, and the (module path, leaf) each constant landed at.
+// Holds the constants a model uses as attributes of a tree of submodules
+// named after their path (`layer1.0.conv1.weight` becomes attribute `weight`
+// of submodule `layer1`.`0`.`conv1`), so names survive a second import.
+// Submodules with the same attributes share one class type, as in the
+// original model: serialization cost grows with the number of distinct
+// classes, so one class per submodule would make saving quadratic.
 class AttributeTree {
  public:
-  AttributeTree(std::shared_ptr<torch::jit::CompilationUnit> cu, torch::jit::Module root)
-      : cu_(std::move(cu)), root_(std::move(root)) {}
-
-  // Registers the constant and returns the attribute path it lives at.
-  std::vector<std::string> add(const std::string& name, const c10::IValue& value) {
-    std::vector<std::string> path = splitPath(name);
-    torch::jit::Module owner = root_;
-    bool ok = true;
-    for (size_t i = 0; i + 1 < path.size() && ok; ++i) {
-      if (owner.hasattr(path[i])) {
-        c10::IValue existing = owner.attr(path[i]);
-        if (existing.isObject() && existing.toObjectRef().type()->is_module())
-          owner = torch::jit::Module(existing.toObject());
-        else
-          ok = false;
-      } else {
-        torch::jit::Module sub(c10::QualifiedName("__torch__.ptopt.Submodule"), cu_, /*shouldMangle=*/true);
-        sub.register_attribute("training", c10::BoolType::get(), false);
-        owner.register_module(path[i], sub);
-        owner = sub;
-      }
-    }
-    if (!ok || owner.hasattr(path.back()) || path.back() == "training") {
-      // A clash with an existing attribute: fall back to a flat unique name.
-      std::string flat = "_" + sanitizeSegment(name);
-      while (root_.hasattr(flat)) flat += "_";
-      path = {flat};
-      owner = root_;
-    }
-    if (value.isTensor())
-      owner.register_buffer(path.back(), value.toTensor());
-    else
-      owner.register_attribute(path.back(), value.type(), value);
-    return path;
+  AttributeTree(std::shared_ptr<torch::jit::CompilationUnit> cu, torch::jit::Module root,
+                const ConstantTable& constants, const std::set<std::string>& used)
+      : cu_(std::move(cu)) {
+    for (const auto& name : used) insert(name, constants.at(name));
+    signature(root_);
+    build(root_, std::move(root), "");
   }
 
+  const std::vector<std::string>& path(const std::string& name) const { return paths_.at(name); }
+  // The type of the attribute at a dotted prefix of a path (`layer1.0`).
+  const c10::TypePtr& typeAt(const std::string& prefix) const { return prefixTypes_.at(prefix); }
+
  private:
+  struct TreeNode {
+    std::map<std::string, std::unique_ptr<TreeNode>> children;
+    const c10::IValue* value = nullptr;
+    size_t signature = 0;
+  };
+
+  void insert(const std::string& name, const c10::IValue& value) {
+    std::vector<std::string> segments = splitPath(name);
+    if (!tryInsert(segments, value)) {
+      // Clashes with another constant's path: a flat name at the root.
+      std::string flat = "_" + sanitizeSegment(name);
+      while (root_.children.count(flat)) flat += "_";
+      segments = {flat};
+      tryInsert(segments, value);
+    }
+    paths_[name] = segments;
+  }
+
+  bool tryInsert(const std::vector<std::string>& segments, const c10::IValue& value) {
+    TreeNode* cur = &root_;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      if (cur->value || segments[i] == "training") return false;
+      auto& child = cur->children[segments[i]];
+      if (!child) child = std::make_unique<TreeNode>();
+      cur = child.get();
+    }
+    if (cur->value || !cur->children.empty()) return false;
+    cur->value = &value;
+    return true;
+  }
+
+  // Interns the structure of a subtree: equal ids mean one class type fits both.
+  size_t signature(TreeNode& node) {
+    std::string sig;
+    if (node.value) {
+      sig = node.value->isTensor() ? "T" : "A:" + node.value->type()->annotation_str();
+    } else {
+      sig = "M{";
+      for (auto& [name, child] : node.children) sig += name + "=" + std::to_string(signature(*child)) + ";";
+      sig += "}";
+    }
+    auto [it, inserted] = signatureIds_.emplace(sig, signatureIds_.size());
+    return node.signature = it->second;
+  }
+
+  void build(const TreeNode& node, torch::jit::Module module, const std::string& prefix) {
+    module.register_attribute("training", c10::BoolType::get(), false);
+    for (const auto& [name, child] : node.children) {
+      const std::string childPrefix = prefix.empty() ? name : prefix + "." + name;
+      if (child->value) {
+        prefixTypes_[childPrefix] = child->value->isTensor() ? c10::TensorType::get() : child->value->type();
+        if (child->value->isTensor()) module.register_buffer(name, child->value->toTensor());
+        else module.register_attribute(name, child->value->type(), *child->value);
+        continue;
+      }
+      auto typeIt = classes_.find(child->signature);
+      torch::jit::Module sub = typeIt == classes_.end()
+          ? torch::jit::Module(c10::QualifiedName("__torch__.ptopt.Submodule"), cu_, /*shouldMangle=*/true)
+          : torch::jit::Module(cu_, typeIt->second);
+      classes_.emplace(child->signature, sub.type());
+      prefixTypes_[childPrefix] = sub.type();
+      build(*child, sub, childPrefix);
+      module.register_module(name, sub);
+    }
+  }
+
   std::shared_ptr<torch::jit::CompilationUnit> cu_;
-  torch::jit::Module root_;
+  TreeNode root_;
+  std::unordered_map<std::string, std::vector<std::string>> paths_;
+  std::unordered_map<std::string, size_t> signatureIds_;
+  std::unordered_map<size_t, c10::ClassTypePtr> classes_;
+  std::unordered_map<std::string, c10::TypePtr> prefixTypes_;
 };
 
 class GraphEmitter {
  public:
-  GraphEmitter(const Graph& graph, const c10::ClassTypePtr& cls, AttributeTree& attrs,
-               std::unordered_map<std::string, std::vector<std::string>>& attrPaths)
-      : ir_(graph), cls_(cls), attrs_(attrs), attrPaths_(attrPaths) {}
+  GraphEmitter(const Graph& graph, const c10::ClassTypePtr& cls, const AttributeTree& attrs)
+      : ir_(graph), cls_(cls), attrs_(attrs) {}
 
   std::shared_ptr<ts::Graph> emit() {
     out_ = std::make_shared<ts::Graph>();
@@ -99,43 +150,60 @@ class GraphEmitter {
       setName(v, in->name());
       env_[in] = v;
     }
-    // Pooled constants and attribute reads go before this anchor, at the top.
-    noneValue_ = out_->insertConstant(c10::IValue());
-    anchor_ = noneValue_->node();
+    // First the pooled constants and attribute reads, then the body, both
+    // appended in order: TorchScript renumbers a whole block when many nodes
+    // are inserted at one point in the middle, which is quadratic.
+    hoistConstants(*ir_.block());
     emitBlock(*ir_.block(), out_->block());
-    if (!noneValue_->hasUses()) anchor_->destroy();
-    out_->lint();
+    // No Graph::lint() here: it is quadratic on wide graphs; the saved file
+    // is reloaded before it replaces anything (saveModuleAtomically).
     return out_;
   }
 
  private:
-  static void setName(ts::Value* v, const std::string& name) {
-    if (!name.empty() && !isNumber(name)) v->setDebugName(name);
+  // TorchScript's Python printer uniquifies names that share a base
+  // (`input.1`, `input.2`, ...) with a search that is quadratic in their
+  // count, so exported values get distinct identifiers (`input_1`) instead.
+  void setName(ts::Value* v, const std::string& name) {
+    std::string id = sanitizeSegment(name);
+    if (std::isdigit(static_cast<unsigned char>(id[0]))) id = "v" + id;
+    for (std::string base = id; !usedNames_.insert(id).second;)
+      id = base + "_" + std::to_string(nameCounter_++);
+    v->setDebugName(id);
+  }
+
+  void hoistConstants(const Block& b) {
+    for (const Node* n : b) {
+      if (n->opcode() == Opcode::GetAttr) attribute(n->target());
+      for (const Arg& a : n->args())
+        if (a.isLiteral()) literal(a.literal());
+      for (const auto& nested : n->blocks()) hoistConstants(*nested);
+    }
   }
 
   ts::Value* literal(const Literal& l) {
-    if (l.isNone()) return noneValue_;
     const std::string key = l.type()->str() + "|" + l.str();
     auto it = pool_.find(key);
     if (it != pool_.end()) return it->second;
-    ts::WithInsertPoint guard(anchor_);
     return pool_[key] = out_->insertConstant(l.toIValue());
   }
 
   ts::Value* attribute(const std::string& name) {
     auto it = attrValues_.find(name);
     if (it != attrValues_.end()) return it->second;
-    auto pathIt = attrPaths_.find(name);
-    if (pathIt == attrPaths_.end())
-      pathIt = attrPaths_.emplace(name, attrs_.add(name, ir_.constants().at(name))).first;
-    ts::WithInsertPoint guard(anchor_);
     ts::Value* cur = self_;
     std::string prefix;
-    for (const auto& seg : pathIt->second) {
+    for (const auto& seg : attrs_.path(name)) {
       prefix += (prefix.empty() ? "" : ".") + seg;
       auto cached = prefixValues_.find(prefix);
       if (cached != prefixValues_.end()) { cur = cached->second; continue; }
-      cur = out_->insertGetAttr(cur, seg);
+      // Built by hand: Graph::insertGetAttr looks the type up with a linear
+      // search over the class's attributes (quadratic for wide modules).
+      ts::Node* get = out_->insertNode(out_->create(c10::prim::GetAttr, {cur}, 1));
+      get->s_(c10::attr::name, seg);
+      cur = get->output();
+      cur->setType(attrs_.typeAt(prefix));
+      setName(cur, "self_" + prefix);
       prefixValues_[prefix] = cur;
     }
     return attrValues_[name] = cur;
@@ -210,14 +278,13 @@ class GraphEmitter {
 
   const Graph& ir_;
   c10::ClassTypePtr cls_;
-  AttributeTree& attrs_;
-  std::unordered_map<std::string, std::vector<std::string>>& attrPaths_;
+  const AttributeTree& attrs_;
   std::shared_ptr<ts::Graph> out_;
   ts::Value* self_ = nullptr;
-  ts::Value* noneValue_ = nullptr;
-  ts::Node* anchor_ = nullptr;
   std::unordered_map<const Value*, ts::Value*> env_;
   std::unordered_map<std::string, ts::Value*> pool_;
+  std::unordered_set<std::string> usedNames_;
+  size_t nameCounter_ = 0;
   std::unordered_map<std::string, ts::Value*> attrValues_;
   std::unordered_map<std::string, ts::Value*> prefixValues_;
 };
@@ -228,11 +295,14 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
   auto cu = std::make_shared<torch::jit::CompilationUnit>();
   torch::jit::Module root(c10::QualifiedName("__torch__." + options.className), cu,
                           /*shouldMangle=*/true);
-  root.register_attribute("training", c10::BoolType::get(), false);
-  AttributeTree attrs(cu, root);
-  std::unordered_map<std::string, std::vector<std::string>> attrPaths;
+  std::set<std::string> used;
+  for (const auto& [name, graph] : model.methods)
+    graph->walk([&](Node* n) {
+      if (n->opcode() == Opcode::GetAttr) used.insert(n->target());
+    });
+  AttributeTree attrs(cu, root, *model.constants, used);
   for (const auto& [name, graph] : model.methods) {
-    GraphEmitter emitter(*graph, root.type(), attrs, attrPaths);
+    GraphEmitter emitter(*graph, root.type(), attrs);
     auto tsGraph = emitter.emit();
     auto* fn = cu->create_function(c10::QualifiedName(*root.type()->name(), name), tsGraph);
     root.type()->addMethod(fn);

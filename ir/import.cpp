@@ -2,10 +2,9 @@
 #include "ir/model.h"
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/ir/scope.h>
-#include <torch/csrc/jit/passes/constant_propagation.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
-#include <torch/csrc/jit/passes/inliner.h>
+#include "ir/dead_code.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
 
 #include <fstream>
 #include <sys/stat.h>
@@ -87,67 +86,12 @@ std::string joinPath(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
-// Walks every node of `b` (nested blocks included) in program order.
-void forEachNode(ts::Block* b, const std::function<void(ts::Node*)>& f) {
-  for (ts::Node* n : b->nodes()) {
-    f(n);
-    for (ts::Block* nested : n->blocks()) forEachNode(nested, f);
-  }
-}
-
-// Replaces reads of non-tensor, non-module attributes (ints, bools such as
-// `training`, lists, strings) by constants, so constant propagation can fold
-// the branches they control. Refuses attribute writes.
-void inlineScalarAttributes(ts::Graph& graph, const torch::jit::Module& root,
-                            const std::string& method) {
-  std::unordered_map<ts::Value*, std::pair<c10::ivalue::Object*, std::string>> modules;
-  modules[graph.inputs()[0]] = {root._ivalue().get(), ""};
-  std::vector<ts::Node*> dead;
-  forEachNode(graph.block(), [&](ts::Node* n) {
-    if (n->kind() != c10::prim::GetAttr && n->kind() != c10::prim::SetAttr) return;
-    auto it = modules.find(n->input(0));
-    if (it == modules.end()) return;
-    const std::string name = n->s(c10::attr::name);
-    const std::string path = joinPath(it->second.second, name);
-    if (n->kind() == c10::prim::SetAttr)
-      throw InputError("method '" + method + "' assigns attribute '" + path +
-                       "' (prim::SetAttr): ptopt freezes modules and cannot keep mutable "
-                       "module state; remove the assignment or keep it out of " + method);
-    c10::IValue attr = it->second.first->getAttr(name);
-    if (isModuleValue(attr)) {
-      modules[n->output()] = {attr.toObject().get(), path};
-    } else if (!attr.isTensor() && Literal::fromIValue(attr)) {
-      ts::WithInsertPoint guard(graph.block()->nodes().front());
-      n->output()->replaceAllUsesWith(graph.insertConstant(attr));
-      dead.push_back(n);
-    }
-  });
-  for (ts::Node* n : dead) n->destroy();
-}
-
-// Module scope of a node from its inlined call stack (`layer1.0.conv1`).
-std::string scopeOf(ts::Node* n) {
-  std::string scope;
-  if (auto cs = n->callstack()) {
-    c10::optional<ts::InlinedCallStackPtr> cur = *cs;
-    while (cur) {
-      if (auto info = (*cur)->module_instance()) {
-        // The top-level instance name is the root's own; skip it.
-        if ((*cur) != *cs && !info->instance_name().empty())
-          scope = joinPath(scope, info->instance_name());
-      }
-      cur = (*cur)->callee();
-    }
-  }
-  if (scope.empty() && n->scope() && !n->scope()->isRoot()) scope = n->scope()->namesFromRoot();
-  return scope;
-}
-
 // What a TorchScript value maps to during conversion.
 struct Binding {
   Value* value = nullptr;                   // an IR value, or
   std::optional<c10::IValue> constant;      // a literal constant, or
-  c10::ivalue::Object* module = nullptr;    // a (sub)module
+  c10::ivalue::Object* module = nullptr;    // a (sub)module, or
+  torch::jit::Function* function = nullptr; // a function to inline
   std::string modulePath;
 };
 
@@ -161,7 +105,7 @@ class Converter {
     method_ = method;
     graph_ = std::make_unique<Graph>(model_.constants);
     auto inputs = tsGraph.inputs();
-    env_[inputs[0]] = Binding{nullptr, std::nullopt, root_._ivalue().get(), ""};
+    env_[inputs[0]].module = root_._ivalue().get();
     for (size_t i = 1; i < inputs.size(); ++i) {
       Value* v = graph_->addInput(normalizeType(inputs[i]->type()), inputs[i]->debugName());
       env_[inputs[i]].value = v;
@@ -198,7 +142,7 @@ class Converter {
   Value* constantValue(const std::string& name, const c10::IValue& iv) {
     auto it = constantValues_.find(name);
     if (it != constantValues_.end()) return it->second;
-    model_.constants->set(name, iv);
+    if (!model_.constants->contains(name)) model_.constants->set(name, iv);
     c10::TypePtr type = iv.isTensor() ? c10::TensorType::get() : normalizeType(iv.type());
     Node* n = graph_->createGetAttr(name, type);
     if (prologueTail_) n->insertAfter(prologueTail_); else graph_->block()->prependNode(n);
@@ -206,18 +150,20 @@ class Converter {
     return constantValues_[name] = n->output();
   }
 
+  // The IR owns copies of the module's tensors, so nothing a pass or a run
+  // of the original does can leak between the two. A tensor reachable under
+  // two names (a shared weight) stays one constant.
   Value* tensorConstant(const at::Tensor& t, const std::string& preferredName) {
     auto [it, inserted] = tensorNames_.emplace(t.unsafeGetTensorImpl(), preferredName);
     if (inserted && preferredName.rfind("const.", 0) == 0)
       it->second = model_.constants->uniqueName(preferredName);
-    return constantValue(it->second, t);
+    if (!inserted) return constantValue(it->second, t);
+    return constantValue(it->second, t.detach().clone(at::MemoryFormat::Preserve));
   }
 
   Arg argFor(ts::Node* user, size_t i) {
-    ts::Value* in = user->input(i);
-    auto it = env_.find(in);
-    if (it == env_.end()) unsupported(user, "internal: input %" + in->debugName() + " not converted");
-    const Binding& b = it->second;
+    const Binding& b = binding(user->input(i), user);
+    if (b.function) unsupported(user, "a function is used as a value");
     if (b.module)
       unsupported(user, "submodule '" + (b.modulePath.empty() ? "self" : b.modulePath) +
                             "' is used as a value by " + user->kind().toQualString() +
@@ -231,22 +177,83 @@ class Converter {
 
   void convertBlock(ts::Block* tb, Block* b) {
     Builder builder(b);
-    for (ts::Node* n : tb->nodes()) convertNode(n, builder);
+    convertNodes(tb, builder);
     Node* out = b->outputNode();
-    for (size_t i = 0; i < tb->outputs().size(); ++i) {
-      ts::Value* v = tb->outputs()[i];
-      auto it = env_.find(v);
-      if (it != env_.end() && it->second.module)
-        unsupported(tb->owningNode() ? tb->owningNode() : tb->return_node(),
-                    "a submodule is returned as a value");
-      out->addArg(it->second.value ? Arg(it->second.value)
-                                   : Arg(*Literal::fromIValue(*it->second.constant)));
+    for (ts::Value* v : tb->outputs()) out->addArg(argOf(v, tb->return_node()));
+  }
+
+  void convertNodes(ts::Block* tb, Builder& builder) {
+    for (ts::Node* n : tb->nodes()) convertNode(n, builder);
+  }
+
+  // A block output or loop-carried value: literals keep their natural type.
+  Arg argOf(ts::Value* v, ts::Node* user) {
+    const Binding& b = binding(v, user);
+    if (b.module || b.function) unsupported(user, "a submodule or function is used as a value");
+    if (b.value) return b.value;
+    return *Literal::fromIValue(*b.constant);
+  }
+
+  const Binding& binding(ts::Value* v, ts::Node* user) {
+    auto it = env_.find(v);
+    if (it == env_.end()) unsupported(user, "internal: %" + v->debugName() + " was not converted");
+    return it->second;
+  }
+
+  // Inlines a call: binds the callee's inputs to the call's arguments,
+  // converts its body in place, and binds the call's outputs to its results.
+  void inlineCall(ts::Node* call, ts::Graph& callee, size_t firstArg, const std::string& scope,
+                  Builder& builder) {
+    const auto params = callee.inputs();
+    if (params.size() != call->inputs().size() - firstArg)
+      unsupported(call, "internal: call arity does not match its callee");
+    for (size_t i = 0; i < params.size(); ++i) env_[params[i]] = binding(call->input(firstArg + i), call);
+    scopes_.push_back(scope);
+    convertNodes(callee.block(), builder);
+    scopes_.pop_back();
+    for (size_t i = 0; i < call->outputs().size(); ++i)
+      env_[call->output(i)] = binding(callee.outputs()[i], call);
+  }
+
+  // Evaluates a side-effect-free operator whose inputs are all literals and
+  // whose results are immutable scalars (e.g. `not self.training`), so the
+  // branches they decide fold away.
+  bool tryFoldLiterals(ts::Node* n) {
+    const c10::FunctionSchema* schema = n->maybeSchema();
+    if (!schema || schema->is_mutable() || !n->blocks().empty() || n->outputs().empty()) return false;
+    for (ts::Value* out : n->outputs()) {
+      const auto kind = out->type()->kind();
+      if (kind != c10::TypeKind::BoolType && kind != c10::TypeKind::IntType &&
+          kind != c10::TypeKind::FloatType && kind != c10::TypeKind::StringType &&
+          kind != c10::TypeKind::NoneType && kind != c10::TypeKind::DeviceObjType)
+        return false;
     }
+    torch::jit::Stack stack;
+    for (ts::Value* in : n->inputs()) {
+      auto it = env_.find(in);
+      if (it == env_.end() || !it->second.constant) return false;
+      stack.push_back(*it->second.constant);
+    }
+    try {
+      n->getOperation()(stack);
+    } catch (const std::exception&) {
+      return false;  // leave it to run time (it may sit in a dead branch)
+    }
+    if (stack.size() != n->outputs().size()) return false;
+    for (size_t i = 0; i < stack.size(); ++i) {
+      if (!Literal::fromIValue(stack[i])) return false;
+    }
+    for (size_t i = 0; i < stack.size(); ++i) env_[n->output(i)].constant = stack[i];
+    return true;
   }
 
   void convertNode(ts::Node* n, Builder& builder) {
     if (n->kind() == c10::prim::Constant) {
       ts::Value* out = n->output();
+      if (auto fn = out->type()->cast<c10::FunctionType>()) {
+        env_[out].function = fn->function();
+        return;
+      }
       auto iv = ts::toIValue(out);
       if (!iv) unsupported(n, "a constant of type " + out->type()->str() + " has no value");
       if (iv->isTensor()) {
@@ -259,12 +266,12 @@ class Converter {
       return;
     }
     if (n->kind() == c10::prim::GetAttr) {
-      auto it = env_.find(n->input(0));
-      if (it != env_.end() && it->second.module) {
+      const Binding& owner = binding(n->input(0), n);
+      if (owner.module) {
         const std::string name = n->s(c10::attr::name);
-        const std::string path = joinPath(it->second.modulePath, name);
-        c10::IValue attr = it->second.module->getAttr(name);
-        Binding& b = env_[n->output()];
+        const std::string path = joinPath(owner.modulePath, name);
+        c10::IValue attr = owner.module->getAttr(name);
+        Binding b;
         if (isModuleValue(attr)) {
           b.module = attr.toObject().get();
           b.modulePath = path;
@@ -275,12 +282,39 @@ class Converter {
         } else {
           b.value = constantValue(path, attr);
         }
+        env_[n->output()] = b;
         return;
       }
     }
-    if (n->kind() == c10::prim::CallMethod || n->kind() == c10::prim::CallFunction)
-      unsupported(n, std::string(n->kind().toQualString()) +
-                         " could not be inlined (an interface or a Python function call)");
+    if (n->kind() == c10::prim::SetAttr && binding(n->input(0), n).module)
+      unsupported(n, "it assigns attribute '" +
+                         joinPath(binding(n->input(0), n).modulePath, n->s(c10::attr::name)) +
+                         "' (prim::SetAttr): ptopt freezes modules and cannot keep mutable module "
+                         "state; remove the assignment");
+    if (n->kind() == c10::prim::CallMethod) {
+      const Binding& self = binding(n->input(0), n);
+      if (!self.module) unsupported(n, "prim::CallMethod on a value that is not a submodule");
+      auto& method = self.module->type()->getMethod(n->s(c10::attr::name));
+      inlineCall(n, *torch::jit::toGraphFunction(method).optimized_graph(), 0, self.modulePath, builder);
+      return;
+    }
+    if (n->kind() == c10::prim::CallFunction) {
+      const Binding& fn = binding(n->input(0), n);
+      if (!fn.function) unsupported(n, "prim::CallFunction of a function that cannot be inlined");
+      inlineCall(n, *torch::jit::toGraphFunction(*fn.function).optimized_graph(), 1, scopes_.back(), builder);
+      return;
+    }
+    if (n->kind() == c10::prim::If) {
+      const Binding& cond = binding(n->input(0), n);
+      if (cond.constant && cond.constant->isBool()) {
+        ts::Block* taken = n->blocks()[cond.constant->toBool() ? 0 : 1];
+        convertNodes(taken, builder);
+        for (size_t i = 0; i < n->outputs().size(); ++i)
+          env_[n->output(i)] = binding(taken->outputs()[i], n);
+        return;
+      }
+    }
+    if (tryFoldLiterals(n)) return;
 
     const c10::FunctionSchema* schema = n->maybeSchema();
     Node* node = graph_->createNode(Opcode::CallFunction, n->kind().toQualString(),
@@ -288,7 +322,7 @@ class Converter {
     node->setSchema(schema);
     for (size_t i = 0; i < n->inputs().size(); ++i) node->addArg(argFor(n, i));
     copyAttributes(n, node);
-    node->setScope(scopeOf(n));
+    node->setScope(scopes_.back());
     for (ts::Value* out : n->outputs())
       env_[out].value = node->addOutput(normalizeType(out->type()), out->debugName());
     builder.insert(node);
@@ -327,6 +361,7 @@ class Converter {
   std::unordered_map<ts::Value*, Binding> env_;
   std::unordered_map<std::string, Value*> constantValues_;
   Node* prologueTail_ = nullptr;
+  std::vector<std::string> scopes_{""};
 };
 
 }  // namespace
@@ -344,19 +379,19 @@ Model importModule(const torch::jit::Module& original, const ImportOptions& opti
     if (!method)
       throw InputError("the model has no method '" + name + "'" +
                        (name == "forward" ? "" : " (check --preserve-methods)"));
-    std::shared_ptr<ts::Graph> graph = method->graph()->copy();
+    // The method's own graph, not a copy: conversion only reads it, and
+    // inlines calls as it goes (linear in the size of the inlined result).
+    Converter converter(model, module, tensorNames);
+    std::unique_ptr<Graph> graph;
     try {
-      ts::Inline(*graph);
-      inlineScalarAttributes(*graph, module, name);
-      ts::ConstantPropagationImmutableTypes(graph);
-      ts::EliminateDeadCode(graph);
+      graph = converter.convert(*method->graph(), name);
     } catch (const InputError&) {
       throw;
     } catch (const std::exception& e) {
-      throw InputError("cannot freeze method '" + name + "': " + torchErrorMessage(e));
+      throw InputError("cannot import method '" + name + "': " + torchErrorMessage(e));
     }
-    Converter converter(model, module, tensorNames);
-    model.methods.emplace_back(name, converter.convert(*graph, name));
+    eliminateDeadCode(*graph);
+    model.methods.emplace_back(name, std::move(graph));
   }
   return model;
 }

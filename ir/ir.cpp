@@ -21,6 +21,10 @@ const char* opcodeName(Opcode op) {
 
 // ---------------------------------------------------------------- Value
 
+std::ostream& operator<<(std::ostream& os, const Use& u) {
+  return os << "Use(" << (u.user ? u.user->qualifiedTarget() : "null") << ", " << u.argIndex << ")";
+}
+
 Block* Value::owningBlock() const { return node_ ? node_->owningBlock() : paramOf_; }
 
 void Value::removeUse(Node* user, size_t i) {

@@ -60,6 +60,8 @@ struct Use {
   bool operator==(const Use& o) const { return user == o.user && argIndex == o.argIndex; }
 };
 
+std::ostream& operator<<(std::ostream& os, const Use& u);
+
 class Value {
  public:
   const std::string& name() const { return name_; }

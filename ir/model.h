@@ -1,15 +1,18 @@
 // A model in ptopt IR: one Graph per method (forward first) over one shared
 // table of named constants, plus TorchScript load/import/export/save.
 //
-// Import (`importModule`) freezes the module itself, in time linear in model
-// size: it inlines every method call, resolves `prim::GetAttr` chains against
-// the module's attributes (tensors become named get_attr constants such as
-// `layer1.0.conv1.weight`, other attributes become literals), folds the
-// branches that depend on `self.training` (the module is put in eval mode)
-// and other immutable constants with TorchScript's
-// ConstantPropagationImmutableTypes, and refuses modules whose methods assign
-// attributes (`prim::SetAttr`). Numerics are untouched: an empty pipeline
-// exports a module whose outputs are bitwise equal to the original's.
+// Import (`importModule`) freezes the module itself, in one pass linear in the
+// size of the result: it inlines every method and function call as it
+// converts (each callee's optimized graph, the one TorchScript itself runs),
+// resolves `prim::GetAttr` chains against the module's attributes (tensors
+// become named get_attr constants such as `layer1.0.conv1.weight`, other
+// attributes become literals), folds the branches that depend on
+// `self.training` (the module is put in eval mode) and other operators whose
+// inputs are all literals, removes dead code, and refuses methods that assign
+// attributes (`prim::SetAttr`). LibTorch's own freeze_module and Inline are
+// not used: both are quadratic in model depth. Numerics are untouched: an
+// empty pipeline exports a module whose outputs are bitwise equal to the
+// original's.
 //
 // Export (`exportModel`) builds a fresh TorchScript module: constants become
 // buffers of nested submodules named after their path (so names survive a

@@ -308,7 +308,7 @@ class Parser {
 
   void define(Value* v, const std::string& requested, const Token& tok, LineLexer& lx) {
     if (v->name() != requested) lx.fail(tok, "value %" + requested + " is defined twice");
-    scope_.back().push_back(requested);
+    visible_.insert(v);  // graph inputs: visible everywhere
   }
 
   Value* lookup(const Token& t, LineLexer& lx) {

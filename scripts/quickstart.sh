@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# README command (a): install what is missing, build ptopt, and optimize the
+# bundled default model (a ResNet-18 with random weights, scripted by
+# Debian's torchvision on first run) into out/resnet18.opt.pt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+./scripts/build.sh --target ptopt
+model=models/resnet18.pt
+if [ ! -f "$model" ]; then
+  echo "== scripting a ResNet-18 with random weights into $model"
+  /usr/bin/python3 scripts/make_default_model.py "$model"
+fi
+mkdir -p out
+echo "== ptopt $model out/resnet18.opt.pt ${PTOPT_ARGS:--O1}"
+./build/tools/ptopt "$model" out/resnet18.opt.pt ${PTOPT_ARGS:--O1} \
+  --input-shape 1,3,224,224 --overwrite

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# End-to-end checks of the ptopt command line: exit codes, messages, files.
+# Usage: cli_test.sh PTOPT FIXTURES_DIR PYTHON
+set -u
+ptopt=$1; fx=$2; py=$3
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# expect CODE PATTERN -- command...   (PATTERN matched against stdout+stderr)
+expect() {
+  local code=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  [ "$rc" = "$code" ] || fail "expected exit $code, got $rc: $*"$'\n'"$out"
+  [ -z "$pattern" ] || grep -qE -- "$pattern" <<<"$out" || fail "output of '$*' lacks /$pattern/:"$'\n'"$out"
+}
+
+# The empty pipeline writes a model that loads; verification is bitwise.
+expect 0 "bitwise equal" -- "$ptopt" "$fx/resnet18_script.pt" "$work/r.pt" --passes '' --input-shape 1,3,64,64
+[ -s "$work/r.pt" ] || fail "no output written"
+# An existing output is kept unless --overwrite.
+expect 2 "exists; pass --overwrite" -- "$ptopt" "$fx/resnet18_script.pt" "$work/r.pt" --passes ''
+expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/r.pt" --passes '' --overwrite
+# OUT == IN, also through a link, is refused and the input is untouched.
+cp "$fx/conv1d_bn.pt" "$work/in.pt"; sum=$(md5sum < "$work/in.pt")
+ln -s "$work/in.pt" "$work/link.pt"
+expect 2 "input file itself" -- "$ptopt" "$work/in.pt" "$work/link.pt" --passes '' --overwrite
+[ "$(md5sum < "$work/in.pt")" = "$sum" ] || fail "input modified"
+
+# Bad input: exit 2, one clear line, no output file.
+for bad in state_dict:"torch.save\(\) checkpoint" not_a_zip:"not a zip archive" legacy_pickle:"legacy torch.save"; do
+  name=${bad%%:*}; pattern=${bad#*:}
+  expect 2 "$pattern" -- "$ptopt" "$fx/bad/$name.pt" "$work/$name.out.pt"
+  [ ! -e "$work/$name.out.pt" ] || fail "output left behind for $name"
+done
+expect 2 "No such file" -- "$ptopt" "$work/missing.pt" "$work/x.pt"
+[ -z "$(ls -A "$work" | grep -v -e '^r.pt$' -e '^in.pt$' -e '^link.pt$')" ] || fail "stray files: $(ls -A "$work")"
+# A shape that does not fit the model.
+expect 2 "fails on the given --input-shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/s.pt" --input-shape 1,5,64,64
+[ ! -e "$work/s.pt" ] || fail "output written despite a bad shape"
+expect 2 "bad input shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/s.pt" --input-shape 1,x,3
+# Usage errors.
+expect 2 "expected IN.pt OUT.pt" -- "$ptopt"
+expect 2 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/y.pt" --no-such-flag
+
+# show prints the IR and the op table.
+expect 0 "aten::_convolution" -- "$ptopt" show "$fx/resnet18_trace.pt"
+expect 0 "total" -- "$ptopt" show --ops "$fx/mobilenet_v2_script.pt"
+
+# The output loads in stock PyTorch.
+"$py" -c "import torch,sys; m=torch.jit.load(sys.argv[1]); m(torch.randn(1,3,64,64))" "$work/r.pt" \
+  || fail "python could not load the output"
+
+if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "all CLI checks passed"

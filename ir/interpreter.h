@@ -1,0 +1,2 @@
+// (being written) Interpreter: runs IR nodes through the real ATen operators.
+#pragma once

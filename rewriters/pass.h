@@ -1,0 +1,114 @@
+// The pass interface.
+//
+// A pass is a small class: name() is its kebab-case pipeline name,
+// description() one line for listings, contract() the prose contract (what it
+// matches, what it preserves, when it does not fire), optionSpecs() its typed
+// options with defaults. run() rewrites one Graph and returns whether it
+// changed anything plus named counters (`folded=53`). A pass that declines a
+// rewrite says why through PassContext::decline (shown with --explain).
+#pragma once
+
+#include "ir/ir.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ptopt::rewriters {
+
+enum class OptionKind { Bool, Int, Float, String, Enum };
+
+struct OptionSpec {
+  std::string name;  // kebab-case
+  OptionKind kind = OptionKind::String;
+  std::string defaultValue;
+  std::string help;
+  std::vector<std::string> choices;  // Enum
+  std::optional<double> min, max;    // Int / Float
+};
+
+// Throws std::invalid_argument when `value` does not fit `spec`; returns the
+// canonical spelling (`true`/`false` for bools, the number re-printed).
+std::string validateOption(const OptionSpec& spec, const std::string& value);
+
+// An option set after validation (defaults filled in).
+class OptionValues {
+ public:
+  OptionValues() = default;
+  explicit OptionValues(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+  bool getBool(const std::string& name) const;
+  int64_t getInt(const std::string& name) const;
+  double getFloat(const std::string& name) const;
+  const std::string& getString(const std::string& name) const;
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  const std::map<std::string, std::string>& all() const { return values_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+struct PassResult {
+  bool changed = false;
+  std::vector<std::pair<std::string, int64_t>> counters;  // in first-count order
+  void count(const std::string& name, int64_t n = 1);
+  int64_t counter(const std::string& name) const;
+  std::string countersText() const;  // "folded=3 skipped=1"
+};
+
+// What passes may consult and report beyond the graph.
+class PassContext {
+ public:
+  // Example inputs for the method being optimized (shape-prop); empty when
+  // the user gave no --input-shape.
+  std::optional<std::vector<c10::IValue>> exampleInputs;
+  // "cpu" or "cuda": passes that emit device-specific ops check it.
+  std::string targetDevice = "cpu";
+  // When set, every decline is also printed here as it happens.
+  std::ostream* explain = nullptr;
+
+  void decline(const std::string& pass, const ir::Node* node, const std::string& why);
+  const std::vector<std::string>& declines() const { return declines_; }
+
+ private:
+  std::vector<std::string> declines_;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  virtual std::string contract() const = 0;
+  virtual std::vector<OptionSpec> optionSpecs() const { return {}; }
+  virtual PassResult run(ir::Graph& graph, PassContext& ctx) = 0;
+
+  const OptionValues& options() const { return options_; }
+  // Validates `given` against optionSpecs() and fills in defaults. Throws
+  // std::invalid_argument naming an unknown option or a bad value.
+  void configure(const std::map<std::string, std::string>& given);
+
+ protected:
+  PassResult unchanged() const { return {}; }
+
+ private:
+  OptionValues options_;
+};
+
+// A failure inside a pass; the message names the pass.
+class PassError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A short description of a node for messages: `%y = aten::conv2d` plus scope.
+std::string describeNode(const ir::Node* n);
+
+}  // namespace ptopt::rewriters

@@ -1,0 +1,174 @@
+#include "rewriters/pass_manager.h"
+
+#include "ir/lint.h"
+#include "ir/text.h"
+#include "rewriters/diff.h"
+
+#include <chrono>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+
+namespace ptopt::rewriters {
+
+struct PassManager::Step {
+  std::unique_ptr<Pass> pass;  // or a fixpoint:
+  int maxIterations = 0;
+  std::vector<Step> children;
+};
+
+
+PassManager::PassManager(const PassRegistry& registry, const Pipeline& pipeline, Instrumentation inst)
+    : pipeline_(pipeline), inst_(std::move(inst)) {
+  steps_ = buildSteps(pipeline.elements, registry);
+}
+
+PassManager::~PassManager() = default;
+
+RunReport PassManager::run(ir::Model& model, PassContext& ctx) {
+  RunReport report;
+  for (auto& [name, graph] : model.methods) {
+    RunReport r = run(*graph, ctx, name);
+    report.executions.insert(report.executions.end(), r.executions.begin(), r.executions.end());
+  }
+  return report;
+}
+
+RunReport PassManager::run(ir::Graph& graph, PassContext& ctx, const std::string& method) {
+  RunReport report;
+  if (inst_.verifyEach) ir::lintOrThrow(graph, "IR lint failed before the first pass (method " + method + ")");
+  runSteps(steps_, graph, ctx, method, report);
+  return report;
+}
+
+bool PassManager::runSteps(const std::vector<Step>& steps, ir::Graph& g, PassContext& ctx,
+                           const std::string& method, RunReport& report) {
+  bool changed = false;
+  for (const Step& step : steps) {
+    if (step.pass) {
+      changed |= runPass(*step.pass, g, ctx, method, report);
+      continue;
+    }
+    // fixpoint: repeat until a round changes nothing or the cap is reached.
+    for (int round = 0; round < step.maxIterations; ++round) {
+      if (!runSteps(step.children, g, ctx, method, report)) break;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std::string& method,
+                          RunReport& report) {
+  std::ostream& out = inst_.out ? *inst_.out : std::cerr;
+  PassExecution exec;
+  exec.index = ++executions_;
+  exec.pass = pass.name();
+  exec.method = method;
+  if (inst_.bisectLimit >= 0) {
+    const bool run = static_cast<long>(exec.index) <= inst_.bisectLimit;
+    out << fmt::format("BISECT: {} pass ({}) {} on method {}\n", run ? "running" : "NOT running",
+                       exec.index, exec.pass, method);
+    if (!run) {
+      report.executions.push_back(exec);
+      return false;
+    }
+  }
+  if (inst_.onPassStart) inst_.onPassStart(exec.pass, exec.index);
+  const std::string before = inst_.printChanged ? ir::printGraph(g) : "";
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    exec.result = pass.run(g, ctx);
+  } catch (const PassError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PassError(fmt::format("pass '{}' failed on method '{}' (execution {}): {}", exec.pass, method,
+                                exec.index, ir::torchErrorMessage(e)));
+  }
+  exec.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  exec.ran = true;
+  exec.changed = exec.result.changed;
+  if (inst_.verifyEach)
+    ir::lintOrThrow(g, fmt::format("IR lint failed after pass '{}' (execution {}, method {})", exec.pass,
+                                   exec.index, method));
+  if (inst_.printAfterAll)
+    out << fmt::format("// ----- IR after {} (execution {}, method {}) -----\n{}", exec.pass, exec.index,
+                       method, ir::printGraph(g));
+  if (inst_.printChanged && exec.changed) {
+    const std::string diff = ir::printGraph(g) == before
+                                 ? ""
+                                 : unifiedDiff(before, ir::printGraph(g), "before " + exec.pass,
+                                               "after " + exec.pass);
+    out << fmt::format("// ----- {} changed method {} (execution {}) {} -----\n{}", exec.pass, method,
+                       exec.index, exec.result.countersText(), diff);
+  }
+  report.executions.push_back(exec);
+  return exec.changed;
+}
+
+std::vector<PassManager::Step> PassManager::buildSteps(const std::vector<PipelineElement>& elements,
+                                                      const PassRegistry& registry) {
+  std::vector<PassManager::Step> steps;
+  for (const auto& e : elements) {
+    PassManager::Step step;
+    if (e.isFixpoint()) {
+      step.maxIterations = kDefaultFixpointIterations;
+      for (const auto& [k, v] : e.options)
+        if (k == "max-iter") step.maxIterations = std::stoi(v);
+      step.children = buildSteps(e.children, registry);
+    } else {
+      std::map<std::string, std::string> options(e.options.begin(), e.options.end());
+      step.pass = registry.create(e.name, options);
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+bool RunReport::changed() const {
+  for (const auto& e : executions)
+    if (e.changed) return true;
+  return false;
+}
+
+std::string RunReport::timingTable() const {
+  struct Row { size_t runs = 0, changed = 0; double ms = 0; };
+  std::vector<std::string> order;
+  std::map<std::string, Row> rows;
+  double total = 0;
+  for (const auto& e : executions) {
+    if (!e.ran) continue;
+    if (!rows.count(e.pass)) order.push_back(e.pass);
+    Row& r = rows[e.pass];
+    ++r.runs;
+    r.changed += e.changed;
+    r.ms += e.ms;
+    total += e.ms;
+  }
+  size_t width = 4;
+  for (const auto& n : order) width = std::max(width, n.size());
+  std::string out = fmt::format("  {:<{}}  {:>5}  {:>7}  {:>10}  {:>6}\n", "pass", width, "runs", "changed", "time", "share");
+  for (const auto& n : order) {
+    const Row& r = rows[n];
+    out += fmt::format("  {:<{}}  {:>5}  {:>7}  {:>8.2f}ms  {:>5.1f}%\n", n, width, r.runs, r.changed, r.ms,
+                       total > 0 ? 100 * r.ms / total : 0.0);
+  }
+  out += fmt::format("  {:<{}}  {:>5}  {:>7}  {:>8.2f}ms  {:>5.1f}%\n", "total", width, executions.size(), "", total, 100.0);
+  return out;
+}
+
+std::string RunReport::countersSummary() const {
+  std::vector<std::string> order;
+  std::map<std::string, PassResult> sums;
+  for (const auto& e : executions) {
+    if (!e.ran) continue;
+    if (!sums.count(e.pass)) order.push_back(e.pass);
+    for (const auto& [k, v] : e.result.counters) sums[e.pass].count(k, v);
+  }
+  std::string out;
+  for (const auto& n : order)
+    if (!sums[n].counters.empty()) out += "  " + n + ": " + sums[n].countersText() + "\n";
+  return out;
+}
+
+}  // namespace ptopt::rewriters

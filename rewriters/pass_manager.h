@@ -1,0 +1,70 @@
+// Runs a pipeline over a model's graphs, with the debugging instruments of
+// LLVM/XLA pass managers: print the IR after every pass or only the changes
+// (as a unified diff), time passes, stop after N pass executions (bisect a
+// bad result), lint the IR before and after every pass.
+#pragma once
+
+#include "ir/model.h"
+#include "rewriters/pipeline.h"
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptopt::rewriters {
+
+struct Instrumentation {
+  bool printAfterAll = false;
+  bool printChanged = false;
+  bool timePasses = false;  // the table is in the report; the CLI prints it
+  bool verifyEach = false;
+  long bisectLimit = -1;  // < 0: run everything
+  std::ostream* out = nullptr;  // instrumentation output (default std::cerr)
+  // Called before each pass execution (progress display).
+  std::function<void(const std::string& pass, size_t execution)> onPassStart;
+};
+
+struct PassExecution {
+  size_t index = 0;  // 1-based, over the whole run
+  std::string pass;
+  std::string method;
+  bool ran = false;
+  bool changed = false;
+  double ms = 0;
+  PassResult result;
+};
+
+struct RunReport {
+  std::vector<PassExecution> executions;
+  bool changed() const;
+  // pass | runs | changed | time | share, in first-execution order.
+  std::string timingTable() const;
+  // Counters summed per pass: "fold-conv-bn: folded=20".
+  std::string countersSummary() const;
+};
+
+class PassManager {
+ public:
+  PassManager(const PassRegistry& registry, const Pipeline& pipeline, Instrumentation inst = {});
+  ~PassManager();
+  RunReport run(ir::Model& model, PassContext& ctx);
+  RunReport run(ir::Graph& graph, PassContext& ctx, const std::string& method = "forward");
+  const Pipeline& pipeline() const { return pipeline_; }
+
+ private:
+  struct Step;
+  static std::vector<Step> buildSteps(const std::vector<PipelineElement>& elements,
+                                      const PassRegistry& registry);
+  bool runSteps(const std::vector<Step>& steps, ir::Graph& g, PassContext& ctx, const std::string& method,
+                RunReport& report);
+  bool runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std::string& method, RunReport& report);
+
+  Pipeline pipeline_;
+  Instrumentation inst_;
+  std::vector<Step> steps_;
+  size_t executions_ = 0;
+};
+
+}  // namespace ptopt::rewriters

@@ -1,0 +1,250 @@
+#include "rewriters/pipeline.h"
+
+#include <cctype>
+
+namespace ptopt::rewriters {
+
+// ---------------------------------------------------------------- presets
+//
+// One table, and the reason for every ordering constraint beside it.
+//
+// -O0  nothing: import and export only (bitwise-equal outputs).
+// -O1  the generic clean-up: canonicalize first, so every later pass sees one
+//      form per op (conv2d, not _convolution; literal lists, not
+//      ListConstruct); then const-fold, cse and dce to a fixpoint, because
+//      each can expose work for the others (a folded constant makes two nodes
+//      equal for cse, cse leaves dead nodes for dce).
+// -O2  -O1 (layout passes join here when they exist).
+// -O3  -O2 (precision casting joins here when it exists).
+std::string presetPipeline(int level) {
+  const std::string cleanup = "fixpoint{max-iter=4}(const-fold,cse,dce)";
+  switch (level) {
+    case 0: return "";
+    case 1: return "canonicalize," + cleanup;
+    case 2: return presetPipeline(1);
+    case 3: return presetPipeline(2);
+    default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");
+  }
+}
+
+// ---------------------------------------------------------------- errors
+
+namespace {
+std::string formatError(const std::string& msg, size_t line, size_t col, const std::string& text,
+                        const std::string& source) {
+  std::string out = source + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + msg;
+  out += "\n  " + text + "\n  " + std::string(col > 0 ? col - 1 : 0, ' ') + "^";
+  return out;
+}
+}  // namespace
+
+PipelineError::PipelineError(const std::string& message, size_t line, size_t column,
+                             const std::string& lineText, const std::string& source)
+    : std::runtime_error(formatError(message, line, column, lineText, source)),
+      message_(message), line_(line), column_(column) {}
+
+// ---------------------------------------------------------------- parser
+
+namespace {
+
+class PipelineParser {
+ public:
+  PipelineParser(const std::string& text, const PassRegistry& registry, const std::string& source)
+      : text_(text), registry_(registry), source_(source) {}
+
+  Pipeline parse() {
+    Pipeline p;
+    skipSpace();
+    if (atEnd()) return p;
+    p.elements = parseList();
+    skipSpace();
+    if (!atEnd()) fail(std::string("unexpected '") + text_[pos_] + "'" +
+                       (text_[pos_] == ')' ? " (no matching '(')" : ""));
+    return p;
+  }
+
+ private:
+  [[noreturn]] void failAt(size_t pos, const std::string& msg) const {
+    size_t line = 1, lineStart = 0;
+    for (size_t i = 0; i < pos && i < text_.size(); ++i)
+      if (text_[i] == '\n') { ++line; lineStart = i + 1; }
+    size_t lineEnd = text_.find('\n', lineStart);
+    std::string lineText = text_.substr(lineStart, lineEnd == std::string::npos ? std::string::npos : lineEnd - lineStart);
+    throw PipelineError(msg, line, pos - lineStart + 1, lineText, source_);
+  }
+  [[noreturn]] void fail(const std::string& msg) const { failAt(pos_, msg); }
+
+  bool atEnd() const { return pos_ >= text_.size(); }
+  void skipSpace() {
+    while (!atEnd()) {
+      if (std::isspace(static_cast<unsigned char>(text_[pos_]))) { ++pos_; continue; }
+      if (text_[pos_] == '#') { while (!atEnd() && text_[pos_] != '\n') ++pos_; continue; }
+      break;
+    }
+  }
+  bool take(char c) {
+    skipSpace();
+    if (!atEnd() && text_[pos_] == c) { ++pos_; return true; }
+    return false;
+  }
+  void expect(char c, const std::string& context) {
+    if (!take(c)) fail(std::string("expected '") + c + "' " + context +
+                       (atEnd() ? " but the pipeline ended" : std::string(", got '") + text_[pos_] + "'"));
+  }
+  static bool nameChar(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  }
+  std::string word(const std::string& what) {
+    skipSpace();
+    size_t start = pos_;
+    while (!atEnd() && nameChar(text_[pos_])) ++pos_;
+    if (start == pos_) fail("expected " + what + (atEnd() ? " but the pipeline ended" : std::string(", got '") + text_[pos_] + "'"));
+    return text_.substr(start, pos_ - start);
+  }
+  std::string value() {
+    skipSpace();
+    if (!atEnd() && text_[pos_] == '"') {
+      size_t start = pos_++;
+      std::string out;
+      while (!atEnd() && text_[pos_] != '"') {
+        if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) ++pos_;
+        out += text_[pos_++];
+      }
+      if (atEnd()) failAt(start, "unterminated string");
+      ++pos_;
+      return out;
+    }
+    size_t start = pos_;
+    while (!atEnd() && !std::isspace(static_cast<unsigned char>(text_[pos_])) &&
+           std::string(",{}()=#\"").find(text_[pos_]) == std::string::npos)
+      ++pos_;
+    if (start == pos_) fail("expected an option value");
+    return text_.substr(start, pos_ - start);
+  }
+
+  std::vector<PipelineElement> parseList() {
+    std::vector<PipelineElement> out;
+    do out.push_back(parseElement()); while (take(','));
+    return out;
+  }
+
+  PipelineElement parseElement() {
+    skipSpace();
+    const size_t start = pos_;
+    PipelineElement e;
+    e.name = word("a pass name");
+    std::vector<OptionSpec> specs;
+    if (e.isFixpoint()) {
+      specs.push_back({"max-iter", OptionKind::Int, std::to_string(kDefaultFixpointIterations),
+                       "rounds before giving up", {}, 1.0, 1000.0});
+    } else {
+      const PassInfo* info = registry_.find(e.name);
+      if (!info) {
+        std::string hint = registry_.suggest(e.name);
+        failAt(start, "unknown pass '" + e.name + "'" +
+                          (hint.empty() ? " (see 'ptopt passes')" : " (did you mean '" + hint + "'?)"));
+      }
+      specs = info->options;
+    }
+    std::map<std::string, std::string> given;
+    if (take('{')) {
+      if (!take('}')) {
+        do {
+          skipSpace();
+          const size_t keyPos = pos_;
+          std::string key = word("an option name");
+          expect('=', "after option '" + key + "'");
+          const size_t valuePos = (skipSpace(), pos_);
+          std::string v = value();
+          const OptionSpec* spec = nullptr;
+          for (const auto& s : specs)
+            if (s.name == key) spec = &s;
+          if (!spec) {
+            std::string known;
+            for (const auto& s : specs) known += (known.empty() ? "" : ", ") + s.name;
+            failAt(keyPos, "pass '" + e.name + "' has no option '" + key + "'" +
+                               (known.empty() ? " (it takes none)" : " (options: " + known + ")"));
+          }
+          if (given.count(key)) failAt(keyPos, "option '" + key + "' given twice");
+          try {
+            given[key] = validateOption(*spec, v);
+          } catch (const std::invalid_argument& err) {
+            failAt(valuePos, err.what());
+          }
+        } while (take(','));
+        expect('}', "to close the options of '" + e.name + "'");
+      }
+    }
+    for (const auto& s : specs)
+      if (given.count(s.name)) e.options.emplace_back(s.name, given[s.name]);
+    skipSpace();
+    const size_t parenPos = pos_;
+    if (take('(')) {
+      if (!e.isFixpoint()) failAt(parenPos, "only fixpoint{...}(...) takes a nested pipeline");
+      skipSpace();
+      if (!atEnd() && text_[pos_] == ')') fail("fixpoint needs at least one pass inside ( )");
+      e.children = parseList();
+      expect(')', "to close fixpoint(...)");
+    } else if (e.isFixpoint()) {
+      fail("fixpoint needs a nested pipeline: fixpoint{max-iter=4}(cse,dce)");
+    }
+    e.line = 1;
+    e.column = start + 1;
+    return e;
+  }
+
+  const std::string& text_;
+  const PassRegistry& registry_;
+  std::string source_;
+  size_t pos_ = 0;
+};
+
+bool needsQuotes(const std::string& v) {
+  if (v.empty()) return true;
+  for (char c : v)
+    if (std::isspace(static_cast<unsigned char>(c)) || std::string(",{}()=#\"").find(c) != std::string::npos)
+      return true;
+  return false;
+}
+
+void printElements(const std::vector<PipelineElement>& elements, std::string& out) {
+  for (size_t i = 0; i < elements.size(); ++i) {
+    const auto& e = elements[i];
+    if (i) out += ",";
+    out += e.name;
+    if (!e.options.empty()) {
+      out += "{";
+      for (size_t j = 0; j < e.options.size(); ++j) {
+        const auto& [k, v] = e.options[j];
+        out += (j ? "," : "") + k + "=";
+        if (needsQuotes(v)) {
+          out += "\"";
+          for (char c : v) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+          out += "\"";
+        } else {
+          out += v;
+        }
+      }
+      out += "}";
+    }
+    if (!e.children.empty()) {
+      out += "(";
+      printElements(e.children, out);
+      out += ")";
+    }
+  }
+}
+
+}  // namespace
+
+Pipeline parsePipeline(const std::string& text, const PassRegistry& registry, const std::string& source) {
+  return PipelineParser(text, registry, source).parse();
+}
+
+std::string printPipeline(const Pipeline& p) {
+  std::string out;
+  printElements(p.elements, out);
+  return out;
+}
+
+}  // namespace ptopt::rewriters

@@ -1,0 +1,45 @@
+// The pass registry: an explicit table filled by registerAllPasses() (no
+// static registrars: a linker drops those from static libraries).
+#pragma once
+
+#include "rewriters/pass.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptopt::rewriters {
+
+using PassFactory = std::function<std::unique_ptr<Pass>()>;
+
+struct PassInfo {
+  std::string name, description, contract;
+  std::vector<OptionSpec> options;
+  PassFactory create;
+};
+
+class PassRegistry {
+ public:
+  // Registers a pass (its metadata is read from one instance).
+  void add(PassFactory factory);
+  const PassInfo* find(const std::string& name) const;
+  std::vector<const PassInfo*> all() const;  // sorted by name
+  // A pass configured with `options` (validated). Throws std::invalid_argument.
+  std::unique_ptr<Pass> create(const std::string& name,
+                               const std::map<std::string, std::string>& options = {}) const;
+  // The registered name closest to `name` (edit distance), or "" if none is close.
+  std::string suggest(const std::string& name) const;
+
+ private:
+  std::map<std::string, PassInfo> passes_;
+};
+
+// The generic passes of rewriters/ (dce, cse, const-fold, canonicalize,
+// shape-prop, functionalize, rules).
+void registerGenericPasses(PassRegistry& registry);
+
+size_t editDistance(const std::string& a, const std::string& b);
+
+}  // namespace ptopt::rewriters

@@ -1,0 +1,94 @@
+// Pipeline text: parse, canonical print, presets, and every class of error.
+#include "rewriters/pipeline.h"
+#include "tools/api.h"
+
+#include <catch2/catch.hpp>
+
+using namespace ptopt::rewriters;
+
+namespace {
+
+const PassRegistry& registry() { return ptopt::defaultRegistry(); }
+
+void expectError(const std::string& text, const std::string& message, size_t column, size_t line = 1) {
+  try {
+    parsePipeline(text, registry());
+    FAIL("expected an error for: " << text);
+  } catch (const PipelineError& e) {
+    INFO(e.what());
+    CHECK_THAT(e.message(), Catch::Contains(message));
+    CHECK(e.column() == column);
+    CHECK(e.line() == line);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("^"));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pipelines parse and print canonically") {
+  const std::string text = "canonicalize,fixpoint{max-iter=3}(cse,dce),const-fold";
+  Pipeline p = parsePipeline(text, registry());
+  REQUIRE(p.elements.size() == 3);
+  CHECK(p.elements[1].isFixpoint());
+  CHECK(p.elements[1].children.size() == 2);
+  CHECK(printPipeline(p) == text);
+  CHECK(printPipeline(parsePipeline(printPipeline(p), registry())) == text);
+}
+
+TEST_CASE("whitespace newlines and comments are allowed and vanish in the canonical form") {
+  Pipeline p = parsePipeline(
+      "# clean up\n"
+      "canonicalize ,\n"
+      "  fixpoint { max-iter = 2 } (   # repeat\n"
+      "    cse, dce\n"
+      "  )\n",
+      registry(), "pipe.txt");
+  CHECK(printPipeline(p) == "canonicalize,fixpoint{max-iter=2}(cse,dce)");
+}
+
+TEST_CASE("option values are canonicalized and quoted when needed") {
+  Pipeline p = parsePipeline("fixpoint{max-iter=05}(dce),rules{file=\"my rules,v2.rules\"}", registry());
+  CHECK(printPipeline(p) == "fixpoint{max-iter=5}(dce),rules{file=\"my rules,v2.rules\"}");
+  CHECK(printPipeline(parsePipeline(printPipeline(p), registry())) == printPipeline(p));
+}
+
+TEST_CASE("the empty pipeline is valid") {
+  CHECK(parsePipeline("", registry()).empty());
+  CHECK(parsePipeline("  # nothing\n", registry()).empty());
+}
+
+TEST_CASE("presets expand to registered passes") {
+  for (int level = 0; level <= 3; ++level) {
+    const std::string text = presetPipeline(level);
+    Pipeline p = parsePipeline(text, registry());
+    CHECK(printPipeline(p) == text);
+  }
+  CHECK(presetPipeline(0).empty());
+  CHECK_THROWS(presetPipeline(4));
+}
+
+TEST_CASE("unknown pass names suggest the nearest one") {
+  expectError("canonicalize,ces", "unknown pass 'ces' (did you mean 'cse'?)", 14);
+  expectError("dce,shape-porp", "did you mean 'shape-prop'?", 5);
+  expectError("frobnicate", "unknown pass 'frobnicate' (see 'ptopt passes')", 1);
+}
+
+TEST_CASE("syntax errors point at the column") {
+  expectError("cse,", "expected a pass name but the pipeline ended", 5);
+  expectError("cse,,dce", "expected a pass name, got ','", 5);
+  expectError("fixpoint{max-iter=3}(cse,dce", "expected ')' to close fixpoint(...)", 29);
+  expectError("cse)", "unexpected ')' (no matching '(')", 4);
+  expectError("fixpoint{max-iter=3}", "fixpoint needs a nested pipeline", 21);
+  expectError("fixpoint()", "fixpoint needs at least one pass", 10);
+  expectError("cse(dce)", "only fixpoint{...}(...) takes a nested pipeline", 4);
+  expectError("fixpoint{max-iter}(cse)", "expected '=' after option 'max-iter'", 18);
+  expectError("rules{file=\"x}", "unterminated string", 12);
+  expectError("cse\n,dce\n,ces", "unknown pass 'ces'", 2, 3);
+}
+
+TEST_CASE("options are checked against the pass") {
+  expectError("cse{depth=3}", "pass 'cse' has no option 'depth' (it takes none)", 5);
+  expectError("fixpoint{max-iter=zero}(cse)", "expected an integer, got 'zero'", 19);
+  expectError("fixpoint{max-iter=0}(cse)", "must be at least 1", 19);
+  expectError("fixpoint{max-iter=2,max-iter=3}(cse)", "given twice", 21);
+}

@@ -1,0 +1,78 @@
+#include "tools/api.h"
+
+namespace ptopt {
+
+void registerAllPasses(rewriters::PassRegistry& registry) {
+  rewriters::registerGenericPasses(registry);
+}
+
+const rewriters::PassRegistry& defaultRegistry() {
+  static const rewriters::PassRegistry registry = [] {
+    rewriters::PassRegistry r;
+    registerAllPasses(r);
+    return r;
+  }();
+  return registry;
+}
+
+rewriters::Pipeline parsePipelineOrPreset(const std::string& text) {
+  if (text.size() == 3 && text[0] == '-' && text[1] == 'O' && text[2] >= '0' && text[2] <= '3')
+    return rewriters::parsePipeline(rewriters::presetPipeline(text[2] - '0'), defaultRegistry(), text);
+  return rewriters::parsePipeline(text, defaultRegistry());
+}
+
+Optimizer Optimizer::load(const std::string& path, const ir::ImportOptions& options) {
+  torch::jit::Module original = ir::loadTorchScript(path);
+  original.eval();
+  ir::Model model = ir::importModule(original, options);
+  return Optimizer(std::move(original), std::move(model));
+}
+
+rewriters::RunReport Optimizer::run(const std::string& pipeline, rewriters::PassContext* ctx,
+                                    const rewriters::Instrumentation& inst) {
+  return run(parsePipelineOrPreset(pipeline), ctx, inst);
+}
+
+rewriters::RunReport Optimizer::run(const rewriters::Pipeline& pipeline, rewriters::PassContext* ctx,
+                                    const rewriters::Instrumentation& inst) {
+  rewriters::PassContext local;
+  rewriters::PassManager pm(defaultRegistry(), pipeline, inst);
+  return pm.run(model_, ctx ? *ctx : local);
+}
+
+VerifyResult Optimizer::verify(const std::vector<std::string>& shapes, const verify::Tolerance& tol,
+                               int iterations, uint64_t seed) {
+  std::vector<verify::InputSpec> specs;
+  for (const auto& s : shapes) specs.push_back(verify::parseInputSpec(s));
+  return verify(specs, tol, iterations, seed);
+}
+
+VerifyResult Optimizer::verify(const std::vector<verify::InputSpec>& specs, const verify::Tolerance& tol,
+                               int iterations, uint64_t seed) {
+  torch::NoGradGuard noGrad;
+  torch::jit::Module optimized = exportModule();
+  VerifyResult result;
+  result.passed = result.bitwiseEqual = true;
+  for (int i = 0; i < iterations; ++i) {
+    auto inputs = verify::makeInputs(specs, seed + static_cast<uint64_t>(i));
+    torch::manual_seed(seed + static_cast<uint64_t>(i));
+    c10::IValue expected = original_.forward(verify::cloneInputs(inputs));
+    torch::manual_seed(seed + static_cast<uint64_t>(i));
+    c10::IValue actual = optimized.forward(verify::cloneInputs(inputs));
+    auto cmp = verify::compareOutputs(actual, expected, tol);
+    result.bitwiseEqual = result.bitwiseEqual && cmp.bitwiseEqual();
+    if (!cmp.withinTolerance()) {
+      result.passed = false;
+      result.summary += "seed " + std::to_string(seed + static_cast<uint64_t>(i)) + ":\n" + cmp.summary();
+    } else if (i == 0) {
+      result.summary = cmp.summary();
+    }
+  }
+  return result;
+}
+
+torch::jit::Module Optimizer::exportModule() const { return ir::exportModel(model_); }
+
+void Optimizer::save(const std::string& path) const { ir::saveModuleAtomically(exportModule(), path); }
+
+}  // namespace ptopt

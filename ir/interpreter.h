@@ -1,2 +1,118 @@
-// (being written) Interpreter: runs IR nodes through the real ATen operators.
+// The Interpreter: runs IR graphs and single nodes through the real operators.
+//
+// Every call_function node with a registered operator runs that operator's
+// boxed Operation on a Stack, exactly as TorchScript's own interpreter would
+// (same kernels, same argument defaults, vararg ops get their input count), so
+// running an imported graph reproduces the module's outputs bitwise. The
+// schema-less prim ops TorchScript implements inside its interpreter are done
+// here by hand: ListConstruct, ListUnpack, TupleConstruct (named tuples keep
+// their type), TupleUnpack, TupleIndex, DictConstruct, unchecked_cast,
+// Uninitialized, RaiseException (throws InterpreterError), isinstance,
+// GetAttr on objects, and the control flow ops:
+//   prim::If(cond)                      runs block0 when cond, else block1
+//   prim::Loop(max_trip, cond, c...)    while (i < max_trip && cond) the body
+//                                       runs with params (i, c...) and returns
+//                                       (cond, c...); the node returns the
+//                                       final carried values
+// Other schema-less ops with a TorchScript implementation (prim::ConstantChunk,
+// ...) run through the operator TorchScript creates for an equivalent node.
+// An operator nobody implements is an InterpreterError naming it.
+//
+// Inline literals become IValues (Literal::toIValue), get_attr reads
+// Graph::constants(). Runs have autograd off. Constants the graph may write in
+// place (MutationAnalysis) are copied before the graph sees them, so running a
+// graph never changes its constant table. Values are released after their
+// last use. An Interpreter reads the graph's structure when it is built: do
+// not edit the graph while one is in use (evaluateNode has no such cache).
 #pragma once
+
+#include "ir/ir.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ptopt::ir {
+
+// An operator failed, is unknown, or the model raised: the message names the
+// node (its IR text and module scope) and carries the operator's own message
+// without a C++ backtrace.
+class InterpreterError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Which values a graph may write in place, through aliases. Values are put in
+// alias classes: a schema's annotated arguments and results (`Tensor(a)`,
+// `t[](a!)`), the operands and results of container ops (lists, tuples,
+// dicts), If/Loop results with their block outputs, and loop-carried values
+// with their body parameters. A class is written when one of its members is
+// passed to a writing argument (`Tensor(a!)`), or to an operator whose
+// aliasing TorchScript does not know (conservative alias analysis, unknown
+// schema-less ops).
+class MutationAnalysis {
+ public:
+  explicit MutationAnalysis(const Graph& g);
+  // False for values created after the analysis.
+  bool mayBeWritten(const Value* v) const;
+  // The constants (by name) whose get_attr values may be written.
+  const std::set<std::string>& writtenConstants() const { return writtenConstants_; }
+
+ private:
+  const Value* find(const Value* v) const;
+  void unite(const Value* a, const Value* b);
+  mutable std::unordered_map<const Value*, const Value*> parent_;
+  std::set<const Value*> writtenRoots_;
+  std::set<std::string> writtenConstants_;
+};
+
+// Called for every value the interpreter binds: graph inputs, get_attr
+// results, node results, and block parameters (inside a loop once per
+// iteration, so the last call holds the last iteration's value).
+using ValueObserver = std::function<void(const Value& v, const c10::IValue& iv)>;
+
+struct InterpreterOptions {
+  ValueObserver observer;
+  // Copy the constants the graph may write in place before it sees them.
+  bool protectConstants = true;
+};
+
+class Interpreter {
+ public:
+  explicit Interpreter(const Graph& graph, InterpreterOptions options = {});
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  // Runs the graph on `inputs` (one per placeholder, in order) and returns the
+  // values of its output node. Throws InterpreterError.
+  std::vector<c10::IValue> run(std::vector<c10::IValue> inputs);
+  // What the exported TorchScript method returns: the single output, or a
+  // tuple of several.
+  c10::IValue runMethod(std::vector<c10::IValue> inputs);
+
+  // Runs one call_function node without nested blocks on `args`, one IValue
+  // per node argument in order (literals too: argumentValue() converts them),
+  // and returns its results. Looks the operator up on every call. Throws
+  // InterpreterError (also for nodes with blocks).
+  static std::vector<c10::IValue> evaluateNode(const Node& n, std::vector<c10::IValue> args);
+  // The IValue a literal argument stands for (same as Literal::toIValue).
+  static c10::IValue argumentValue(const Literal& l) { return l.toIValue(); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The metadata shape propagation records for a tensor: dtype, shape, device,
+// and memory format (contiguous_format when contiguous, else channels_last /
+// channels_last_3d when the strides are those, else unset).
+TensorMeta metaOf(const at::Tensor& t);
+
+}  // namespace ptopt::ir

@@ -1,7 +1,272 @@
 #include "rewriters/const_fold.h"
 
+#include "ir/dead_code.h"
+#include "ir/interpreter.h"
+#include "ir/model.h"
+#include "ir/text.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
 namespace ptopt::rewriters {
 
-PassResult ConstFoldPass::run(ir::Graph&, PassContext&) { throw PassError("pass 'const-fold' is not implemented yet"); }
+namespace {
+
+// Ops whose result is uninitialized memory: folding would bake garbage in.
+bool returnsUninitialized(const std::string& target) {
+  static const std::set<std::string> ops = {"aten::empty", "aten::empty_like", "aten::empty_strided",
+                                            "aten::new_empty", "aten::new_empty_strided",
+                                            "prim::Uninitialized"};
+  return ops.count(target) != 0;
+}
+
+// Why ir::hasSideEffects holds, in words for --explain.
+std::string sideEffectReason(const ir::Node* n) {
+  if (n->schema() && n->schema()->is_mutable()) return "it writes its arguments in place";
+  for (const char* r : {"rand", "dropout", "bernoulli", "normal", "multinomial", "uniform"})
+    if (n->target().find(r) != std::string::npos) return "it draws random numbers";
+  if (!n->schema()) return "it is an operator without a schema that may have side effects";
+  return "it has side effects (raises, prints, warns or draws random numbers)";
+}
+
+// The first constant name a value derives from (for naming folded results).
+std::string sourceConstantName(const ir::Node* n, int depth = 0) {
+  if (depth > 16) return "";
+  for (const ir::Arg& a : n->args()) {
+    const ir::Value* v = a.value();
+    if (!v || !v->node()) continue;
+    if (v->node()->opcode() == ir::Opcode::GetAttr) return v->node()->target();
+    if (std::string s = sourceConstantName(v->node(), depth + 1); !s.empty()) return s;
+  }
+  return "";
+}
+
+void insertInPrologue(ir::Graph& g, ir::Node* getAttr) {
+  ir::Node* tail = nullptr;
+  for (ir::Node* n : *g.block()) {
+    if (n->opcode() != ir::Opcode::Placeholder && n->opcode() != ir::Opcode::GetAttr) break;
+    tail = n;
+  }
+  if (tail) getAttr->insertAfter(tail);
+  else g.block()->prependNode(getAttr);
+}
+
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+class Folder {
+ public:
+  Folder(ir::Graph& g, PassContext& ctx, const std::string& pass, int64_t maxBytes)
+      : g_(g), ctx_(ctx), pass_(pass), maxBytes_(maxBytes), mutation_(g) {}
+
+  PassResult run() {
+    std::vector<ir::Node*> order;
+    g_.walk([&](ir::Node* n) { order.push_back(n); });
+    for (ir::Node* n : order) {
+      if (destroyed_.count(n)) continue;
+      if (n->opcode() == ir::Opcode::GetAttr) {
+        if (g_.constants().contains(n->target())) known_[n->output()] = g_.constants().at(n->target());
+        continue;
+      }
+      if (n->isCall()) visit(n);
+    }
+    for (ir::Node* n : kept_) {
+      if (destroyed_.count(n)) continue;
+      for (const auto& out : n->outputs())
+        if (out->hasUses()) {
+          ctx_.decline(pass_, n, "its result (" + ir::printType(out->type()) +
+                                     ") is neither a tensor nor a literal, so it cannot be stored");
+          break;
+        }
+    }
+    if (folded_) result_.count("folded", folded_);
+    result_.changed = folded_ > 0;
+    return result_;
+  }
+
+ private:
+  void decline(const ir::Node* n, const std::string& why) { ctx_.decline(pass_, n, why); }
+
+  std::optional<std::string> refusal(const ir::Node* n) const {
+    if (!n->blocks().empty()) return std::string("it owns nested blocks");
+    if (ir::hasSideEffects(n)) return sideEffectReason(n);
+    if (returnsUninitialized(n->target())) return std::string("its result is uninitialized memory");
+    for (const ir::Arg& a : n->args()) {
+      const ir::Value* v = a.value();
+      if (v && mutation_.mayBeWritten(v)) {
+        const bool isConstant = v->node() && v->node()->opcode() == ir::Opcode::GetAttr;
+        return isConstant ? "constant '" + v->node()->target() + "' is written in place elsewhere in the graph"
+                          : "its input %" + v->name() + " is written in place elsewhere in the graph";
+      }
+    }
+    for (const auto& out : n->outputs())
+      if (mutation_.mayBeWritten(out.get())) return "its result %" + out->name() + " is written in place";
+    return std::nullopt;
+  }
+
+  void visit(ir::Node* n) {
+    std::vector<c10::IValue> args;
+    for (const ir::Arg& a : n->args()) {
+      if (a.isLiteral()) {
+        args.push_back(a.literal().toIValue());
+        continue;
+      }
+      auto it = known_.find(a.value());
+      if (it == known_.end()) return;  // not all-constant: nothing to say
+      args.push_back(it->second);
+    }
+    bool used = false;
+    for (const auto& out : n->outputs()) used = used || out->hasUses();
+    if (!used) return;  // dead (or no results): dce's business
+    if (auto why = refusal(n)) return decline(n, *why);
+
+    std::vector<c10::IValue> results;
+    try {
+      results = ir::Interpreter::evaluateNode(*n, args);
+    } catch (const std::exception& e) {
+      return decline(n, "evaluating it failed (left to run time): " + firstLine(ir::torchErrorMessage(e)));
+    }
+
+    // All results must be storable; tensors count against max-bytes.
+    int64_t bytes = 0;
+    bool storable = true;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!n->output(i)->hasUses()) continue;
+      if (results[i].isTensor()) {
+        const at::Tensor& t = results[i].toTensor();
+        bytes += static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
+      } else if (!ir::Literal::fromIValue(results[i], returnType(n, i))) {
+        storable = false;
+      }
+    }
+    if (bytes > maxBytes_) {
+      result_.count("skipped-large");
+      return decline(n, fmt::format("its result takes {} bytes, over max-bytes={}", bytes, maxBytes_));
+    }
+    if (!storable) {
+      // Keep the node, but let later nodes fold through its value.
+      for (size_t i = 0; i < results.size(); ++i) known_[n->output(i)] = results[i];
+      kept_.push_back(n);
+      return;
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      ir::Value* out = n->output(i);
+      if (!out->hasUses()) continue;
+      if (results[i].isTensor()) replaceWithConstant(n, out, results[i].toTensor(), args);
+      else replaceWithLiteral(out, results[i], returnType(n, i));
+    }
+    std::vector<ir::Value*> inputs;
+    for (const ir::Arg& a : n->args())
+      if (a.isValue()) inputs.push_back(a.value());
+    destroy(n);
+    removeUnusedProducers(inputs);
+    ++folded_;
+  }
+
+  static c10::TypePtr returnType(const ir::Node* n, size_t i) {
+    if (const auto* s = n->schema(); s && i < s->returns().size()) return s->returns()[i].real_type();
+    return n->output(i)->type();
+  }
+
+  void replaceWithConstant(const ir::Node* n, ir::Value* out, at::Tensor t, const std::vector<c10::IValue>& args) {
+    // Never share storage with an existing constant (or keep a large buffer
+    // alive for a small view): copy.
+    bool copy = t.storage().nbytes() > static_cast<size_t>(t.numel()) * t.element_size();
+    for (const auto& a : args) {
+      if (a.isTensor() && t.is_alias_of(a.toTensor())) copy = true;
+      if (a.isTensorList())
+        for (const at::Tensor& e : a.toTensorVector())
+          if (t.is_alias_of(e)) copy = true;
+    }
+    t = copy ? t.detach().clone(at::MemoryFormat::Preserve) : t.detach();
+    std::string base = sourceConstantName(n);
+    const std::string name = g_.constants().uniqueName((base.empty() ? std::string("const") : base) + ".folded");
+    g_.constants().set(name, t);
+    ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
+    insertInPrologue(g_, getAttr);
+    getAttr->output()->meta() = out->meta();
+    known_[getAttr->output()] = t;
+    out->replaceAllUsesWith(getAttr->output());
+  }
+
+  static void replaceWithLiteral(ir::Value* out, const c10::IValue& iv, const c10::TypePtr& hint) {
+    const ir::Literal generic = *ir::Literal::fromIValue(iv, hint);
+    const std::vector<ir::Use> uses = out->uses();
+    for (const ir::Use& u : uses) {
+      std::optional<ir::Literal> lit;
+      if (const auto* s = u.user->schema(); s && u.argIndex < s->arguments().size())
+        lit = ir::Literal::fromIValue(iv, s->arguments()[u.argIndex].real_type());
+      u.user->setArg(u.argIndex, lit ? *lit : generic);
+    }
+  }
+
+  void destroy(ir::Node* n) {
+    destroyed_.insert(n);
+    n->destroy();
+  }
+
+  // Removes get_attr nodes and kept evaluated nodes that folding left unused.
+  void removeUnusedProducers(std::vector<ir::Value*> values) {
+    while (!values.empty()) {
+      ir::Value* v = values.back();
+      values.pop_back();
+      ir::Node* d = v->node();
+      if (!d || destroyed_.count(d) || !known_.count(v)) continue;
+      bool used = false;
+      for (const auto& out : d->outputs()) used = used || out->hasUses();
+      if (used) continue;
+      if (d->opcode() != ir::Opcode::GetAttr && ir::hasSideEffects(d)) continue;
+      for (const ir::Arg& a : d->args())
+        if (a.isValue()) values.push_back(a.value());
+      for (const auto& out : d->outputs()) known_.erase(out.get());
+      destroy(d);
+    }
+  }
+
+  ir::Graph& g_;
+  PassContext& ctx_;
+  const std::string& pass_;
+  int64_t maxBytes_;
+  ir::MutationAnalysis mutation_;
+  std::unordered_map<const ir::Value*, c10::IValue> known_;
+  std::unordered_set<const ir::Node*> destroyed_;
+  std::vector<ir::Node*> kept_;
+  int64_t folded_ = 0;
+  PassResult result_;
+};
+
+}  // namespace
+
+std::string ConstFoldPass::contract() const {
+  return "Evaluates call_function nodes whose value arguments are all constants (get_attr values or "
+         "results already evaluated) and whose other arguments are literals, with the real operator "
+         "through the Interpreter (eager PyTorch numerics). Tensor results become new named constants "
+         "(`<input>.folded`) read by a get_attr at the top of the graph; literal results (numbers, bools, "
+         "strings, lists of those, dtypes, devices, None) are written into their users. Results that are "
+         "neither stay, but feed later folds. Existing constants are never modified. Does not fire on: "
+         "side effects (in-place ops, random draws, raising, printing, unknown ops), constants written "
+         "in place anywhere in the graph or results written in place, nodes with nested blocks, "
+         "uninitialized results (aten::empty), dead nodes, nodes whose evaluation fails, and tensor "
+         "results over max-bytes (counted as skipped-large). Counters: folded, skipped-large.";
+}
+
+std::vector<OptionSpec> ConstFoldPass::optionSpecs() const {
+  OptionSpec maxBytes;
+  maxBytes.name = "max-bytes";
+  maxBytes.kind = OptionKind::Int;
+  maxBytes.defaultValue = std::to_string(kDefaultMaxBytes);
+  maxBytes.help = "largest tensor result (in bytes) that is folded into a new constant";
+  maxBytes.min = 0;
+  return {maxBytes};
+}
+
+PassResult ConstFoldPass::run(ir::Graph& graph, PassContext& ctx) {
+  const int64_t maxBytes = options().has("max-bytes") ? options().getInt("max-bytes") : kDefaultMaxBytes;
+  const std::string pass = name();
+  return Folder(graph, ctx, pass, maxBytes).run();
+}
 
 }  // namespace ptopt::rewriters

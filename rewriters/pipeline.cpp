@@ -9,18 +9,37 @@ namespace ptopt::rewriters {
 // One table, and the reason for every ordering constraint beside it.
 //
 // -O0  nothing: import and export only (bitwise-equal outputs).
-// -O1  the generic clean-up: canonicalize first, so every later pass sees one
-//      form per op (conv2d, not _convolution; literal lists, not
-//      ListConstruct); then const-fold, cse and dce to a fixpoint, because
-//      each can expose work for the others (a folded constant makes two nodes
-//      equal for cse, cse leaves dead nodes for dce).
-// -O2  -O1 (layout passes join here when they exist).
-// -O3  -O2 (precision casting joins here when it exists).
+// -O1  the default:
+//      canonicalize     first, so every later pass sees one form per op
+//                       (conv2d, not _convolution; literal lists, not
+//                       ListConstruct);
+//      remove-dropout   before the folds: a dropout between a conv and its
+//                       BatchNorm would hide the pair;
+//      bn-inference     before fold-conv-bn, which only folds inference-mode
+//                       BatchNorm (models traced in training mode);
+//      shape-prop       before the folds that need ranks (fold-linear-bn,
+//                       fold-conv-affine with [1, C, 1, 1] constants); it does
+//                       nothing without --input-shape;
+//      fold-conv-bn, fold-linear-bn
+//                       BatchNorm into the producer, before fold-conv-affine
+//                       so that a conv -> BN -> mul chain folds completely;
+//      fold-conv-affine after the BN folds: their output is a conv again;
+//      bn-to-affine     after every fold, so only BatchNorms that could not
+//                       be absorbed are considered (it declines on CPU);
+//      drop-zero-bias   after the folds, which create the biases;
+//      fuse-add-relu    after the folds: an add between conv and relu may be
+//                       folded away first;
+//      const-fold, cse, dce to a fixpoint, last: each can expose work for the
+//                       others and the folds leave dead constants behind.
+// -O2  -O1 (channels-last joins here).
+// -O3  -O2 (precision casting joins here).
 std::string presetPipeline(int level) {
   const std::string cleanup = "fixpoint{max-iter=4}(const-fold,cse,dce)";
   switch (level) {
     case 0: return "";
-    case 1: return "canonicalize," + cleanup;
+    case 1:
+      return "canonicalize,remove-dropout,bn-inference,shape-prop,fold-conv-bn,fold-linear-bn,"
+             "fold-conv-affine,bn-to-affine,drop-zero-bias,fuse-add-relu," + cleanup;
     case 2: return presetPipeline(1);
     case 3: return presetPipeline(2);
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");

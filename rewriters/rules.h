@@ -1,19 +1,90 @@
-// rules: (being written) see the issue.
+// rules: rewrite rules from a rule file (user-written patterns, no rebuild).
+//
+// Contract. Applies every rule of the file given by `file` with the pattern
+// driver (rewriters/pattern.h: torch.fx subgraph_rewriter semantics), all
+// rules in one worklist, sweeping the graph until nothing changes or
+// `max-iter` sweeps ran. At a node, the first rule of the file that matches
+// and passes its checks wins. A match is refused, and the refusal explained
+// (--explain), when it is not self-contained (an interior value is used
+// outside it), when the replacement would create a cycle or reorder a side
+// effect, or when a `where` clause rejects it. Nested blocks are searched;
+// a match never spans blocks. Preserves whatever the rules preserve: ptopt
+// does not prove a rule correct, so check rules with `ptopt verify`.
+// Counters: one per rule that fired, named after it (`hardtanh-to-relu6=35`).
+// The parsed file is cached per path in the pass instance.
+//
+// Rule file format (see also examples/rules/README.md):
+//
+//   # Comments run from '#' to the end of the line.
+//   rule hardtanh-to-relu6                  # 'rule NAME' starts at column 1
+//     pattern                               # sections are indented
+//       graph(%x : Tensor):                 # IR text (ir/text.h), indented
+//         %y : Tensor = aten::hardtanh(%x, 0.0, 6.0)   # under its keyword
+//         output(%y)
+//     replacement
+//       graph(%x : Tensor):
+//         %y : Tensor = aten::relu6(%x)
+//         output(%y)
+//     where %alpha in {1, 2}     # optional constraints, any number:
+//     where %alpha not in {0}    #   a literal-bound wildcard is (not) one of
+//     where %w is constant       #   literal | value | constant (get_attr)
+//
+// NAME is made of letters, digits, '-', '_' and '.', unique in the file.
+// Each rule has exactly one `pattern` and one `replacement` section; the
+// graph under each is indented more than its keyword, its body two spaces
+// more than `graph(`, as in the IR text form. Replacement inputs correspond
+// to pattern inputs by position. `where` clauses name pattern inputs; `in`
+// and `not in` take IR literals (`1`, `0.0`, `None`, `[1, 1]`,
+// `torch.float32`), compared exactly (`1` is not `1.0`); a wildcard bound to
+// a Value fails `in` and passes `not in`. Errors (syntax, IR parse errors,
+// input or output count mismatch, unknown wildcards) name the file, line and
+// column with a caret under the offending text.
 #pragma once
 
 #include "rewriters/pass.h"
+#include "rewriters/pattern.h"
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace ptopt::rewriters {
+
+// An error in a rule file: `source:line:column: message`, the line and a caret.
+class RuleFileError : public std::runtime_error {
+ public:
+  RuleFileError(const std::string& message, size_t line, size_t column, const std::string& lineText,
+                const std::string& source);
+  const std::string& message() const { return message_; }
+  size_t line() const { return line_; }
+  size_t column() const { return column_; }
+
+ private:
+  std::string message_;
+  size_t line_, column_;
+};
+
+// Parses rule file text; `source` names it in errors. Throws RuleFileError.
+std::vector<RewriteRule> parseRules(const std::string& text, const std::string& source = "rules");
+// Reads and parses a rule file. Throws RuleFileError (std::runtime_error when
+// the file cannot be read).
+std::vector<RewriteRule> loadRuleFile(const std::string& path);
 
 class RulesPass : public Pass {
  public:
   std::string name() const override { return "rules"; }
   std::string description() const override { return "apply rewrite rules from a rule file"; }
-  std::string contract() const override { return "not implemented yet"; }
+  std::string contract() const override;
   std::vector<OptionSpec> optionSpecs() const override {
-    return {{"file", OptionKind::String, "", "rule file to apply", {}, {}, {}}};
+    return {{"file", OptionKind::String, "", "rule file to apply (see examples/rules/README.md)", {}, {}, {}},
+            {"max-iter", OptionKind::Int, "10", "sweeps over the graph at most", {}, 1.0, 1000.0}};
   }
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
+
+ private:
+  std::map<std::string, std::shared_ptr<const std::vector<RewriteRule>>> cache_;
 };
 
 }  // namespace ptopt::rewriters

@@ -1,9 +1,12 @@
 #include "tools/api.h"
 
+#include "fusion/register.h"
+
 namespace ptopt {
 
 void registerAllPasses(rewriters::PassRegistry& registry) {
   rewriters::registerGenericPasses(registry);
+  fusion::registerFusionPasses(registry);
 }
 
 const rewriters::PassRegistry& defaultRegistry() {
@@ -22,7 +25,10 @@ rewriters::Pipeline parsePipelineOrPreset(const std::string& text) {
 }
 
 Optimizer Optimizer::load(const std::string& path, const ir::ImportOptions& options) {
-  torch::jit::Module original = ir::loadTorchScript(path);
+  return fromModule(ir::loadTorchScript(path), options);
+}
+
+Optimizer Optimizer::fromModule(torch::jit::Module original, const ir::ImportOptions& options) {
   original.eval();
   ir::Model model = ir::importModule(original, options);
   return Optimizer(std::move(original), std::move(model));

@@ -36,6 +36,8 @@ struct VerifyResult {
 class Optimizer {
  public:
   static Optimizer load(const std::string& path, const ir::ImportOptions& options = {});
+  // Imports an already loaded module (put in eval mode).
+  static Optimizer fromModule(torch::jit::Module module, const ir::ImportOptions& options = {});
 
   // Runs a pipeline (text or preset) on every method.
   rewriters::RunReport run(const std::string& pipelineOrPreset, rewriters::PassContext* ctx = nullptr,

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@ struct OptimizeOptions {
   bool printChanged = false;
   bool timePasses = false;
   bool verifyEach = false;
+  bool explain = false;
   long bisectLimit = -1;
+  std::optional<double> rtol, atol;
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);
 int runOptimize(const OptimizeOptions& o, int argc, char** argv);

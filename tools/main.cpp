@@ -4,6 +4,7 @@
 #include "tools/commands.h"
 
 #include "ir/model.h"
+#include "rewriters/pass.h"
 
 #include <CLI/CLI.hpp>
 
@@ -52,6 +53,9 @@ int main(int argc, char** argv) {
   } catch (const ptopt::ir::InputError& e) {
     std::cerr << "ptopt: error: " << e.what() << "\n";
     return 2;
+  } catch (const ptopt::rewriters::PassError& e) {
+    std::cerr << "ptopt: error: " << e.what() << "\n(nothing was written; --bisect-limit N finds the pass execution that fails)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "ptopt: internal error: " << ptopt::ir::torchErrorMessage(e) << "\n";
     return 1;

@@ -1,0 +1,39 @@
+// BatchNorm parameters and the algebra of folding them into a preceding
+// conv or linear. Computed with ATen in float64, cast back to the weight's
+// dtype (so folding an fp32 model loses no more than one rounding).
+#pragma once
+
+#include "ir/ir.h"
+#include "rewriters/pass.h"
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+
+namespace ptopt::fusion {
+
+// An inference-mode aten::batch_norm whose statistics and affine parameters
+// are constants. `why` says what is missing when read() returns nullopt.
+struct BatchNormParams {
+  at::Tensor mean, var;
+  std::optional<at::Tensor> gamma, beta;  // absent without affine parameters
+  double eps = 1e-5;
+  int64_t channels() const { return mean.numel(); }
+  // gamma / sqrt(var + eps), in float64.
+  at::Tensor scale() const;
+  // beta - mean * scale, in float64 (the shift when there is no bias).
+  at::Tensor shift() const;
+
+  static std::optional<BatchNormParams> read(const ir::Node* bn, std::string& why);
+};
+
+// Folds BN into conv weights. Regular convs keep output channels on weight
+// dim 0: W' = W * scale[o]. Transposed convs keep them on dim 1, per group:
+// the weight is [Cin, Cout/groups, k...] and output channel
+// o = g * (Cout/groups) + j lives at W[g * (Cin/groups) + i, j, ...].
+at::Tensor foldWeight(const at::Tensor& weight, const at::Tensor& scale, bool transposed, int64_t groups);
+// b' = (b - mean) * scale + beta; a missing conv bias counts as zero.
+at::Tensor foldBias(const std::optional<at::Tensor>& bias, const BatchNormParams& bn, const at::ScalarType dtype);
+
+}  // namespace ptopt::fusion

@@ -1,0 +1,34 @@
+#include "fusion/conv.h"
+
+namespace ptopt::fusion {
+
+namespace {
+std::optional<int64_t> intLiteral(const ir::Node* n, size_t i) {
+  if (i >= n->numArgs() || !n->arg(i).isLiteral() || !n->arg(i).literal().is<int64_t>()) return std::nullopt;
+  return n->arg(i).literal().as<int64_t>();
+}
+}  // namespace
+
+std::optional<ConvInfo> asConv(const ir::Node* n) {
+  if (!n->isCall()) return std::nullopt;
+  const std::string& t = n->target();
+  ConvInfo info;
+  std::optional<int64_t> groups;
+  if (t == "aten::conv1d" || t == "aten::conv2d" || t == "aten::conv3d") {
+    groups = intLiteral(n, 6);
+  } else if (t == "aten::conv_transpose1d" || t == "aten::conv_transpose2d" || t == "aten::conv_transpose3d") {
+    info.transposed = true;
+    groups = intLiteral(n, 6);
+  } else if (t == "aten::_convolution" || t == "aten::convolution") {
+    if (n->numArgs() < 9 || !n->arg(6).isLiteral() || !n->arg(6).literal().is<bool>()) return std::nullopt;
+    info.transposed = n->arg(6).literal().as<bool>();
+    groups = intLiteral(n, 8);
+  } else {
+    return std::nullopt;
+  }
+  if (!groups || *groups < 1) return std::nullopt;
+  info.groups = *groups;
+  return info;
+}
+
+}  // namespace ptopt::fusion

@@ -1,0 +1,71 @@
+#include "rewriters/constants.h"
+
+namespace ptopt::rewriters {
+
+std::optional<at::Tensor> constantTensor(const ir::Value* v) {
+  if (!v || !v->node() || v->node()->opcode() != ir::Opcode::GetAttr) return std::nullopt;
+  const auto& table = v->graph().constants();
+  if (!table.contains(v->node()->target())) return std::nullopt;
+  const c10::IValue& iv = table.at(v->node()->target());
+  if (!iv.isTensor()) return std::nullopt;
+  return iv.toTensor();
+}
+
+std::optional<at::Tensor> constantTensorArg(const ir::Node* n, size_t i) {
+  if (i >= n->numArgs() || !n->arg(i).isValue()) return std::nullopt;
+  return constantTensor(n->arg(i).value());
+}
+
+bool isWrittenAnywhere(const ir::Value* v) {
+  for (const ir::Use& u : v->uses()) {
+    const ir::Node* user = u.user;
+    if (user->opcode() != ir::Opcode::CallFunction) continue;
+    const auto* schema = user->schema();
+    if (!schema) {
+      static const char* kReadOnly[] = {"prim::ListConstruct", "prim::TupleConstruct", "prim::If",
+                                         "prim::Loop", "prim::unchecked_cast", "prim::DictConstruct"};
+      bool known = false;
+      for (const char* k : kReadOnly) known = known || user->target() == k;
+      if (!known) return true;
+      continue;
+    }
+    if (u.argIndex < schema->arguments().size()) {
+      const auto& alias = schema->arguments()[u.argIndex].alias_info();
+      if (alias && alias->isWrite()) return true;
+    } else if (schema->is_mutable()) {
+      return true;  // vararg position of a mutable op
+    }
+  }
+  return false;
+}
+
+ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& t, ir::Node* before) {
+  const std::string name = g.constants().uniqueName(base);
+  g.constants().set(name, t);
+  ir::Node* n = g.createGetAttr(name, c10::TensorType::get());
+  n->insertBefore(before);
+  return n->output();
+}
+
+size_t valueUses(const ir::Value* v) {
+  static const char* kMetadataOnly[] = {"aten::dim", "aten::size", "aten::numel", "prim::device", "prim::dtype",
+                                        "aten::is_floating_point", "prim::layout"};
+  size_t count = 0;
+  for (const ir::Use& u : v->uses()) {
+    bool metadataOnly = false;
+    for (const char* t : kMetadataOnly) metadataOnly = metadataOnly || u.user->is(t);
+    count += !metadataOnly;
+  }
+  return count;
+}
+
+void eraseConstantIfUnused(ir::Value* v) {
+  if (v && !v->hasUses() && v->node() && v->node()->opcode() == ir::Opcode::GetAttr) v->node()->destroy();
+}
+
+std::string modulePrefix(const std::string& constantName) {
+  const auto dot = constantName.rfind('.');
+  return dot == std::string::npos ? constantName : constantName.substr(0, dot);
+}
+
+}  // namespace ptopt::rewriters

@@ -1,0 +1,35 @@
+// Helpers for passes that read and create named constants.
+#pragma once
+
+#include "ir/ir.h"
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+
+namespace ptopt::rewriters {
+
+// The tensor behind a get_attr value, if `v` is one.
+std::optional<at::Tensor> constantTensor(const ir::Value* v);
+// The tensor behind an argument that is a get_attr value (nullopt for None
+// literals and non-constants).
+std::optional<at::Tensor> constantTensorArg(const ir::Node* n, size_t i);
+// True when some node may write `v` in place (a mutable schema argument that
+// is written, or an unknown schema-less user).
+bool isWrittenAnywhere(const ir::Value* v);
+// Registers `t` under a name derived from `base` (`base`, `base.1`, ...) and
+// inserts its get_attr node before `before`. Returns the new value.
+ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& t, ir::Node* before);
+// Uses of `v` that read more than its metadata. aten::dim / size / numel,
+// prim::device / dtype only look at rank, shape, dtype and device, which a
+// fold that replaces `v` by a value of the same shape preserves (the input
+// checks TorchScript keeps, e.g. BatchNorm's `_check_input_dim`).
+size_t valueUses(const ir::Value* v);
+
+// Erases the get_attr node behind `v` when nothing uses it any more.
+void eraseConstantIfUnused(ir::Value* v);
+// `conv1.weight` -> `conv1`; names without a dot stay as they are.
+std::string modulePrefix(const std::string& constantName);
+
+}  // namespace ptopt::rewriters

@@ -1,0 +1,60 @@
+// fold-linear-bn: needs a proven 2-D input.
+#include "tests/support/ir_check.h"
+#include "tests/support/pass_test.h"
+
+#include <catch2/catch.hpp>
+
+using namespace ptopt;
+
+TEST_CASE("fold-linear-bn folds with shape metadata from shape-prop") {
+  const auto& f = test::fixture("linear_bn1d");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  auto report = opt.run("shape-prop,fold-linear-bn,dce", &ctx);
+  CHECK(test::counter(report, "fold-linear-bn", "folded") == 1);
+  CHECK(test::countOps(opt.model().forward(), "aten::batch_norm") == 0);
+  test::checkIR(opt.model().forward().str(), R"(
+    # CHECK: aten::linear(%input.1, %0.weight.bnfold, %0.bias.bnfold)
+    # CHECK-NOT: aten::batch_norm
+  )");
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("fold-linear-bn folds after flatten without metadata") {
+  auto constants = std::make_shared<ir::ConstantTable>();
+  constants->set("fc.weight", torch::randn({6, 12}));
+  constants->set("bn.running_mean", torch::randn({6}));
+  constants->set("bn.running_var", torch::rand({6}) + 0.5);
+  ir::ParseOptions opts;
+  opts.constants = constants;
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+      "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
+      "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
+      "  %f : Tensor = aten::flatten.using_ints(%x, 1, -1)\n"
+      "  %y : Tensor = aten::linear(%f, %w, None)\n"
+      "  %z : Tensor = aten::batch_norm(%y, None, None, %m, %v, False, 0.1, 1e-05, True)\n"
+      "  output(%z)\n", opts);
+  auto x = torch::randn({2, 3, 4});
+  auto expected = torch::batch_norm(torch::linear(x.flatten(1), constants->tensor("fc.weight")), {}, {},
+                                    constants->tensor("bn.running_mean"), constants->tensor("bn.running_var"),
+                                    false, 0.1, 1e-5, true);
+  auto report = test::runPipeline(*g, "fold-linear-bn");
+  REQUIRE(test::counter(report, "fold-linear-bn", "folded") == 1);
+  auto actual = torch::linear(x.flatten(1), constants->tensor("fc.weight.bnfold"), constants->tensor("fc.bias.bnfold"));
+  CHECK(torch::allclose(actual, expected, 1e-5, 1e-6));
+}
+
+TEST_CASE("DoesNotFoldLinearBnWithUnknownRank") {
+  const auto& f = test::fixture("linear_bn1d");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  auto report = opt.run("fold-linear-bn", &ctx);
+  CHECK(test::counter(report, "fold-linear-bn", "folded") == 0);
+  REQUIRE_FALSE(ctx.declines().empty());
+  CHECK_THAT(ctx.declines()[0], Catch::Contains("not known to be 2-D"));
+}

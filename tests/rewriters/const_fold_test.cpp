@@ -1,0 +1,265 @@
+// const-fold: folds constant subgraphs with the real operators; named
+// does-not-fire cases; numerics unchanged.
+#include "ir/interpreter.h"
+#include "ir/text.h"
+#include "rewriters/const_fold.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ir_check.h"
+#include "tools/api.h"
+
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+using namespace ptopt;
+using namespace ptopt::rewriters;
+
+namespace {
+
+struct Folded {
+  PassResult result;
+  PassContext ctx;
+};
+
+Folded runConstFold(ir::Graph& g, const std::map<std::string, std::string>& options = {}) {
+  ConstFoldPass pass;
+  pass.configure(options);
+  Folded f;
+  f.result = pass.run(g, f.ctx);
+  return f;
+}
+
+std::unique_ptr<ir::Graph> parseWith(const std::string& text,
+                                     const std::map<std::string, at::Tensor>& constants) {
+  ir::ParseOptions opts;
+  opts.constants = std::make_shared<ir::ConstantTable>();
+  for (const auto& [name, t] : constants) opts.constants->set(name, t);
+  return ir::parseGraph(text, opts);
+}
+
+bool declinedWith(const PassContext& ctx, const std::string& text) {
+  for (const auto& d : ctx.declines())
+    if (d.find(text) != std::string::npos) return true;
+  return false;
+}
+
+std::string allDeclines(const PassContext& ctx) {
+  std::string out;
+  for (const auto& d : ctx.declines()) out += d + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("const-fold folds a scaled weight into a new named constant") {
+  const at::Tensor w = torch::randn({8, 3, 3, 3});
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %conv1.weight : Tensor = get_attr[\"conv1.weight\"]\n"
+      "  %w2 : Tensor = aten::mul.Scalar(%conv1.weight, 2.0)\n"
+      "  %y : Tensor = aten::conv2d(%x, %w2, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  output(%y)\n",
+      {{"conv1.weight", w.clone()}});
+  auto before = ir::cloneGraph(*g);
+  const at::Tensor x = torch::randn({1, 3, 8, 8});
+  const at::Tensor expected = ir::Interpreter(*before).run({x}).at(0).toTensor();
+
+  Folded f = runConstFold(*g);
+  CHECK(f.result.changed);
+  CHECK(f.result.counter("folded") == 1);
+  test::checkIR(g->str(), R"(
+    # CHECK: get_attr["conv1.weight.folded"]
+    # CHECK-NOT: aten::mul
+    # CHECK: aten::conv2d(%x, %conv1.weight.folded
+  )");
+  CHECK(g->str().find("get_attr[\"conv1.weight\"]") == std::string::npos);  // no longer used
+  CHECK(torch::equal(g->constants().tensor("conv1.weight.folded"), w * 2.0));
+  CHECK(torch::equal(g->constants().tensor("conv1.weight"), w));  // never mutated
+  // Same numerics as before folding (the fold ran the same kernel).
+  CHECK(torch::equal(ir::Interpreter(*g).run({x}).at(0).toTensor(), expected));
+}
+
+TEST_CASE("const-fold writes literal results into their users") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %a : int = aten::add.int(2, 3)\n"
+      "  %b : int = aten::mul.int(%a, 4)\n"
+      "  %l : List[int] = prim::ListConstruct(%a, %b)\n"
+      "  %y : Tensor = aten::mul.Scalar(%x, %b)\n"
+      "  %z : Tensor = aten::view(%y, %l)\n"
+      "  output(%z)\n");
+  Folded f = runConstFold(*g);
+  CHECK(f.result.changed);
+  CHECK(f.result.counter("folded") == 3);
+  test::checkIR(g->str(), R"(
+    # CHECK-NOT: aten::add.int
+    # CHECK-NOT: prim::ListConstruct
+    # CHECK: aten::mul.Scalar(%x, 20)
+    # CHECK-NEXT: aten::view(%y, [5, 20])
+  )");
+}
+
+TEST_CASE("const-fold folds chains through non-literal intermediate results") {
+  const at::Tensor a = torch::randn({2, 3});
+  const at::Tensor b = torch::randn({4, 3});
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %a : Tensor = get_attr[\"a\"]\n"
+      "  %b : Tensor = get_attr[\"b\"]\n"
+      "  %l : List[Tensor] = prim::ListConstruct(%a, %b)\n"
+      "  %c : Tensor = aten::cat(%l, 0)\n"
+      "  %n : int = aten::size.int(%c, 0)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %c, %n)\n"
+      "  output(%y)\n",
+      {{"a", a}, {"b", b}});
+  Folded f = runConstFold(*g);
+  CHECK(f.result.counter("folded") == 2);  // cat, size
+  test::checkIR(g->str(), R"(
+    # CHECK: get_attr["a.folded"]
+    # CHECK-NOT: prim::ListConstruct
+    # CHECK-NOT: aten::cat
+    # CHECK: aten::add.Tensor(%x, %a.folded, 6)
+  )");
+  CHECK(torch::equal(g->constants().tensor("a.folded"), torch::cat({a, b}, 0)));
+}
+
+TEST_CASE("const-fold copies results that alias a constant") {
+  const at::Tensor w = torch::randn({3, 4});
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %t : Tensor = aten::t(%w)\n"
+      "  %y : Tensor = aten::mm(%x, %t)\n"
+      "  output(%y)\n",
+      {{"w", w}});
+  Folded f = runConstFold(*g);
+  REQUIRE(f.result.counter("folded") == 1);
+  const at::Tensor folded = g->constants().tensor("w.folded");
+  CHECK_FALSE(folded.is_alias_of(g->constants().tensor("w")));
+  CHECK(torch::equal(folded, w.t()));
+  CHECK(folded.strides() == w.t().strides());  // layout kept, so kernels see the same strides
+}
+
+TEST_CASE("DoesNotFoldRandomOps") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %r : Tensor = aten::rand([2, 3], None, None, None, None)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %r, 1)\n"
+      "  output(%y)\n");
+  Folded f = runConstFold(*g);
+  CHECK_FALSE(f.result.changed);
+  CHECK(g->str().find("aten::rand") != std::string::npos);
+  INFO(allDeclines(f.ctx));
+  CHECK(declinedWith(f.ctx, "random"));
+}
+
+TEST_CASE("DoesNotFoldMutatedConstant") {
+  const at::Tensor w = torch::ones({4});
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %w2 : Tensor = aten::mul.Scalar(%w, 2.0)\n"
+      "  %a : Tensor = aten::add_.Scalar(%w, 1.0, 1)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %w2, 1)\n"
+      "  output(%y)\n",
+      {{"w", w.clone()}});
+  Folded f = runConstFold(*g);
+  CHECK_FALSE(f.result.changed);
+  CHECK(g->str().find("aten::mul.Scalar(%w, 2.0)") != std::string::npos);
+  CHECK(torch::equal(g->constants().tensor("w"), w));
+  INFO(allDeclines(f.ctx));
+  CHECK(declinedWith(f.ctx, "constant 'w' is written in place"));
+}
+
+TEST_CASE("DoesNotFoldResultWrittenInPlace") {
+  const at::Tensor w = torch::ones({4});
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %w2 : Tensor = aten::mul.Scalar(%w, 2.0)\n"
+      "  %a : Tensor = aten::add_.Tensor(%w2, %x, 1)\n"
+      "  output(%w2)\n",
+      {{"w", w}});
+  Folded f = runConstFold(*g);
+  CHECK_FALSE(f.result.changed);
+  CHECK(declinedWith(f.ctx, "written in place"));
+}
+
+TEST_CASE("DoesNotFoldLargeResults") {
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %w2 : Tensor = aten::mul.Scalar(%w, 2.0)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %w2, 1)\n"
+      "  output(%y)\n",
+      {{"w", torch::ones({16})}});
+  Folded f = runConstFold(*g, {{"max-bytes", "16"}});
+  CHECK_FALSE(f.result.changed);
+  CHECK(f.result.counter("skipped-large") == 1);
+  CHECK(declinedWith(f.ctx, "over max-bytes=16"));
+  CHECK(g->str().find("aten::mul.Scalar") != std::string::npos);
+}
+
+TEST_CASE("DoesNotFoldNodesWithBlocks") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %r : int = prim::If(True)\n"
+      "    block0():\n"
+      "      output(1)\n"
+      "    block1():\n"
+      "      output(2)\n"
+      "  %y : Tensor = aten::mul.Scalar(%x, %r)\n"
+      "  output(%y)\n");
+  Folded f = runConstFold(*g);
+  CHECK_FALSE(f.result.changed);
+  CHECK(declinedWith(f.ctx, "nested blocks"));
+}
+
+TEST_CASE("DoesNotFoldWhenEvaluationFails") {
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %a : Tensor = get_attr[\"a\"]\n"
+      "  %b : Tensor = get_attr[\"b\"]\n"
+      "  %c : Tensor = aten::mm(%a, %b)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %c, 1)\n"
+      "  output(%y)\n",
+      {{"a", torch::ones({2, 3})}, {"b", torch::ones({2, 3})}});
+  Folded f = runConstFold(*g);
+  CHECK_FALSE(f.result.changed);
+  CHECK(declinedWith(f.ctx, "evaluating it failed"));
+}
+
+TEST_CASE("const-fold folds inside loop bodies") {
+  auto g = parseWith(
+      "graph(%x : Tensor, %n : int):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %r : Tensor = prim::Loop(%n, True, %x)\n"
+      "    block0(%i : int, %h : Tensor):\n"
+      "      %w2 : Tensor = aten::neg(%w)\n"
+      "      %h2 : Tensor = aten::add.Tensor(%h, %w2, 1)\n"
+      "      output(True, %h2)\n"
+      "  output(%r)\n",
+      {{"w", torch::ones({3})}});
+  Folded f = runConstFold(*g);
+  CHECK(f.result.counter("folded") == 1);
+  test::checkIR(g->str(), R"(
+    # CHECK: get_attr["w.folded"]
+    # CHECK: prim::Loop
+    # CHECK-NOT: aten::neg
+    # CHECK: aten::add.Tensor(%h, %w.folded, 1)
+  )");
+  auto out = ir::Interpreter(*g).run({torch::zeros({3}), int64_t{2}});
+  CHECK(torch::equal(out.at(0).toTensor(), torch::full({3}, -2.0f)));
+}
+
+TEST_CASE("const-fold keeps every fixture's outputs identical") {
+  for (const char* name : {"resnet18_script", "control_flow", "inplace_ops", "embedding_int64"}) {
+    DYNAMIC_SECTION(name) {
+      const auto& f = test::fixture(name);
+      Optimizer opt = Optimizer::load(f.path);
+      auto report = opt.run("const-fold");
+      auto v = opt.verify(f.inputs, {}, 2);
+      INFO(v.summary);
+      CHECK(v.bitwiseEqual);
+    }
+  }
+}

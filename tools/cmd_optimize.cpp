@@ -45,6 +45,26 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
 
 namespace {
 
+bool hasTrainingModeLiterals(const ir::Model& model) {
+  bool found = false;
+  for (const auto& [name, graph] : model.methods)
+    graph->walk([&](ir::Node* n) {
+      auto literalTrue = [&](size_t i) {
+        return i < n->numArgs() && n->arg(i).isLiteral() && n->arg(i).literal() == ir::Literal(true);
+      };
+      if ((n->is("aten::batch_norm") && literalTrue(5)) ||
+          (n->isCall() && n->target().find("dropout") != std::string::npos && literalTrue(2)))
+        found = true;
+    });
+  return found;
+}
+
+bool pipelineUses(const std::vector<rewriters::PipelineElement>& elements, const std::string& pass) {
+  for (const auto& e : elements)
+    if (e.name == pass || pipelineUses(e.children, pass)) return true;
+  return false;
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError("cannot read pipeline file '" + path + "'");
@@ -114,6 +134,24 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, nodesBefore,
                   opt.model().constants->size(), loadMs + importMs));
 
+  // A model traced in training mode bakes dropout and batch-norm training
+  // flags in as literals. A pipeline that specializes them for inference
+  // changes its outputs on purpose, so it is verified against the same
+  // weights in eval semantics: the import with only those two passes applied.
+  torch::jit::Module reference = opt.original();
+  std::string referenceNote = "the original model";
+  if (hasTrainingModeLiterals(opt.model()) &&
+      (pipelineUses(pipeline.elements, "remove-dropout") || pipelineUses(pipeline.elements, "bn-inference"))) {
+    ir::Model evalModel = opt.model().clone();
+    rewriters::PassContext refCtx;
+    rewriters::PassManager(defaultRegistry(), rewriters::parsePipeline("remove-dropout,bn-inference", defaultRegistry()))
+        .run(evalModel, refCtx);
+    reference = ir::exportModel(evalModel);
+    referenceNote = "the original in eval semantics (it was traced in training mode: its dropout and batch_norm "
+                    "training flags are replaced by their inference forms)";
+    say("note: verifying against " + referenceNote + "\n");
+  }
+
   rewriters::PassContext ctx;
   if (o.explain) ctx.explain = &std::cout;
   if (!specs.empty()) {
@@ -155,7 +193,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
       c10::IValue expected;
       try {
         torch::manual_seed(seed);
-        expected = opt.original().forward(verify::cloneInputs(inputs));
+        expected = reference.forward(verify::cloneInputs(inputs));
       } catch (const std::exception& e) {
         throw ir::InputError("the original model fails on the given --input-shape: " + ir::torchErrorMessage(e));
       }

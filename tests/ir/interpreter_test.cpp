@@ -262,3 +262,16 @@ TEST_CASE("metaOf detects memory formats") {
         c10::MemoryFormat::ChannelsLast3d);
   CHECK_FALSE(ir::metaOf(torch::randn({4, 4}).t()).memoryFormat.has_value());
 }
+
+TEST_CASE("interpreter runs operators TorchScript creates per node") {
+  // prim::ConstantChunk has no fixed schema: its Operation is made from a
+  // TorchScript node carrying the chunks/dim attributes.
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %a : Tensor, %b : Tensor = prim::ConstantChunk[chunks=2, dim=1](%x)\n"
+      "  output(%a, %b)\n");
+  at::Tensor x = torch::arange(8).view({2, 4});
+  auto outs = ir::Interpreter(*g).run({x});
+  CHECK(torch::equal(outs.at(0).toTensor(), x.slice(1, 0, 2)));
+  CHECK(torch::equal(outs.at(1).toTensor(), x.slice(1, 2, 4)));
+}

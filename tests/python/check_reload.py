@@ -57,6 +57,10 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
+# (rtol, atol) when --rtol/--atol are given; bitwise equality otherwise.
+TOLERANCE = {}
+
+
 def compare(a, b, path, errors):
     """Append human-readable mismatch descriptions to `errors`."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
@@ -80,6 +84,9 @@ def compare(a, b, path, errors):
         a = a.detach().cpu()
         b = b.detach().cpu()
         if torch.equal(a, b):
+            return
+        tol = TOLERANCE.get("value")
+        if tol and a.is_floating_point() and torch.allclose(a, b, rtol=tol[0], atol=tol[1], equal_nan=True):
             return
         if a.is_floating_point() or a.is_complex():
             nan_a, nan_b = torch.isnan(a), torch.isnan(b)
@@ -155,8 +162,13 @@ def compare(a, b, path, errors):
 def check_fixture(fx, args):
     name = fx["name"]
     fname = fx.get("file", name + ".pt")
+    ref = dict(kv.split("=", 1) for kv in args.reference) if args.reference else {}
+    if name in ref:
+        # A model whose reference is another fixture (e.g. a model traced in
+        # training mode is compared with the same weights in eval semantics).
+        fname = ref[name] + ".pt"
     orig_path = os.path.join(args.original_dir, fname)
-    stem = os.path.splitext(fname)[0]
+    stem = os.path.splitext(fx.get("file", name + ".pt"))[0]
     exp_path = os.path.join(args.exported_dir, stem + args.suffix)
     if not os.path.exists(orig_path):
         return "original missing: %s" % orig_path
@@ -219,9 +231,15 @@ def main(argv=None):
                     help="file suffix of exported models (default .pt)")
     ap.add_argument("--only", default=None, help="comma-separated fixture names")
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--rtol", type=float, default=None, help="compare within tolerance (default: bitwise)")
+    ap.add_argument("--atol", type=float, default=None)
+    ap.add_argument("--reference", action="append", default=[],
+                    help="NAME=OTHER: compare NAME's exported model with fixture OTHER")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="print tracebacks for exceptions")
     args = ap.parse_args(argv)
+    if args.rtol is not None or args.atol is not None:
+        TOLERANCE["value"] = (args.rtol or 0.0, args.atol or 0.0)
 
     with open(args.manifest) as fh:
         manifest = json.load(fh)

@@ -429,3 +429,23 @@ TEST_CASE("pattern and replacement graphs are validated") {
                                  "  output(%a)\n"),
                   ir::ParseError);
 }
+
+TEST_CASE("pattern driver handles long graphs in few sweeps") {
+  // 4000 relu pairs, each followed by a sigmoid: one sweep rewrites them all.
+  std::string text = "graph(%x : Tensor):\n";
+  std::string prev = "x";
+  const int kPairs = 4000;
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string n = std::to_string(i);
+    text += "  %a" + n + " : Tensor = aten::relu(%" + prev + ")\n";
+    text += "  %b" + n + " : Tensor = aten::relu(%a" + n + ")\n";
+    text += "  %s" + n + " : Tensor = aten::sigmoid(%b" + n + ")\n";
+    prev = "s" + n;
+  }
+  text += "  output(%" + prev + ")\n";
+  auto g = ir::parseGraph(text);
+  RewriteStats s = applyRules(*g, {makeRule("double-relu", kDoubleRelu, kSingleRelu)});
+  CHECK(s.rewrites == kPairs);
+  CHECK(s.sweeps == 2);
+  CHECK(g->numNodes() == static_cast<size_t>(2 * kPairs + 2));
+}

@@ -90,6 +90,7 @@ class RuleParser {
     size_t i = 0;
     while (i < lines_.size()) {
       if (skippable(i)) { ++i; continue; }
+      checkNoTabs(i);
       if (indentOf(i) != 0) fail(i, indentOf(i) + 1, "expected 'rule NAME' at the start of the line");
       rules.push_back(parseRule(i, names));
     }
@@ -105,6 +106,12 @@ class RuleParser {
 
   [[noreturn]] void fail(size_t line, size_t column, const std::string& msg) const {
     throw RuleFileError(msg, line + 1, column, line < lines_.size() ? lines_[line] : "", source_);
+  }
+
+  void checkNoTabs(size_t i) const {
+    const size_t text = lines_[i].find_first_not_of(" \t");
+    const size_t tab = lines_[i].find('\t');
+    if (tab < text) fail(i, tab + 1, "indent with spaces, not tabs");
   }
 
   size_t indentOf(size_t i) const {
@@ -149,6 +156,7 @@ class RuleParser {
     std::vector<size_t> whereLines;
     while (i < lines_.size()) {
       if (skippable(i)) { ++i; continue; }
+      checkNoTabs(i);
       const size_t indent = indentOf(i);
       if (indent == 0) break;  // the next rule
       auto kw = words(i);
@@ -160,7 +168,10 @@ class RuleParser {
         s.present = true;
         s.keywordLine = i;
         s.first = ++i;
-        while (i < lines_.size() && (skippable(i) || indentOf(i) > indent)) ++i;
+        while (i < lines_.size() && (skippable(i) || indentOf(i) > indent)) {
+          if (!skippable(i)) checkNoTabs(i);
+          ++i;
+        }
         s.end = i;
         while (s.end > s.first && skippable(s.end - 1)) --s.end;
         if (s.end == s.first)

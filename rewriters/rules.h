@@ -16,29 +16,30 @@
 // Rule file format (see also examples/rules/README.md):
 //
 //   # Comments run from '#' to the end of the line.
-//   rule hardtanh-to-relu6                  # 'rule NAME' starts at column 1
-//     pattern                               # sections are indented
-//       graph(%x : Tensor):                 # IR text (ir/text.h), indented
-//         %y : Tensor = aten::hardtanh(%x, 0.0, 6.0)   # under its keyword
+//   rule hardtanh-to-relu6                # 'rule NAME' starts at column 1
+//     pattern                             # sections are indented
+//       graph(%x : Tensor, %lo : Scalar): # IR text (ir/text.h), indented
+//         %y : Tensor = aten::hardtanh(%x, %lo, 6.0)   # under its keyword
 //         output(%y)
 //     replacement
-//       graph(%x : Tensor):
+//       graph(%x : Tensor, %lo : Scalar):
 //         %y : Tensor = aten::relu6(%x)
 //         output(%y)
-//     where %alpha in {1, 2}     # optional constraints, any number:
-//     where %alpha not in {0}    #   a literal-bound wildcard is (not) one of
-//     where %w is constant       #   literal | value | constant (get_attr)
+//     where %lo in {0, 0.0}               # optional constraints, any number
 //
 // NAME is made of letters, digits, '-', '_' and '.', unique in the file.
 // Each rule has exactly one `pattern` and one `replacement` section; the
 // graph under each is indented more than its keyword, its body two spaces
-// more than `graph(`, as in the IR text form. Replacement inputs correspond
-// to pattern inputs by position. `where` clauses name pattern inputs; `in`
-// and `not in` take IR literals (`1`, `0.0`, `None`, `[1, 1]`,
-// `torch.float32`), compared exactly (`1` is not `1.0`); a wildcard bound to
-// a Value fails `in` and passes `not in`. Errors (syntax, IR parse errors,
-// input or output count mismatch, unknown wildcards) name the file, line and
-// column with a caret under the offending text.
+// more than `graph(`, as in the IR text form (indent with spaces). Replacement
+// inputs correspond to pattern inputs by position. `where` clauses name
+// pattern inputs:
+//   where %w in {lit, ...}       bound to a literal equal to one of these
+//   where %w not in {lit, ...}   anything but one of these literals
+//   where %w is literal | value | constant (a get_attr value)
+// Literals are IR literals (`1`, `0.0`, `None`, `[1, 1]`, `torch.float32`),
+// compared exactly (`1` is not `1.0`). Errors (syntax, IR parse errors, input
+// or output count mismatch, unknown wildcards) name the file, line and column
+// with a caret under the offending text.
 #pragma once
 
 #include "rewriters/pass.h"

@@ -196,6 +196,7 @@ TEST_CASE("rules file errors point at the line and column") {
     expectError(pattern + replacement + pattern, 10, 6, "rule 'r' is defined twice");
     expectError("rule r\n  pattern\n  replacement\n", 2, 3, "expected a graph(...) indented under 'pattern'");
     expectError("rule r\n  pattern graph(%x : Tensor):\n", 2, 11, "the graph goes on the next lines");
+    expectError("rule r\n \tpattern\n", 2, 2, "indent with spaces, not tabs");
   }
 
   SECTION("IR errors inside a graph keep the file's lines and columns") {

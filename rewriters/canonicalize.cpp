@@ -171,16 +171,16 @@ std::string canonicalizeConvolution(ir::Graph& g, Node* n, PassContext& ctx, con
   if (n->arg(*groups).isLiteral() && !n->arg(*groups).literal().is<int64_t>())
     return decline("'groups' is not an int");
 
-  // The cuDNN flags of _convolution; conv2d passes the global ones instead.
-  struct Flag { const char* name; bool conv2dDefault; };
-  for (Flag f : {Flag{"benchmark", false}, Flag{"deterministic", false}, Flag{"cudnn_enabled", true},
-                 Flag{"allow_tf32", true}}) {
-    if (!n->argIndex(f.name)) continue;  // aten::convolution, _convolution.deprecated
-    auto v = boolArg(n, f.name);
-    if (!v) return decline(std::string("flag '") + f.name + "' is not a literal");
-    if (ctx.targetDevice != "cpu" && *v != f.conv2dDefault)
-      return decline(std::string("flag '") + f.name + "' differs from conv's default on target " +
-                     ctx.targetDevice);
+  // _convolution fixes the cuDNN flags (benchmark, deterministic,
+  // cudnn_enabled, allow_tf32) in the graph; conv2d reads the global ones at
+  // run time. On CPU they do nothing; on a GPU they pick algorithms and TF32,
+  // so the rewrite could change numerics there.
+  for (const char* flag : {"benchmark", "deterministic", "cudnn_enabled", "allow_tf32"}) {
+    if (!n->argIndex(flag)) continue;  // aten::convolution has none
+    if (!boolArg(n, flag)) return decline(std::string("flag '") + flag + "' is not a literal");
+    if (ctx.targetDevice != "cpu")
+      return decline("its cuDNN flags are fixed in the graph while conv reads the global ones (target " +
+                     ctx.targetDevice + ")");
   }
 
   size_t rank = stride->size();
@@ -401,11 +401,12 @@ std::string CanonicalizePass::contract() const {
          "written, kept or returned stay). (2) aten::_convolution / aten::convolution with literal "
          "stride/padding/dilation/output_padding and flags become conv1d/2d/3d or "
          "conv_transpose1d/2d/3d (rank from weight metadata, else the stride length), bitwise equal; "
-         "on non-CPU targets only with default cuDNN flags. (3) addmm(b, x, t(w), 1, 1) becomes "
+         "_convolution only for a CPU target (its fixed cuDNN flags matter on a GPU). (3) addmm(b, x, t(w), 1, 1) becomes "
          "linear(x, w, b) (bitwise); matmul/mm(x, t(w)) + b too when metadata proves 2-D x and 1-D b "
          "of one dtype (within 1e-6). (4) No-ops become their input: dropout-family ops with "
          "train=False always; view/reshape to x's own shape, contiguous() of a contiguous x, to() of "
-         "x's own dtype/device without copy only when metadata proves it. Counters: list, conv, "
+         "x's own dtype/device without copy only when metadata proves it (this specializes the graph to "
+         "the shapes shape-prop saw). Counters: list, conv, "
          "conv-transpose, linear, noop-dropout, noop-view, noop-contiguous, noop-to.";
 }
 

@@ -14,10 +14,10 @@
 //    when stride, padding, dilation and output_padding are literal lists of
 //    that rank (output_padding all zeros for a plain convolution) and the
 //    flags are literals. Bitwise equal: conv2d calls the same _convolution
-//    kernel with the global cuDNN flags; on CPU the flags do nothing. For a
-//    non-CPU target the flags must equal conv2d's defaults
-//    (benchmark=False, deterministic=False, cudnn_enabled=True,
-//    allow_tf32=True).
+//    kernel with the global cuDNN flags, and on CPU the flags do nothing. On
+//    a non-CPU target `_convolution` is left alone: its flags (benchmark,
+//    deterministic, allow_tf32) are fixed in the graph and choose cuDNN
+//    algorithms and TF32, while conv2d would read the global ones.
 //  - [linear] `aten::addmm(b, x, aten::t(w), 1, 1)` becomes
 //    `aten::linear(x, w, b)` (bitwise: linear on a 2-D input with a bias is
 //    that very addmm). `aten::add(aten::matmul|mm(x, aten::t(w)), b, 1)`
@@ -34,6 +34,8 @@
 //    [noop-contiguous] `aten::contiguous(x, torch.contiguous_format)` when x
 //    is contiguous; [noop-to] `aten::to(x, ...)` to x's own dtype (and
 //    device), copy=False, no memory-format change.
+//    Metadata describes shape-prop's example inputs, so these removals
+//    specialize the graph to those shapes, like every metadata-driven pass.
 // Declines say why (non-literal arguments, missing metadata, a written list).
 #pragma once
 

@@ -74,9 +74,11 @@ Pattern::Pattern(std::unique_ptr<ir::Graph> graph) : graph_(std::move(graph)) {
   if (!out || out->numArgs() == 0) throw badPattern("it has no output");
   const Node* anchor = nullptr;
   for (const Arg& a : out->args()) {
-    if (a.isLiteral()) throw badPattern("output " + a.str() + " is a literal; outputs must be produced by pattern nodes");
+    if (a.isLiteral())
+      throw badPattern("output " + a.str() + " is a literal; outputs must be produced by pattern nodes");
     if (wildcardIndex_.count(a.value()))
-      throw badPattern("output %" + a.value()->name() + " is a pattern input; outputs must be produced by pattern nodes");
+      throw badPattern("output %" + a.value()->name() +
+                       " is a pattern input; outputs must be produced by pattern nodes");
     const Node* p = a.value()->node();
     if (!anchor || programIndex.at(p) > programIndex.at(anchor)) anchor = p;
   }
@@ -102,7 +104,6 @@ Pattern::Pattern(std::unique_ptr<ir::Graph> graph) : graph_(std::move(graph)) {
   std::unordered_set<const Value*> bound;  // values bound once the planned nodes matched
   auto plan = [&](const Node* n, Step s) {
     s.node = nodes_.size();
-    nodeIndex_[n] = nodes_.size();
     nodes_.push_back(n);
     plan_.push_back(s);
     planned.insert(n);

@@ -21,9 +21,10 @@
 //     only matches an empty overload. Argument and output counts must agree.
 //     Target nodes with nested blocks or attributes never match.
 //   * Matching anchors on the output-producing pattern node that comes last
-//     in the pattern and walks backwards through arguments (a pattern node reachable only through
-//     a shared input is found among that input's users). Every matched node
-//     lies in the anchor's block.
+//     in the pattern and walks backwards through arguments (a pattern node
+//     reachable only through a value it shares with matched nodes is looked
+//     for among that value's users). Every matched node lies in the anchor's
+//     block.
 //
 // A structural match may still be refused (the driver says why through
 // PassContext::decline):
@@ -32,9 +33,9 @@
 //     match itself defines;
 //   * it would create a cycle: a pattern output is used, outside the match,
 //     before the match's last node (the replacement goes there);
-//   * it would reorder effects: a node with side effects (an in-place op, a
-//     raise) lies between the matched nodes, or a matched node with side
-//     effects would move past other nodes;
+//   * it would reorder effects: a node with side effects (ir::hasSideEffects:
+//     an in-place op, a raise, a random draw) lies between the matched nodes,
+//     or a matched node with side effects would move past other nodes;
 //   * it overlaps a rewrite already applied in the same sweep (first match
 //     wins; the next sweep sees the new nodes);
 //   * a rule constraint rejected it.
@@ -137,7 +138,6 @@ class Pattern {
 
   std::unique_ptr<ir::Graph> graph_;
   std::vector<const ir::Node*> nodes_;
-  std::unordered_map<const ir::Node*, size_t> nodeIndex_;
   std::vector<ir::Value*> wildcards_;
   std::unordered_map<const ir::Value*, size_t> wildcardIndex_;
   std::unordered_map<const ir::Value*, size_t> valueIndex_;  // outputs of pattern nodes

@@ -164,7 +164,8 @@ class RuleParser {
       if (k == "pattern" || k == "replacement") {
         Section& s = k == "pattern" ? pattern : replacement;
         if (s.present) fail(i, indent + 1, "rule '" + name + "' has two '" + k + "' sections");
-        if (kw.size() > 1) fail(i, kw[1].second, "unexpected '" + kw[1].first + "': the graph goes on the next lines, indented");
+        if (kw.size() > 1)
+          fail(i, kw[1].second, "unexpected '" + kw[1].first + "': the graph goes on the next lines, indented");
         s.present = true;
         s.keywordLine = i;
         s.first = ++i;
@@ -233,7 +234,8 @@ class RuleParser {
     const std::string& s = lines_[i];
     WhereClause c;
     c.line = i + 1;
-    const size_t brace = s.find('{');
+    size_t brace = s.find('{');
+    if (s.find('#') < brace) brace = std::string::npos;  // a '{' in a comment
     auto w = words(i, 0, brace);
     // w[0] is 'where'.
     if (w.size() < 2) fail(i, s.size() + 1, "expected '%name' after 'where'");
@@ -299,7 +301,8 @@ class RuleParser {
   // the arguments of a placeholder call; errors map back to the line.
   std::vector<ir::Literal> parseLiterals(size_t i, size_t from, size_t to) const {
     const std::string content = lines_[i].substr(from, to - from);
-    if (content.find_first_not_of(" \t") == std::string::npos) fail(i, from + 1, "expected at least one literal in { }");
+    if (content.find_first_not_of(" \t") == std::string::npos)
+      fail(i, from + 1, "expected at least one literal in { }");
     const std::string prefix = "  where::in(";
     const std::string text = "graph():\n" + prefix + content + ")\n  output()\n";
     ir::ParseOptions opts;
@@ -309,7 +312,8 @@ class RuleParser {
       g = ir::parseGraph(text, opts);
     } catch (const ir::ParseError& e) {
       size_t col = from + 1;
-      if (e.line() == 2 && e.column() > prefix.size()) col = std::min(from + 1 + (e.column() - prefix.size() - 1), to + 1);
+      if (e.line() == 2 && e.column() > prefix.size())
+        col = std::min(from + 1 + (e.column() - prefix.size() - 1), to + 1);
       std::string msg = e.message();
       if (msg.rfind("use of undefined value", 0) == 0) msg = "expected a literal, not a value";
       fail(i, col, msg);

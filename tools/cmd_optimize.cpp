@@ -160,6 +160,17 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     } catch (const std::exception& e) {
       throw UsageError(std::string("cannot build inputs from --input-shape: ") + e.what());
     }
+    // A shape that does not fit the model is bad input (exit 2), found
+    // before any pass runs on it.
+    try {
+      torch::NoGradGuard noGrad;
+      torch::manual_seed(o.seed);
+      reference.forward(verify::cloneInputs(*ctx.exampleInputs));
+    } catch (const std::exception& e) {
+      throw ir::InputError("the original model fails on the given --input-shape (" + std::to_string(specs.size()) +
+                           " input(s) for " + std::to_string(opt.model().forward().inputs().size()) +
+                           " model input(s)): " + ir::torchErrorMessage(e));
+    }
   }
   rewriters::Instrumentation inst;
   inst.printAfterAll = o.printAfterAll;

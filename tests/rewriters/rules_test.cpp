@@ -79,7 +79,7 @@ rule add-to-sub
       %z : Tensor = aten::sub.Tensor(%x, %y, %alpha)
       output(%z)
   where %alpha in {1, 2}   # only these
-  where %y is value
+  where %y is value  # not {a literal}
 )";
 
 }  // namespace
@@ -111,7 +111,8 @@ TEST_CASE("rules pass applies every rule of a file and counts per rule") {
   )");
   // The where clause explains why alpha=3 was left alone.
   REQUIRE(ctx.declines().size() == 1);
-  CHECK_THAT(ctx.declines()[0], Catch::Contains("rule 'add-to-sub': %alpha is 3, rejected by 'where %alpha in {1, 2}' (line 24)"));
+  CHECK_THAT(ctx.declines()[0],
+             Catch::Contains("rule 'add-to-sub': %alpha is 3, rejected by 'where %alpha in {1, 2}' (line 24)"));
 
   SECTION("a second run reuses the parsed file and changes nothing") {
     RulesPass pass;

@@ -46,6 +46,22 @@ std::optional<BatchNormParams> BatchNormParams::read(const ir::Node* bn, std::st
   return p;
 }
 
+std::vector<ir::Node*> batchNorms(const ir::Graph& g) {
+  std::vector<ir::Node*> out;
+  g.walk([&](ir::Node* n) {
+    if (n->is("aten::batch_norm")) out.push_back(n);
+  });
+  return out;
+}
+
+void replaceBatchNorm(ir::Node* bn, ir::Value* by) {
+  std::vector<ir::Value*> params;
+  for (size_t i = 1; i <= 4; ++i) params.push_back(bn->argValue(i));
+  bn->output()->replaceAllUsesWith(by);
+  bn->destroy();
+  for (ir::Value* v : params) rewriters::eraseConstantIfUnused(v);
+}
+
 at::Tensor foldWeight(const at::Tensor& weight, const at::Tensor& scale, bool transposed, int64_t groups) {
   const at::Tensor w = weight.to(at::kDouble);
   std::vector<int64_t> ones(static_cast<size_t>(w.dim() - 2), 1);

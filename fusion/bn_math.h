@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ptopt::fusion {
 
@@ -27,6 +28,12 @@ struct BatchNormParams {
 
   static std::optional<BatchNormParams> read(const ir::Node* bn, std::string& why);
 };
+
+// Every aten::batch_norm node, in program order.
+std::vector<ir::Node*> batchNorms(const ir::Graph& g);
+// Replaces the BatchNorm's result by `by`, erases the node and the constants
+// only it read.
+void replaceBatchNorm(ir::Node* bn, ir::Value* by);
 
 // Folds BN into conv weights. Regular convs keep output channels on weight
 // dim 0: W' = W * scale[o]. Transposed convs keep them on dim 1, per group:

@@ -19,11 +19,7 @@ std::string BnToAffinePass::contract() const {
 PassResult BnToAffinePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   const bool force = options().getBool("force");
-  std::vector<ir::Node*> bns;
-  graph.walk([&](ir::Node* n) {
-    if (n->is("aten::batch_norm")) bns.push_back(n);
-  });
-  for (ir::Node* bn : bns) {
+  for (ir::Node* bn : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
       ctx.decline(name(), bn, why);
       r.count("declined");
@@ -48,11 +44,7 @@ PassResult BnToAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     ir::Value* shift = addConstant(graph, modulePrefix(bn->argValue(3)->node()->target()) + ".affine_shift",
                                    params->shift().reshape(shape).to(dtype), bn);
     ir::Value* out = ir::Builder(bn).call("aten::addcmul", {shift, x, scale, 1});
-    std::vector<ir::Value*> old;
-    for (size_t i = 1; i <= 4; ++i) old.push_back(bn->argValue(i));
-    bn->output()->replaceAllUsesWith(out);
-    bn->destroy();
-    for (ir::Value* v : old) eraseConstantIfUnused(v);
+    replaceBatchNorm(bn, out);
     r.count("converted");
     r.changed = true;
   }

@@ -1,5 +1,7 @@
 #include "fusion/conv.h"
 
+#include "rewriters/constants.h"
+
 namespace ptopt::fusion {
 
 namespace {
@@ -29,6 +31,18 @@ std::optional<ConvInfo> asConv(const ir::Node* n) {
   if (!groups || *groups < 1) return std::nullopt;
   info.groups = *groups;
   return info;
+}
+
+void setWeightAndBias(ir::Graph& g, ir::Node* producer, const std::optional<at::Tensor>& weight,
+                      const std::optional<at::Tensor>& bias, const std::string& suffix) {
+  ir::Value* oldWeight = producer->argValue(ConvInfo::kWeight);
+  ir::Value* oldBias = producer->argValue(ConvInfo::kBias);
+  const std::string weightName = oldWeight->node()->target();
+  const std::string biasName = oldBias ? oldBias->node()->target() : rewriters::modulePrefix(weightName) + ".bias";
+  if (weight) producer->setArg(ConvInfo::kWeight, rewriters::addConstant(g, weightName + suffix, *weight, producer));
+  if (bias) producer->setArg(ConvInfo::kBias, rewriters::addConstant(g, biasName + suffix, *bias, producer));
+  rewriters::eraseConstantIfUnused(oldWeight);
+  rewriters::eraseConstantIfUnused(oldBias);
 }
 
 }  // namespace ptopt::fusion

@@ -8,7 +8,10 @@
 
 #include "ir/ir.h"
 
+#include <ATen/ATen.h>
+
 #include <optional>
+#include <string>
 
 namespace ptopt::fusion {
 
@@ -20,5 +23,12 @@ struct ConvInfo {
 
 // nullopt when `n` is not a conv, or its groups / transposed flag are not literals.
 std::optional<ConvInfo> asConv(const ir::Node* n);
+
+// Gives `producer` (a conv or linear: weight at argument 1, bias at 2) a new
+// constant weight and/or bias, named after the old ones plus `suffix`
+// (`conv1.weight.bnfold`; `conv1.bias.bnfold` when it had no bias), and
+// erases the old constants nobody reads any more. Never mutates a tensor.
+void setWeightAndBias(ir::Graph& g, ir::Node* producer, const std::optional<at::Tensor>& weight,
+                      const std::optional<at::Tensor>& bias, const std::string& suffix);
 
 }  // namespace ptopt::fusion

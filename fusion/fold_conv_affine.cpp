@@ -147,16 +147,12 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
         break;
       }
     }
-    const std::string weightName = conv->argValue(ConvInfo::kWeight)->node()->target();
-    const std::string biasBase = bias ? conv->argValue(ConvInfo::kBias)->node()->target() : modulePrefix(weightName) + ".bias";
-    std::vector<ir::Value*> old = {conv->argValue(ConvInfo::kWeight), conv->argValue(ConvInfo::kBias),
-                                   n->argValue(m->constArg)};
-    if (m->op == Op::Mul || m->op == Op::Div)
-      conv->setArg(ConvInfo::kWeight, addConstant(graph, weightName + ".affine", newWeight, conv));
-    if (newBias) conv->setArg(ConvInfo::kBias, addConstant(graph, biasBase + ".affine", *newBias, conv));
+    ir::Value* operand = n->argValue(m->constArg);
+    const bool scales = m->op == Op::Mul || m->op == Op::Div;
+    setWeightAndBias(graph, conv, scales ? std::optional<at::Tensor>(newWeight) : std::nullopt, newBias, ".affine");
     n->output()->replaceAllUsesWith(y);
     n->destroy();
-    for (ir::Value* o : old) eraseConstantIfUnused(o);
+    eraseConstantIfUnused(operand);
     r.count("folded");
     r.changed = true;
   }

@@ -24,11 +24,7 @@ std::string FoldConvBnPass::contract() const {
 
 PassResult FoldConvBnPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
-  std::vector<ir::Node*> bns;
-  graph.walk([&](ir::Node* n) {
-    if (n->is("aten::batch_norm")) bns.push_back(n);
-  });
-  for (ir::Node* bn : bns) {
+  for (ir::Node* bn : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
       ctx.decline(name(), bn, why);
       r.count("declined");
@@ -61,16 +57,8 @@ PassResult FoldConvBnPass::run(ir::Graph& graph, PassContext& ctx) {
     const at::Tensor scale = params->scale();
     const at::Tensor newWeight = foldWeight(*weight, scale, info->transposed, info->groups);
     const at::Tensor newBias = foldBias(bias, *params, weight->scalar_type());
-    const std::string weightName = conv->argValue(ConvInfo::kWeight)->node()->target();
-    const std::string biasBase = bias ? conv->argValue(ConvInfo::kBias)->node()->target()
-                                      : modulePrefix(weightName) + ".bias";
-    std::vector<ir::Value*> old = {conv->argValue(ConvInfo::kWeight), conv->argValue(ConvInfo::kBias)};
-    for (size_t i = 1; i <= 4; ++i) old.push_back(bn->argValue(i));
-    conv->setArg(ConvInfo::kWeight, addConstant(graph, weightName + ".bnfold", newWeight, conv));
-    conv->setArg(ConvInfo::kBias, addConstant(graph, biasBase + ".bnfold", newBias, conv));
-    bn->output()->replaceAllUsesWith(input);
-    bn->destroy();
-    for (ir::Value* v : old) eraseConstantIfUnused(v);
+    setWeightAndBias(graph, conv, newWeight, newBias, ".bnfold");
+    replaceBatchNorm(bn, input);
     r.count("folded");
     r.changed = true;
   }

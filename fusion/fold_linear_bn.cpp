@@ -1,6 +1,7 @@
 #include "fusion/fold_linear_bn.h"
 
 #include "fusion/bn_math.h"
+#include "fusion/conv.h"
 #include "rewriters/constants.h"
 
 namespace ptopt::fusion {
@@ -40,11 +41,7 @@ bool isKnown2d(const ir::Value* v, int depth = 0) {
 
 PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
-  std::vector<ir::Node*> bns;
-  graph.walk([&](ir::Node* n) {
-    if (n->is("aten::batch_norm")) bns.push_back(n);
-  });
-  for (ir::Node* bn : bns) {
+  for (ir::Node* bn : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
       ctx.decline(name(), bn, why);
       r.count("declined");
@@ -75,15 +72,8 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
     // A linear weight is [out, in]: out features on dim 0, like a conv's.
     const at::Tensor newWeight = (weight->to(at::kDouble) * params->scale().unsqueeze(1)).to(weight->scalar_type());
     const at::Tensor newBias = foldBias(bias, *params, weight->scalar_type());
-    const std::string weightName = linear->argValue(1)->node()->target();
-    const std::string biasBase = bias ? linear->argValue(2)->node()->target() : modulePrefix(weightName) + ".bias";
-    std::vector<ir::Value*> old = {linear->argValue(1), linear->argValue(2)};
-    for (size_t i = 1; i <= 4; ++i) old.push_back(bn->argValue(i));
-    linear->setArg(1, addConstant(graph, weightName + ".bnfold", newWeight, linear));
-    linear->setArg(2, addConstant(graph, biasBase + ".bnfold", newBias, linear));
-    bn->output()->replaceAllUsesWith(input);
-    bn->destroy();
-    for (ir::Value* v : old) eraseConstantIfUnused(v);
+    setWeightAndBias(graph, linear, newWeight, newBias, ".bnfold");
+    replaceBatchNorm(bn, input);
     r.count("folded");
     r.changed = true;
   }

@@ -57,6 +57,33 @@ void insertInPrologue(ir::Graph& g, ir::Node* getAttr) {
 
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// `w.folded` and `w.folded.2` name their source `w`, so refolding a folded
+// constant gives `w.folded.1`, not `w.folded.folded`.
+std::string foldedName(std::string base) {
+  if (base.empty()) return "const.folded";
+  const auto pos = base.rfind(".folded");
+  if (pos != std::string::npos) {
+    const std::string tail = base.substr(pos + 7);
+    const bool numbered = tail.size() > 1 && tail[0] == '.' &&
+                          tail.find_first_not_of("0123456789", 1) == std::string::npos;
+    if (tail.empty() || numbered) base.resize(pos);
+  }
+  return base + ".folded";
+}
+
+// Every tensor inside an argument (lists, tuples and dicts included).
+void collectTensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) collectTensors(e, out);
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) collectTensors(e, out);
+  } else if (v.isGenericDict()) {
+    for (const auto& entry : v.toGenericDict()) collectTensors(entry.value(), out);
+  }
+}
+
 class Folder {
  public:
   Folder(ir::Graph& g, PassContext& ctx, const std::string& pass, int64_t maxBytes)
@@ -175,15 +202,11 @@ class Folder {
     // Never share storage with an existing constant (or keep a large buffer
     // alive for a small view): copy.
     bool copy = t.storage().nbytes() > static_cast<size_t>(t.numel()) * t.element_size();
-    for (const auto& a : args) {
-      if (a.isTensor() && t.is_alias_of(a.toTensor())) copy = true;
-      if (a.isTensorList())
-        for (const at::Tensor& e : a.toTensorVector())
-          if (t.is_alias_of(e)) copy = true;
-    }
+    std::vector<at::Tensor> inputs;
+    for (const auto& a : args) collectTensors(a, inputs);
+    for (const at::Tensor& in : inputs) copy = copy || t.is_alias_of(in);
     t = copy ? t.detach().clone(at::MemoryFormat::Preserve) : t.detach();
-    std::string base = sourceConstantName(n);
-    const std::string name = g_.constants().uniqueName((base.empty() ? std::string("const") : base) + ".folded");
+    const std::string name = g_.constants().uniqueName(foldedName(sourceConstantName(n)));
     g_.constants().set(name, t);
     ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
     insertInPrologue(g_, getAttr);

@@ -117,7 +117,8 @@ TEST_CASE("interpreter runs container prims") {
       "  %y : Tensor = aten::view(%w, %l)\n"
       "  %z : bool = prim::isinstance[types=types(List[int])](%l)\n"
       "  %o : Optional[int] = prim::unchecked_cast(%u)\n"
-      "  output(%a, %db, %u, %y, %z, %o)\n");
+      "  %s : str = aten::format(\"{}-{}\", %a, %b)\n"
+      "  output(%a, %db, %u, %y, %z, %o, %s)\n");
   ir::Interpreter interp(*g);
   auto outs = interp.run({torch::arange(24), int64_t{4}});
   CHECK(outs.at(0).toInt() == 4);
@@ -126,6 +127,7 @@ TEST_CASE("interpreter runs container prims") {
   CHECK(outs.at(3).toTensor().sizes() == at::IntArrayRef({4, 2, 3}));
   CHECK(outs.at(4).toBool());
   CHECK(outs.at(5).toInt() == 3);
+  CHECK(outs.at(6).toStringRef() == "4-2");  // a vararg operator
 }
 
 TEST_CASE("interpreter fills schema defaults for missing trailing arguments") {

@@ -139,6 +139,64 @@ TEST_CASE("const-fold copies results that alias a constant") {
   CHECK(folded.strides() == w.t().strides());  // layout kept, so kernels see the same strides
 }
 
+TEST_CASE("const-fold copies results that alias a constant through a tuple") {
+  const at::Tensor w = torch::randn({3});
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %t : Tuple[Tensor, int] = prim::TupleConstruct(%w, 1)\n"
+      "  %e : Tensor = prim::TupleIndex(%t, 0)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %e, 1)\n"
+      "  output(%y)\n",
+      {{"w", w}});
+  Folded f = runConstFold(*g);
+  REQUIRE(f.result.counter("folded") == 1);
+  CHECK(g->str().find("prim::TupleConstruct") == std::string::npos);  // only the fold used it
+  CHECK_FALSE(g->constants().tensor("w.folded").is_alias_of(w));
+  CHECK(torch::equal(g->constants().tensor("w.folded"), w));
+}
+
+TEST_CASE("const-fold names refolded constants after their source") {
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w.folded\"]\n"
+      "  %n : Tensor = aten::neg(%w)\n"
+      "  %y : Tensor = aten::add.Tensor(%x, %n, 1)\n"
+      "  output(%y)\n",
+      {{"w.folded", torch::ones({2})}});
+  Folded f = runConstFold(*g);
+  CHECK(f.result.counter("folded") == 1);
+  CHECK(g->constants().contains("w.folded.1"));
+}
+
+TEST_CASE("const-fold results export and reload with the same numerics") {
+  auto g = parseWith(
+      "graph(%x : Tensor):\n"
+      "  %fc.weight : Tensor = get_attr[\"fc.weight\"]\n"
+      "  %fc.bias : Tensor = get_attr[\"fc.bias\"]\n"
+      "  %wt : Tensor = aten::t(%fc.weight)\n"
+      "  %w2 : Tensor = aten::mul.Scalar(%wt, 0.5)\n"
+      "  %b2 : Tensor = aten::sub.Scalar(%fc.bias, 1.0, 1)\n"
+      "  %y : Tensor = aten::addmm(%b2, %x, %w2, 1, 1)\n"
+      "  output(%y)\n",
+      {{"fc.weight", torch::randn({5, 4})}, {"fc.bias", torch::randn({5})}});
+  const at::Tensor x = torch::randn({3, 4});
+  const at::Tensor expected = ir::Interpreter(*g).run({x}).at(0).toTensor();
+  Folded f = runConstFold(*g);
+  CHECK(f.result.counter("folded") == 3);
+  test::checkIR(g->str(), R"(
+    # CHECK-NOT: aten::mul
+    # CHECK-NOT: aten::sub
+    # CHECK: aten::addmm(%fc.bias.folded, %x, %fc.weight.folded.1, 1, 1)
+  )");
+  ir::Model model;
+  model.constants = g->sharedConstants();
+  model.methods.emplace_back("forward", std::move(g));
+  torch::jit::Module exported = ir::exportModel(model);
+  const at::Tensor got = exported.forward({x}).toTensor();
+  CHECK(torch::equal(got, expected));
+}
+
 TEST_CASE("DoesNotFoldRandomOps") {
   auto g = ir::parseGraph(
       "graph(%x : Tensor):\n"

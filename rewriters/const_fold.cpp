@@ -208,6 +208,7 @@ class Folder {
     t = copy ? t.detach().clone(at::MemoryFormat::Preserve) : t.detach();
     const std::string name = g_.constants().uniqueName(foldedName(sourceConstantName(n)));
     g_.constants().set(name, t);
+    created_.insert(name);
     ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
     insertInPrologue(g_, getAttr);
     getAttr->output()->meta() = out->meta();
@@ -245,6 +246,11 @@ class Folder {
       for (const ir::Arg& a : d->args())
         if (a.isValue()) values.push_back(a.value());
       for (const auto& out : d->outputs()) known_.erase(out.get());
+      // An intermediate constant of this run that a later fold consumed.
+      if (d->opcode() == ir::Opcode::GetAttr && created_.count(d->target())) {
+        g_.constants().erase(d->target());
+        created_.erase(d->target());
+      }
       destroy(d);
     }
   }
@@ -257,6 +263,7 @@ class Folder {
   std::unordered_map<const ir::Value*, c10::IValue> known_;
   std::unordered_set<const ir::Node*> destroyed_;
   std::vector<ir::Node*> kept_;
+  std::set<std::string> created_;  // constants this run added
   int64_t folded_ = 0;
   PassResult result_;
 };

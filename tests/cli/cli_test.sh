@@ -47,6 +47,47 @@ expect 2 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/y.pt" --no-such-flag
 expect 0 "aten::_convolution" -- "$ptopt" show "$fx/resnet18_trace.pt"
 expect 0 "total" -- "$ptopt" show --ops "$fx/mobilenet_v2_script.pt"
 
+# Pipelines: a bad one writes nothing and exits 2 with a caret and a suggestion.
+expect 2 "did you mean 'fold-conv-bn'" -- "$ptopt" "$fx/resnet18_script.pt" "$work/p.pt" --passes 'fold-conv-nb'
+[ ! -e "$work/p.pt" ] || fail "output written for a bad pipeline"
+expect 2 "has no option 'depth'" -- "$ptopt" "$fx/resnet18_script.pt" "$work/p.pt" --passes 'cse{depth=2}'
+expect 2 "only one of" -- "$ptopt" "$fx/resnet18_script.pt" "$work/p.pt" --passes 'cse' -O1
+printf '# clean up\ncanonicalize,\n  fixpoint{max-iter=3}(  # repeat\n    cse, dce)\n' > "$work/pipe.txt"
+expect 0 "^canonicalize,fixpoint\{max-iter=3\}\(cse,dce\)$" -- "$ptopt" --pipeline-file "$work/pipe.txt" --print-pipeline
+expect 0 "^canonicalize,remove-dropout,bn-inference" -- "$ptopt" -O1 --print-pipeline
+expect 0 "BISECT: NOT running pass \(3\) dce" -- "$ptopt" "$fx/resnet18_trace.pt" "$work/b.pt" --passes 'canonicalize,cse,dce' --bisect-limit 2
+expect 0 "IR after dce" -- "$ptopt" "$fx/conv1d_bn.pt" "$work/c.pt" --passes 'dce' --print-after-all --verify-each
+expect 0 "fold-conv-bn: not rewriting .*another user" -- "$ptopt" "$fx/conv_reused_output.pt" "$work/e.pt" -O1 --explain
+expect 0 "fold-conv-bn +[0-9]+ +1" -- "$ptopt" "$fx/conv1d_bn.pt" "$work/t.pt" -O1 --time-passes
+expect 0 "" -- "$ptopt" passes fold-conv-bn
+expect 2 "did you mean 'dce'" -- "$ptopt" passes dec
+
+# Every fixture: canonicalize + cse/dce fixpoint with --print-changed and
+# --time-passes, outputs within 1e-6 of the original.
+"$py" - "$fx/fixtures.json" > "$work/shapes.txt" <<'PY'
+import json, sys
+for f in json.load(open(sys.argv[1]))["fixtures"]:
+    args = []
+    for i in f["inputs"]:
+        if i["type"] == "tensor":
+            s = ",".join(map(str, i["shape"]))
+            if i.get("dtype", "float32") != "float32":
+                s += ":" + i["dtype"]
+        else:
+            s = "%s:%s" % (i["type"], int(i["value"]))
+        args += ["--input-shape", s]
+    print(f["file"], " ".join(args))
+PY
+while read -r file shapes; do
+  # shellcheck disable=SC2086
+  expect 0 "PASSED" -- "$ptopt" "$fx/$file" "$work/g_$file" --passes 'canonicalize,fixpoint{max-iter=3}(cse,dce)' \
+    --print-changed --time-passes --rtol 1e-6 --atol 1e-6 --verify-iters 1 $shapes
+done < "$work/shapes.txt"
+
+# A user rule file rewrites a real model.
+expect 0 "hardtanh-inplace-to-relu6=35" -- "$ptopt" "$fx/mobilenet_v2_script.pt" "$work/m.pt" --passes '' \
+  --rules "$(dirname "$0")/../../examples/rules/example.rules" --input-shape 1,3,64,64
+
 # The output loads in stock PyTorch.
 "$py" -c "import torch,sys; m=torch.jit.load(sys.argv[1]); m(torch.randn(1,3,64,64))" "$work/r.pt" \
   || fail "python could not load the output"

@@ -189,6 +189,9 @@ TEST_CASE("const-fold results export and reload with the same numerics") {
     # CHECK-NOT: aten::sub
     # CHECK: aten::addmm(%fc.bias.folded, %x, %fc.weight.folded.1, 1, 1)
   )");
+  // The intermediate (the transposed weight) is not left in the table.
+  CHECK_FALSE(g->constants().contains("fc.weight.folded"));
+  CHECK(g->constants().contains("fc.weight"));
   ir::Model model;
   model.constants = g->sharedConstants();
   model.methods.emplace_back("forward", std::move(g));

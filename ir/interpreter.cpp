@@ -196,7 +196,11 @@ std::optional<ResolvedOp> resolveThroughTorchScriptNode(const Node& n) {
 ResolvedOp resolve(const Node& n) {
   if (n.opcode() != Opcode::CallFunction) fail(n, "not a call_function node");
   auto prim = handWrittenPrims().find(n.target());
-  if (prim != handWrittenPrims().end()) return ResolvedOp{prim->second};
+  if (prim != handWrittenPrims().end()) {
+    ResolvedOp r;
+    r.prim = prim->second;
+    return r;
+  }
   if (n.target().find("::") == std::string::npos) fail(n, "'" + n.target() + "' is not a qualified operator name");
   const auto& ops = ts::getAllOperatorsFor(c10::Symbol::fromQualString(n.target()));
   std::shared_ptr<ts::Operator> match;

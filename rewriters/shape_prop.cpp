@@ -63,12 +63,15 @@ PassResult ShapePropPass::run(ir::Graph& graph, PassContext& ctx) {
 
   PassResult r;
   int64_t annotated = 0;
+  const ir::TensorMeta none;
   for (ir::Value* v : allValues(graph)) {
     auto it = recorded.find(v);
-    ir::TensorMeta meta = it == recorded.end() ? ir::TensorMeta{} : it->second;
-    if (!(meta == v->meta())) r.changed = true;
-    v->meta() = std::move(meta);
-    if (!v->meta().empty()) ++annotated;
+    const ir::TensorMeta& meta = it == recorded.end() ? none : it->second;
+    if (!(meta == v->meta())) {
+      r.changed = true;
+      v->meta() = meta;
+    }
+    if (!meta.empty()) ++annotated;
   }
   r.count("annotated", annotated);
   return r;

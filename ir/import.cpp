@@ -86,6 +86,16 @@ std::string joinPath(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
+// `file.py:line` of the original Python source (through the debug info a
+// saved module keeps), or of the serialized code; "" when unknown.
+std::string sourceLocationOf(ts::Node* n) {
+  ts::SourceRange range = n->sourceRange();
+  if (auto original = range.findSourceRangeThatGenerated()) range = *original;
+  auto loc = range.file_line_col();
+  if (!loc) return "";
+  return std::get<0>(*loc) + ":" + std::to_string(std::get<1>(*loc));
+}
+
 // What a TorchScript value maps to during conversion.
 struct Binding {
   Value* value = nullptr;                   // an IR value, or
@@ -323,6 +333,7 @@ class Converter {
     for (size_t i = 0; i < n->inputs().size(); ++i) node->addArg(argFor(n, i));
     copyAttributes(n, node);
     node->setScope(scopes_.back());
+    node->setSourceLocation(sourceLocationOf(n));
     for (ts::Value* out : n->outputs())
       env_[out].value = node->addOutput(normalizeType(out->type()), out->debugName());
     builder.insert(node);

@@ -184,6 +184,9 @@ class Node {
   // Module scope (e.g. `layer1.0.conv1`) when the source knew it; debug only.
   const std::string& scope() const { return scope_; }
   void setScope(std::string s) { scope_ = std::move(s); }
+  // `file.py:line` of the Python source the node came from, when known.
+  const std::string& sourceLocation() const { return sourceLocation_; }
+  void setSourceLocation(std::string s) { sourceLocation_ = std::move(s); }
 
   // Position.
   Block* owningBlock() const { return owner_; }
@@ -227,6 +230,7 @@ class Node {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<std::pair<std::string, AttrValue>> attrs_;
   std::string scope_;
+  std::string sourceLocation_;
   Block* owner_ = nullptr;
   Node* prev_ = nullptr;
   Node* next_ = nullptr;

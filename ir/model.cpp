@@ -26,6 +26,7 @@ class GraphCloner {
       Node* copy = dst_.createNode(n->opcode(), n->target(), n->overload());
       copy->setSchema(n->schema());
       copy->setScope(n->scope());
+      copy->setSourceLocation(n->sourceLocation());
       for (const auto& [k, v] : n->attrs()) copy->setAttr(k, v);
       for (const Arg& a : n->args()) copy->addArg(mapArg(a));
       for (const auto& out : n->outputs()) {

@@ -70,6 +70,7 @@ std::string describeNode(const ir::Node* n) {
   std::string s = n->opcode() == ir::Opcode::CallFunction ? n->qualifiedTarget() : ir::opcodeName(n->opcode());
   if (n->numOutputs()) s = "%" + n->output()->name() + " = " + s;
   if (!n->scope().empty()) s += " (in " + n->scope() + ")";
+  if (!n->sourceLocation().empty()) s += " at " + n->sourceLocation();
   return s;
 }
 

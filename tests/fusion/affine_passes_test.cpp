@@ -23,14 +23,7 @@ Built build(const std::string& text, std::initializer_list<std::pair<const char*
   return b;
 }
 
-// Runs graph `g` with the interpreter-free route: export it as a module.
-at::Tensor runGraph(ir::Graph& g, const at::Tensor& x) {
-  ir::Model m;
-  m.constants = g.sharedConstants();
-  m.methods.emplace_back("forward", ir::cloneGraph(g));
-  auto module = ir::exportModel(m);
-  return module.forward({x}).toTensor();
-}
+at::Tensor runGraph(ir::Graph& g, const at::Tensor& x) { return test::runGraph(g, {x}).toTensor(); }
 
 const char* kConvAffine =
     "graph(%x : Tensor):\n"

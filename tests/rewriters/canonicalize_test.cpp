@@ -6,6 +6,7 @@
 #include "rewriters/canonicalize.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
+#include "tests/support/pass_test.h"
 #include "tools/api.h"
 
 #include <catch2/catch.hpp>
@@ -15,15 +16,7 @@ using namespace ptopt::rewriters;
 
 namespace {
 
-struct Run {
-  PassResult result;
-  PassContext ctx;
-  bool declined(const std::string& text) const {
-    for (const auto& d : ctx.declines())
-      if (d.find(text) != std::string::npos) return true;
-    return false;
-  }
-};
+using Run = test::PassRun;
 
 Run canonicalize(ir::Graph& g, const std::string& targetDevice = "cpu") {
   Run r;
@@ -33,15 +26,7 @@ Run canonicalize(ir::Graph& g, const std::string& targetDevice = "cpu") {
   return r;
 }
 
-// Exports `g` as a module and runs it.
-c10::IValue runGraph(const ir::Graph& g, const std::vector<c10::IValue>& inputs) {
-  ir::Model model;
-  model.constants = g.sharedConstants();
-  model.methods.emplace_back("forward", ir::cloneGraph(g));
-  torch::jit::Module m = ir::exportModel(model);
-  torch::NoGradGuard noGrad;
-  return m.forward(inputs);
-}
+using test::runGraph;
 
 // Runs `g` before and after canonicalize; returns the largest difference.
 struct Compared {

@@ -5,6 +5,7 @@
 #include "rewriters/functionalize.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
+#include "tests/support/pass_test.h"
 #include "tools/api.h"
 
 #include <catch2/catch.hpp>
@@ -14,15 +15,7 @@ using namespace ptopt::rewriters;
 
 namespace {
 
-struct Run {
-  PassResult result;
-  PassContext ctx;
-  bool declined(const std::string& text) const {
-    for (const auto& d : ctx.declines())
-      if (d.find(text) != std::string::npos) return true;
-    return false;
-  }
-};
+using Run = test::PassRun;
 
 Run functionalize(ir::Graph& g) {
   Run r;

@@ -25,6 +25,27 @@ inline int64_t counter(const rewriters::RunReport& r, const std::string& pass, c
   return total;
 }
 
+// A pass run with its context, for tests that look at declines.
+struct PassRun {
+  rewriters::PassResult result;
+  rewriters::PassContext ctx;
+  bool declined(const std::string& text) const {
+    for (const auto& d : ctx.declines())
+      if (d.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+// Exports `g` as a module's forward and runs it on `inputs`.
+inline c10::IValue runGraph(const ir::Graph& g, const std::vector<c10::IValue>& inputs) {
+  ir::Model model;
+  model.constants = g.sharedConstants();
+  model.methods.emplace_back("forward", ir::cloneGraph(g));
+  torch::jit::Module m = ir::exportModel(model);
+  torch::NoGradGuard noGrad;
+  return m.forward(inputs);
+}
+
 inline size_t countOps(const ir::Graph& g, const std::string& target) {
   size_t n = 0;
   g.walk([&](ir::Node* node) { n += node->isCall() && node->target() == target; });

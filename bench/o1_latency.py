@@ -1,5 +1,6 @@
 """Latency of ptopt -O1 against the original and torch.jit.freeze.
 
+CPU time (time.process_time, 1 thread: steadier than wall time on a shared machine).
 For each model: the original scripted module, torch.jit.freeze of it (Debian's
 python3-torch), and ptopt -O1's output are timed in one process, 1 thread,
 interleaved (A B C A B C ...), median of repeated runs; ratios are printed
@@ -39,9 +40,9 @@ def median_times(fns, x, reps):
                 f(x)
         for _ in range(reps):
             for i, f in enumerate(fns):
-                start = time.perf_counter()
+                start = time.process_time()
                 f(x)
-                times[i].append(time.perf_counter() - start)
+                times[i].append(time.process_time() - start)
     return [statistics.median(t) for t in times]
 
 

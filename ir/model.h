@@ -15,9 +15,10 @@
 // original's.
 //
 // Export (`exportModel`) builds a fresh TorchScript module: constants become
-// buffers of nested submodules named after their path (so names survive a
-// second import), literals are pooled into prim::Constant nodes, and each
-// IR graph becomes a method. The result loads in stock PyTorch.
+// buffers named after their path (root attributes with dotted names by
+// default, or nested submodules; state_dict() keys are the same, and names
+// survive a second import), literals are pooled into prim::Constant nodes,
+// and each IR graph becomes a method. The result loads in stock PyTorch.
 #pragma once
 
 #include "ir/ir.h"
@@ -61,6 +62,10 @@ Model importModule(const torch::jit::Module& module, const ImportOptions& option
 
 struct ExportOptions {
   std::string className = "ptopt.Model";
+  // Constants as a tree of submodules (`self.layer1[0].conv1.weight`) rather
+  // than root attributes with dotted names: one GetAttr per path segment on
+  // every call instead of one.
+  bool nestedAttributes = false;
 };
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options = {});
 

@@ -103,6 +103,7 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
                        exec.index, exec.result.countersText(), diff);
   }
   report.executions.push_back(exec);
+  if (inst_.onPassEnd) inst_.onPassEnd(exec, g);
   return exec.changed;
 }
 

@@ -55,26 +55,23 @@ VerifyResult Optimizer::verify(const std::vector<std::string>& shapes, const ver
 
 VerifyResult Optimizer::verify(const std::vector<verify::InputSpec>& specs, const verify::Tolerance& tol,
                                int iterations, uint64_t seed) {
-  torch::NoGradGuard noGrad;
-  torch::jit::Module optimized = exportModule();
+  verify::InputSource source;
+  source.specs = specs;
+  source.iterations = iterations;
+  source.seed = seed;
+  verify::VerifyReport report = verify(source, verify::ToleranceSet{tol, {}, {}}, "cpu");
   VerifyResult result;
-  result.passed = result.bitwiseEqual = true;
-  for (int i = 0; i < iterations; ++i) {
-    auto inputs = verify::makeInputs(specs, seed + static_cast<uint64_t>(i));
-    torch::manual_seed(seed + static_cast<uint64_t>(i));
-    c10::IValue expected = original_.forward(verify::cloneInputs(inputs));
-    torch::manual_seed(seed + static_cast<uint64_t>(i));
-    c10::IValue actual = optimized.forward(verify::cloneInputs(inputs));
-    auto cmp = verify::compareOutputs(actual, expected, tol);
-    result.bitwiseEqual = result.bitwiseEqual && cmp.bitwiseEqual();
-    if (!cmp.withinTolerance()) {
-      result.passed = false;
-      result.summary += "seed " + std::to_string(seed + static_cast<uint64_t>(i)) + ":\n" + cmp.summary();
-    } else if (i == 0) {
-      result.summary = cmp.summary();
-    }
-  }
+  result.passed = report.passed;
+  result.bitwiseEqual = report.bitwiseEqual;
+  result.summary = report.verdict() + "\n" + report.failureReport();
+  if (report.passed && !report.iterations.empty()) result.summary += report.iterations.front().comparison.summary();
   return result;
+}
+
+verify::VerifyReport Optimizer::verify(const verify::InputSource& inputs, const verify::ToleranceSet& tol,
+                                       const std::string& device) {
+  verify::ReferenceRunner runner(original_.clone(), inputs, tol, verify::resolveDevice(device));
+  return runner.check(exportModule());
 }
 
 torch::jit::Module Optimizer::exportModule() const { return ir::exportModel(model_); }

@@ -13,6 +13,7 @@
 #include "rewriters/registry.h"
 #include "verify/compare.h"
 #include "verify/inputs.h"
+#include "verify/runner.h"
 
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ class Optimizer {
                       int iterations = 3, uint64_t seed = 0);
   VerifyResult verify(const std::vector<std::string>& inputShapes, const verify::Tolerance& tol = {},
                       int iterations = 3, uint64_t seed = 0);
+  // The full report (per-output metrics) on a device ("auto", "cpu", "cuda").
+  verify::VerifyReport verify(const verify::InputSource& inputs, const verify::ToleranceSet& tol,
+                              const std::string& device = "auto");
 
   // The current IR as a TorchScript module, and saved atomically.
   torch::jit::Module exportModule() const;

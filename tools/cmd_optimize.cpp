@@ -1,8 +1,23 @@
 // `ptopt IN.pt OUT.pt`: load, import, run the pipeline, export, verify, save.
+//
+// Order of work, so that bad input fails before anything slow happens and
+// nothing is written unless everything succeeded:
+//   1. the pipeline and the paths are checked (exit 2);
+//   2. the model is loaded and imported (exit 2 for files that are not
+//      TorchScript);
+//   3. verification inputs are planned and the reference runs on them once
+//      (a shape that does not fit is exit 2, naming the inputs);
+//   4. the passes run (with --verify-each each changing pass is checked
+//      against the cached reference outputs and the first one that breaks
+//      tolerance is named);
+//   5. the result is exported, verified (exit 3 on failure, nothing written
+//      unless --force), saved atomically, and summarized.
 #include "tools/api.h"
 #include "tools/commands.h"
 #include "tools/op_table.h"
+#include "tools/report.h"
 #include "tools/util.h"
+#include "tools/verify_setup.h"
 
 #include "ir/model.h"
 #include "ir/text.h"
@@ -12,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <unistd.h>
 
 namespace ptopt::tools {
 
@@ -25,22 +41,32 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--rules", o.rulesFiles, "Rule file to apply after the pipeline (repeatable)");
   app.add_flag("--print-pipeline", o.printPipeline, "Print the canonical pipeline");
   app.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to keep")->delimiter(',');
-  app.add_option("--input-shape", o.inputShapes, "One per model input: 1,3,224,224 | name:1,3,224,224 | 2,7:int64");
-  app.add_option("--seed", o.seed, "Seed for verification inputs");
-  app.add_option("--verify-iters", o.verifyIters, "Seeded verification runs")->check(CLI::PositiveNumber);
-  app.add_option("--rtol", o.rtol, "Relative tolerance for verification");
-  app.add_option("--atol", o.atol, "Absolute tolerance for verification");
+  registerVerifyCliOptions(app, o.verify);
   app.add_flag("--no-verify", o.noVerify, "Skip numerics verification");
+  app.add_flag("--verify", o.verifyFlag, "Verify numerics (the default; fails when no inputs can be built)");
+  app.add_flag("--verify-each", o.verifyEach,
+               "Verify numerics after every pass that changed the model and name the first that breaks tolerance "
+               "(also lints the IR)");
   app.add_flag("--force", o.force, "Write OUT even when verification fails");
   app.add_flag("--overwrite", o.overwrite, "Replace OUT if it exists");
+  app.add_flag("--in-place", o.inPlace, "Allow OUT to be IN itself (replaced only after everything succeeded)");
+  app.add_option("--report", o.reportPath, "Write a JSON record of the run (pipeline, counters, metrics) here");
   app.add_flag("--print-after-all", o.printAfterAll, "Print the IR after every pass");
   app.add_flag("--print-changed", o.printChanged, "Print a diff of the IR after every pass that changed it");
-  app.add_flag("--time-passes", o.timePasses, "Print a table of time per pass");
+  app.add_flag("--time-passes", o.timePasses, "Print the table of time per pass (also with -q)");
   app.add_option("--bisect-limit", o.bisectLimit, "Run only the first N pass executions");
-  app.add_flag("--verify-each", o.verifyEach, "Lint the IR before and after every pass");
   app.add_flag("--explain", o.explain, "Print why passes declined rewrites");
+  app.add_flag("--progress", o.progress, "Show per-pass progress on stderr (default when stderr is a terminal)");
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
-  app.add_flag("-v,--verbose", o.verbose, "Print more detail");
+  app.add_flag("-v,--verbose", o.verbose, "Print more detail (per-output metrics, counters)");
+  app.footer(
+      "Examples:\n"
+      "  ptopt in.pt out.pt                          # -O1, inputs inferred when safe\n"
+      "  ptopt in.pt out.pt -O2 --input-shape 1,3,224,224\n"
+      "  ptopt in.pt out.pt --passes 'remove-dropout,fold-conv-bn' --verify-each --input-shape 1,3,224,224\n"
+      "  ptopt in.pt out.pt --inputs inputs.pt --atol out1:1e-3 --report run.json\n"
+      "Exit codes: 0 success, 2 usage error or bad input (nothing written), 3 verification failed\n"
+      "(nothing written unless --force), 1 any other failure.");
 }
 
 namespace {
@@ -67,7 +93,7 @@ bool pipelineUses(const std::vector<rewriters::PipelineElement>& elements, const
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw UsageError("cannot read pipeline file '" + path + "'");
+  if (!in) throw UsageError("cannot read pipeline file '" + path + "' (check the path and its permissions)");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -83,6 +109,8 @@ rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
   else { text = rewriters::presetPipeline(o.preset.empty() ? 1 : std::stoi(o.preset)); source = "-O" + (o.preset.empty() ? std::string("1") : o.preset); }
   rewriters::Pipeline p = rewriters::parsePipeline(text, defaultRegistry(), source);
   for (const auto& rules : o.rulesFiles) {
+    std::ifstream probe(rules);
+    if (!probe) throw UsageError("cannot read rule file '" + rules + "' (check the path and its permissions)");
     rewriters::PipelineElement e;
     e.name = "rules";
     e.options = {{"file", rules}};
@@ -91,10 +119,88 @@ rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
   return p;
 }
 
+// OUT must be writable and must not clobber anything unasked (exit 2).
+void checkOutputPath(const OptimizeOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool exists = fs::exists(o.output, ec);
+  if (exists && fs::is_directory(o.output, ec))
+    throw UsageError("OUT '" + o.output + "' is a directory; give a file name such as " + o.output + "/model.opt.pt");
+  if (exists && sameFile(o.input, o.output)) {
+    if (!o.inPlace)
+      throw UsageError("OUT '" + o.output + "' is the input file itself; choose another output path (or pass --in-place)");
+  } else if (o.inPlace) {
+    throw UsageError("--in-place: OUT '" + o.output + "' is not the input file");
+  } else if (exists && !o.overwrite) {
+    throw UsageError("'" + o.output + "' exists; pass --overwrite to replace it");
+  }
+  const fs::path dir = fs::path(o.output).has_parent_path() ? fs::path(o.output).parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw UsageError("the folder of OUT, '" + dir.string() + "', does not exist; create it first");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError("cannot write into '" + dir.string() + "' (permission denied); choose another output folder");
+}
+
+// The lowest precision the pipeline introduces (for default tolerances).
+c10::ScalarType pipelinePrecision(const std::vector<rewriters::PipelineElement>& elements, const std::string& device) {
+  c10::ScalarType lowest = c10::ScalarType::Float;
+  for (const auto& e : elements) {
+    if (e.isFixpoint()) {
+      const auto inner = pipelinePrecision(e.children, device);
+      if (inner != c10::ScalarType::Float) lowest = inner;
+      continue;
+    }
+    if (e.name != "cast") continue;
+    std::string dtype = "auto";
+    for (const auto& [k, v] : e.options)
+      if (k == "dtype") dtype = v;
+    if (dtype == "auto") dtype = device.rfind("cuda", 0) == 0 ? "fp16" : "bf16";
+    // fp16 has the tighter defaults; keep the looser bf16 when both appear.
+    if (dtype == "bf16" || dtype == "bfloat16") lowest = c10::ScalarType::BFloat16;
+    else if ((dtype == "fp16" || dtype == "float16") && lowest != c10::ScalarType::BFloat16) lowest = c10::ScalarType::Half;
+  }
+  return lowest;
+}
+
+// Per-pass progress on stderr: one rewritten line on a terminal, one line per
+// pass otherwise (--progress).
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void start(const std::string& pass, size_t execution) {
+    if (!enabled_) return;
+    const std::string line = fmt::format("[{:>3}] {:<24} {:6.1f} s", execution, pass, clock_.ms() / 1000);
+    if (tty_) std::cerr << "\r\033[K" << line << std::flush;
+    else std::cerr << line << "\n";
+  }
+  void finish() {
+    if (enabled_ && tty_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  bool enabled_, tty_;
+  Stopwatch clock_;
+};
+
+// --verify-each found the first pass that breaks tolerance.
+struct PassBlame : std::runtime_error {
+  PassBlame(std::string what, verify::VerifyReport r) : std::runtime_error(std::move(what)), report(std::move(r)) {}
+  verify::VerifyReport report;
+};
+
 }  // namespace
 
 int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   namespace fs = std::filesystem;
+  RunRecord record;
+  for (int i = 0; i < argc; ++i) record.command += (i ? " " : "") + std::string(argv[i]);
+  auto finishReport = [&](int code, const std::string& outcome) {
+    record.exitCode = code;
+    record.outcome = outcome;
+    if (!o.reportPath.empty()) writeReport(record, o.reportPath);
+    return code;
+  };
+
   rewriters::Pipeline pipeline;
   try {
     pipeline = pipelineFromOptions(o);
@@ -102,44 +208,45 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     throw UsageError(std::string("invalid pipeline: ") + e.what());
   }
   const std::string canonical = rewriters::printPipeline(pipeline);
+  record.pipeline = canonical;
   if (o.printPipeline) {
     std::cout << canonical << "\n";
     if (o.input.empty() && o.output.empty()) return 0;
   }
   if (o.input.empty() || o.output.empty())
-    throw UsageError("expected IN.pt OUT.pt (or a subcommand: show, passes); see --help");
-  if (fs::exists(o.output) && sameFile(o.input, o.output))
-    throw UsageError("OUT '" + o.output + "' is the input file itself; choose another output path");
-  if (fs::exists(o.output) && !o.overwrite)
-    throw UsageError("'" + o.output + "' exists; pass --overwrite to replace it");
-
-  std::vector<verify::InputSpec> specs;
-  for (const auto& s : o.inputShapes) {
-    try {
-      specs.push_back(verify::parseInputSpec(s));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
+    throw UsageError("expected IN.pt OUT.pt (or a subcommand: show, verify, passes); see --help");
+  if (o.noVerify && (o.verifyFlag || o.verifyEach)) throw UsageError("--no-verify contradicts --verify/--verify-each");
+  checkOutputPath(o);
+  record.input = o.input;
+  record.output = o.output;
+  c10::Device device = c10::kCPU;
+  try {
+    device = verify::resolveDevice(o.verify.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
+  record.device = verify::describeDevice(device);
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
 
   auto say = [&](const std::string& s) { if (!o.quiet) std::cout << s << std::flush; };
   Stopwatch total, sw;
   torch::jit::Module loaded = ir::loadTorchScript(o.input);
-  const double loadMs = sw.ms();
+  record.stageMs["load"] = sw.ms();
+  record.inputFileBytes = fs::file_size(o.input);
   sw.reset();
   Optimizer opt = Optimizer::fromModule(loaded, ir::ImportOptions{o.preserveMethods});
-  const double importMs = sw.ms();
-  const auto opsBefore = countOps(opt.model().forward());
+  record.stageMs["import"] = sw.ms();
+  record.opsBefore = countOps(opt.model().forward());
+  record.parameterBytesBefore = parameterBytes(opt.model());
   const size_t nodesBefore = opt.model().forward().numNodes();
   say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, nodesBefore,
-                  opt.model().constants->size(), loadMs + importMs));
+                  opt.model().constants->size(), record.stageMs["load"] + record.stageMs["import"]));
 
   // A model traced in training mode bakes dropout and batch-norm training
   // flags in as literals. A pipeline that specializes them for inference
   // changes its outputs on purpose, so it is verified against the same
   // weights in eval semantics: the import with only those two passes applied.
-  torch::jit::Module reference = opt.original();
-  std::string referenceNote = "the original model";
+  torch::jit::Module reference = opt.original().clone();
   if (hasTrainingModeLiterals(opt.model()) &&
       (pipelineUses(pipeline.elements, "remove-dropout") || pipelineUses(pipeline.elements, "bn-inference"))) {
     ir::Model evalModel = opt.model().clone();
@@ -147,102 +254,128 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     rewriters::PassManager(defaultRegistry(), rewriters::parsePipeline("remove-dropout,bn-inference", defaultRegistry()))
         .run(evalModel, refCtx);
     reference = ir::exportModel(evalModel);
-    referenceNote = "the original in eval semantics (it was traced in training mode: its dropout and batch_norm "
-                    "training flags are replaced by their inference forms)";
-    say("note: verifying against " + referenceNote + "\n");
+    say("note: verifying against the original in eval semantics (it was traced in training mode: its dropout and "
+        "batch_norm training flags are replaced by their inference forms)\n");
   }
 
+  // Verification inputs, and the reference outputs on them (computed once).
+  std::optional<verify::ReferenceRunner> runner;
   rewriters::PassContext ctx;
+  ctx.targetDevice = device.is_cuda() ? "cuda" : "cpu";
   if (o.explain) ctx.explain = &std::cout;
-  if (!specs.empty()) {
+  const c10::ScalarType precision = pipelinePrecision(pipeline.elements, ctx.targetDevice);
+  const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
+  InputPlan plan = planInputs(o.verify, opt.model().forward());
+  if (!plan.source) {
+    record.verificationSkipped = plan.message;
+    if (o.verifyFlag || o.verifyEach) throw UsageError(plan.message);
+    if (!o.noVerify) std::cerr << "ptopt: warning: " << plan.message << "\n";
+  } else {
+    if (plan.inferred && !o.noVerify) say("note: " + plan.message + "\n");
     try {
-      ctx.exampleInputs = verify::makeInputs(specs, o.seed);
-    } catch (const std::exception& e) {
-      throw UsageError(std::string("cannot build inputs from --input-shape: ") + e.what());
+      sw.reset();
+      runner.emplace(reference, *plan.source, tolerances, device, modelInputNames(opt.model().forward()));
+      record.stageMs["reference"] = sw.ms();
+    } catch (const verify::ReferenceError& e) {
+      if (!plan.inferred) throw ir::InputError(e.what());
+      // An assumption that does not fit is not the user's error.
+      record.verificationSkipped = "the assumed input shape does not fit the model; give --input-shape to verify";
+      if (!o.noVerify) std::cerr << "ptopt: warning: verification skipped: " << record.verificationSkipped << "\n";
+      runner.reset();
     }
-    // A shape that does not fit the model is bad input (exit 2), found
-    // before any pass runs on it.
-    try {
-      torch::NoGradGuard noGrad;
-      torch::manual_seed(o.seed);
-      reference.forward(verify::cloneInputs(*ctx.exampleInputs));
-    } catch (const std::exception& e) {
-      throw ir::InputError("the original model fails on the given --input-shape (" + std::to_string(specs.size()) +
-                           " input(s) for " + std::to_string(opt.model().forward().inputs().size()) +
-                           " model input(s)): " + ir::torchErrorMessage(e));
-    }
+    // Passes may use concrete inputs (shape-prop), but only ones the user gave.
+    if (!plan.inferred) ctx.exampleInputs = plan.source->inputsFor(0);
   }
+  if (o.noVerify) record.verificationSkipped = "--no-verify";
+  const bool verifying = runner && !o.noVerify;
+
   rewriters::Instrumentation inst;
   inst.printAfterAll = o.printAfterAll;
   inst.printChanged = o.printChanged;
   inst.verifyEach = o.verifyEach;
   inst.bisectLimit = o.bisectLimit;
   inst.out = &std::cout;
+  Progress progress(o.progress || (::isatty(STDERR_FILENO) != 0 && !o.quiet));
+  inst.onPassStart = [&](const std::string& pass, size_t execution) { progress.start(pass, execution); };
+  if (o.verifyEach && verifying) {
+    inst.onPassEnd = [&](const rewriters::PassExecution& exec, const ir::Graph&) {
+      if (!exec.changed || record.blamedPass) return;
+      verify::VerifyReport r = runner->check(opt.exportModule());
+      if (r.passed) return;
+      const std::string blame = fmt::format("{} (execution {}, method {})", exec.pass, exec.index, exec.method);
+      record.blamedPass = blame;
+      progress.finish();
+      std::cout << fmt::format("verify-each: pass '{}' broke tolerance: {}\n{}", blame, r.verdict(), r.failureReport());
+      if (!o.force) throw PassBlame(blame, std::move(r));
+    };
+  }
+  rewriters::RunReport report;
   sw.reset();
-  rewriters::RunReport report = opt.run(pipeline, &ctx, inst);
-  const double passesMs = sw.ms();
+  try {
+    report = opt.run(pipeline, &ctx, inst);
+  } catch (const PassBlame& blame) {
+    progress.finish();
+    record.stageMs["passes"] = sw.ms();
+    record.verification = blame.report;
+    std::cout << "FAILED: nothing written (the first pass that breaks tolerance is " << blame.what()
+              << "; use --force to write anyway): " << record.command << "\n";
+    return finishReport(3, "failed");
+  }
+  progress.finish();
+  record.stageMs["passes"] = sw.ms();
+  record.passes = report;
   say(fmt::format("pipeline: {}\n", canonical.empty() ? "(empty)" : canonical));
   if (!report.countersSummary().empty()) say(report.countersSummary());
-  if (o.timePasses) std::cout << report.timingTable();
 
   sw.reset();
   torch::jit::Module exported = opt.exportModule();
-  const double exportMs = sw.ms();
+  record.stageMs["export"] = sw.ms();
+  record.opsAfter = countOps(opt.model().forward());
+  record.parameterBytesAfter = parameterBytes(opt.model());
 
-  std::string verdict = "skipped (give --input-shape to verify)";
-  if (o.noVerify) verdict = "skipped (--no-verify)";
   bool ok = true;
-  if (!o.noVerify && !specs.empty()) {
-    verify::Tolerance tol;
-    if (o.rtol) tol.rtol = *o.rtol;
-    if (o.atol) tol.atol = *o.atol;
-    bool bitwise = true;
-    torch::NoGradGuard noGrad;
-    for (int iter = 0; iter < o.verifyIters && ok; ++iter) {
-      const uint64_t seed = o.seed + static_cast<uint64_t>(iter);
-      auto inputs = verify::makeInputs(specs, seed);
-      c10::IValue expected;
-      try {
-        torch::manual_seed(seed);
-        expected = reference.forward(verify::cloneInputs(inputs));
-      } catch (const std::exception& e) {
-        throw ir::InputError("the original model fails on the given --input-shape: " + ir::torchErrorMessage(e));
-      }
-      torch::manual_seed(seed);
-      c10::IValue actual = exported.forward(verify::cloneInputs(inputs));
-      auto cmp = verify::compareOutputs(actual, expected, tol);
-      bitwise = bitwise && cmp.bitwiseEqual();
-      if (!cmp.withinTolerance()) {
-        ok = false;
-        verdict = fmt::format("FAILED (seed {}, rtol {:g}, atol {:g}):\n{}", seed, tol.rtol, tol.atol, cmp.summary());
-      } else if (o.verbose) {
-        say(cmp.summary());
-      }
-    }
-    if (ok)
-      verdict = fmt::format("{} ({} seeded runs, rtol {:g}, atol {:g})",
-                            bitwise ? "passed, bitwise equal" : "passed within tolerance", o.verifyIters, tol.rtol, tol.atol);
+  std::string verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + record.verificationSkipped + ")";
+  if (verifying) {
+    sw.reset();
+    verify::VerifyReport v = runner->check(exported);
+    record.stageMs["verify"] = sw.ms();
+    ok = v.passed && !record.blamedPass;
+    verdict = v.verdict();
+    if (!v.passed) verdict += "\n" + v.failureReport();
+    else if (o.verbose && !v.iterations.empty()) verdict += "\n" + v.iterations.front().comparison.summary();
+    warnUnknownOutputs(tolerances, v);
+    record.verification = std::move(v);
   }
-  std::string cmd;
-  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
   if (!ok && !o.force) {
     std::cout << "verification: " << verdict;
-    std::cout << "FAILED: nothing written (use --force to write anyway): " << cmd << "\n";
-    return 3;
+    if (verdict.back() != '\n') std::cout << "\n";
+    std::cout << "FAILED: nothing written (use --force to write anyway): " << record.command << "\n";
+    return finishReport(3, "failed");
   }
   sw.reset();
   ir::saveModuleAtomically(exported, o.output);
-  const double saveMs = sw.ms();
-  const auto opsAfter = countOps(opt.model().forward());
-  if (!o.quiet) std::cout << formatOpTable(opsBefore, &opsAfter);
-  say(fmt::format("nodes {} -> {}; wrote {} ({})\n", nodesBefore, opt.model().forward().numNodes(), o.output,
-                  formatBytes(static_cast<double>(fs::file_size(o.output)))));
-  say(fmt::format("timing: load={:.1f}ms import={:.1f}ms passes={:.1f}ms export={:.1f}ms save={:.1f}ms\n",
-                  loadMs, importMs, passesMs, exportMs, saveMs));
-  say("verification: " + verdict + "\n");
-  std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << cmd
+  record.stageMs["save"] = sw.ms();
+  record.outputFileBytes = fs::file_size(o.output);
+
+  // The summary.
+  if (!o.quiet) {
+    std::cout << formatOpTable(record.opsBefore, &record.opsAfter, tty);
+    std::cout << fmt::format("nodes {} -> {}; parameters {} -> {}; file {} -> {} ({})\n", nodesBefore,
+                             opt.model().forward().numNodes(), formatBytes(double(record.parameterBytesBefore)),
+                             formatBytes(double(record.parameterBytesAfter)), formatBytes(double(*record.inputFileBytes)),
+                             formatBytes(double(*record.outputFileBytes)), o.output);
+    std::cout << report.timingTable();
+    std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
+                             "save {:.0f} ms\n",
+                             record.stageMs["load"], record.stageMs["import"], record.stageMs["passes"],
+                             record.stageMs["export"], record.stageMs["verify"], record.stageMs["save"]);
+  } else if (o.timePasses) {
+    std::cout << report.timingTable();
+  }
+  say("verification: " + verdict + (verdict.back() == '\n' ? "" : "\n"));
+  std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << record.command
             << fmt::format(" ({:.1f} s)\n", total.ms() / 1000);
-  return ok ? 0 : 3;
+  return finishReport(ok ? 0 : 3, ok ? "passed" : "written despite failure (--force)");
 }
 
 }  // namespace ptopt::tools

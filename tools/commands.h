@@ -1,6 +1,8 @@
 // The ptopt subcommands: options, registration with CLI11, and entry points.
 #pragma once
 
+#include "tools/verify_setup.h"
+
 #include <CLI/CLI.hpp>
 
 #include <optional>
@@ -23,12 +25,14 @@ struct OptimizeOptions {
   std::string preset;  // "-O0".."-O3"
   std::string pipelineFile;
   std::vector<std::string> preserveMethods;
-  std::vector<std::string> inputShapes;
   std::vector<std::string> rulesFiles;
-  uint64_t seed = 0;
-  int verifyIters = 3;
+  VerifyCliOptions verify;
   bool noVerify = false;
+  bool verifyFlag = false;
   bool overwrite = false;
+  bool inPlace = false;
+  bool progress = false;
+  std::string reportPath;
   bool force = false;
   bool quiet = false;
   bool verbose = false;
@@ -39,7 +43,6 @@ struct OptimizeOptions {
   bool verifyEach = false;
   bool explain = false;
   long bisectLimit = -1;
-  std::optional<double> rtol, atol;
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);
 int runOptimize(const OptimizeOptions& o, int argc, char** argv);
@@ -51,6 +54,16 @@ struct ShowOptions {
 };
 void registerShowOptions(CLI::App& cmd, ShowOptions& o);
 int runShow(const ShowOptions& o);
+
+// `ptopt verify A.pt B.pt`: compares two models (B against reference A).
+struct VerifyOptions {
+  std::string reference, candidate;
+  VerifyCliOptions verify;
+  std::string reportPath;
+  bool verbose = false;
+};
+void registerVerifyOptions(CLI::App& cmd, VerifyOptions& o);
+int runVerify(const VerifyOptions& o);
 
 struct PassesOptions {
   std::string name;

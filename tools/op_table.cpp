@@ -17,7 +17,7 @@ std::map<std::string, size_t> countOps(const ir::Graph& g) {
 }
 
 std::string formatOpTable(const std::map<std::string, size_t>& before,
-                          const std::map<std::string, size_t>* after) {
+                          const std::map<std::string, size_t>* after, bool colour) {
   std::set<std::string> names;
   for (const auto& [k, v] : before) names.insert(k);
   if (after) for (const auto& [k, v] : *after) names.insert(k);
@@ -28,7 +28,8 @@ std::string formatOpTable(const std::map<std::string, size_t>& before,
   };
   std::vector<std::string> rows(names.begin(), names.end());
   std::stable_sort(rows.begin(), rows.end(), [&](const std::string& a, const std::string& b) {
-    return get(&before, a) > get(&before, b);
+    const size_t ka = std::max(get(&before, a), get(after, a)), kb = std::max(get(&before, b), get(after, b));
+    return ka != kb ? ka > kb : a < b;
   });
   size_t width = 8;
   for (const auto& r : rows) width = std::max(width, r.size());
@@ -40,12 +41,35 @@ std::string formatOpTable(const std::map<std::string, size_t>& before,
     const size_t b = get(&before, r), a = get(after, r);
     totalBefore += b;
     totalAfter += a;
-    if (after) out += fmt::format("{} {:<{}}  {:>7}  {:>7}\n", a != b ? "*" : " ", r, width, b, a);
+    if (after) {
+      const bool changed = a != b;
+      out += fmt::format("{}{} {:<{}}  {:>7}  {:>7}{}\n", changed && colour ? "\033[33m" : "", changed ? "*" : " ", r,
+                         width, b, a, changed && colour ? "\033[0m" : "");
+    }
     else out += fmt::format("  {:<{}}  {:>7}\n", r, width, b);
   }
   if (after) out += fmt::format("  {:<{}}  {:>7}  {:>7}\n", "total", width, totalBefore, totalAfter);
   else out += fmt::format("  {:<{}}  {:>7}\n", "total", width, totalBefore);
   return out;
+}
+
+}  // namespace ptopt::tools
+
+namespace ptopt::tools {
+
+size_t parameterBytes(const ir::Model& model) {
+  std::set<std::string> used;
+  for (const auto& [name, graph] : model.methods)
+    graph->walk([&](ir::Node* n) {
+      if (n->opcode() == ir::Opcode::GetAttr) used.insert(n->target());
+    });
+  size_t bytes = 0;
+  for (const auto& name : used) {
+    if (!model.constants->contains(name)) continue;
+    const c10::IValue& v = model.constants->at(name);
+    if (v.isTensor()) bytes += v.toTensor().nbytes();
+  }
+  return bytes;
 }
 
 }  // namespace ptopt::tools

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ir/ir.h"
+#include "ir/model.h"
 
 #include <map>
 #include <string>
@@ -12,7 +13,15 @@ namespace ptopt::tools {
 std::map<std::string, size_t> countOps(const ir::Graph& g);
 // A table of op counts; with `after`, two columns (before / after), changed
 // rows marked.
+// `colour`: changed rows in ANSI yellow (for a terminal).
 std::string formatOpTable(const std::map<std::string, size_t>& before,
-                          const std::map<std::string, size_t>* after = nullptr);
+                          const std::map<std::string, size_t>* after = nullptr, bool colour = false);
+
+}  // namespace ptopt::tools
+
+namespace ptopt::tools {
+
+// Bytes of the constant tensors the model's methods use (each counted once).
+size_t parameterBytes(const ir::Model& model);
 
 }  // namespace ptopt::tools

@@ -1,9 +1,18 @@
 #include "verify/inputs.h"
 
 #include "ir/literal.h"
+#include "ir/model.h"
+#include "rewriters/constants.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <torch/script.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <sstream>
 #include <stdexcept>
@@ -100,6 +109,179 @@ InputSpec inputSpecFromJson(const nlohmann::json& j) {
     throw std::invalid_argument("unknown input type '" + type + "'");
   }
   return spec;
+}
+
+void applyIntRange(std::vector<InputSpec>& specs, int64_t low, int64_t high) {
+  for (auto& s : specs)
+    if (s.kind == InputSpec::Kind::Tensor && !at::isFloatingType(s.dtype) && s.dtype != at::kBool) {
+      s.low = low;
+      s.high = high;
+    }
+}
+
+std::pair<int64_t, int64_t> parseIntRange(const std::string& text) {
+  auto parts = split(text, ',');
+  try {
+    if (parts.size() == 2) {
+      size_t usedLo = 0, usedHi = 0;
+      const int64_t lo = std::stoll(parts[0], &usedLo), hi = std::stoll(parts[1], &usedHi);
+      if (usedLo == parts[0].size() && usedHi == parts[1].size() && hi > lo) return {lo, hi};
+    }
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("bad --int-range '" + text + "': expected LO,HI with HI > LO (values drawn from [LO, HI))");
+}
+
+namespace {
+
+InputSet inputSetFromIValue(const c10::IValue& v) {
+  InputSet set;
+  if (v.isTuple() || v.isList()) {
+    for (const auto& e : v.isTuple() ? v.toTupleRef().elements().vec() : v.toListRef().vec()) {
+      set.names.emplace_back();
+      set.values.push_back(e);
+    }
+  } else if (v.isGenericDict()) {
+    for (const auto& e : v.toGenericDict()) {
+      set.names.push_back(e.key().isString() ? e.key().toStringRef() : "");
+      set.values.push_back(e.value());
+    }
+  } else {
+    set.names.emplace_back();
+    set.values.push_back(v);
+  }
+  return set;
+}
+
+}  // namespace
+
+InputSet loadInputsFile(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw std::invalid_argument("--inputs '" + path + "': no such file");
+  std::string moduleError;
+  try {
+    torch::jit::Module m = torch::jit::load(path);
+    InputSet set;
+    for (const auto& attr : m.named_attributes(/*recurse=*/false)) {
+      // `training` and TorchScript's own hook bookkeeping are not inputs.
+      if (attr.name == "training" || attr.name.rfind("_", 0) == 0) continue;
+      set.names.push_back(attr.name);
+      set.values.push_back(attr.value);
+    }
+    if (set.values.empty())
+      throw std::invalid_argument("--inputs '" + path + "': the TorchScript module holds no attributes; set one attribute per input");
+    return set;
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::exception& e) {
+    moduleError = ir::torchErrorMessage(e);
+  }
+  try {
+    // torch.save's zip layout: <archive>/data.pkl with tensor storages in
+    // <archive>/data/<key>.
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    return inputSetFromIValue(torch::jit::readArchiveAndTensors("data", "", "data/", c10::nullopt, c10::nullopt,
+                                                                c10::kCPU, reader));
+  } catch (const std::exception& e) {
+    const std::string msg = ir::torchErrorMessage(e);
+    // LibTorch's unpickler lacks the single-item APPEND/SETITEM opcodes that
+    // Python writes for one-element lists and dicts.
+    if (msg.find("Unknown opcode for unpickling at 0x61") != std::string::npos ||
+        msg.find("Unknown opcode for unpickling at 0x73") != std::string::npos)
+      throw std::invalid_argument("--inputs '" + path +
+                                  "': LibTorch cannot read a one-element list or dict saved by torch.save; save "
+                                  "the tensor itself or a tuple: torch.save((x,), FILE)");
+    throw std::invalid_argument(
+        "--inputs '" + path + "' holds neither a torch.save'd tensor/list/tuple/dict nor a TorchScript module "
+        "of input attributes (torch.load-style read: " + ir::torchErrorMessage(e) + "; TorchScript read: " +
+        moduleError + "). Save inputs with torch.save([x, y], FILE) from Python");
+  }
+}
+
+std::vector<c10::IValue> orderInputs(const InputSet& set, const std::vector<std::string>& modelInputNames) {
+  std::vector<c10::IValue> ordered;
+  for (const auto& name : modelInputNames) {
+    auto it = std::find(set.names.begin(), set.names.end(), name);
+    if (it == set.names.end()) return set.values;
+    ordered.push_back(set.values[static_cast<size_t>(it - set.names.begin())]);
+  }
+  return ordered.size() == set.values.size() ? ordered : set.values;
+}
+
+std::vector<std::string> inputNames(const ir::Graph& forward) {
+  std::vector<std::string> names;
+  for (const ir::Value* v : forward.inputs()) {
+    std::string n = v->name();
+    const auto dot = n.rfind('.');
+    if (dot != std::string::npos && dot + 1 < n.size() &&
+        n.find_first_not_of("0123456789", dot + 1) == std::string::npos)
+      n = n.substr(0, dot);
+    names.push_back(n);
+  }
+  return names;
+}
+
+std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
+  const auto inputs = forward.inputs();
+  if (inputs.size() != 1 || !inputs[0]->isTensor() || inputs[0]->uses().empty()) return std::nullopt;
+  // The first user in program order.
+  ir::Node* first = nullptr;
+  forward.walk([&](ir::Node* n) {
+    if (first) return;
+    for (const auto& u : inputs[0]->uses())
+      if (u.user == n) first = n;
+  });
+  if (!first || !first->isCall() || first->numArgs() < 2 || !first->arg(0).isValue() ||
+      first->arg(0).value() != inputs[0])
+    return std::nullopt;
+  auto weight = rewriters::constantTensorArg(first, 1);
+  if (!weight) return std::nullopt;
+  const std::string op = first->target();
+  auto intLiteral = [&](size_t i) -> std::optional<int64_t> {
+    if (i >= first->numArgs() || !first->arg(i).isLiteral()) return std::nullopt;
+    const ir::Literal& l = first->arg(i).literal();
+    return l.is<int64_t>() ? std::optional<int64_t>(l.as<int64_t>()) : std::nullopt;
+  };
+  auto boolLiteral = [&](size_t i) -> std::optional<bool> {
+    if (i >= first->numArgs() || !first->arg(i).isLiteral()) return std::nullopt;
+    const ir::Literal& l = first->arg(i).literal();
+    return l.is<bool>() ? std::optional<bool>(l.as<bool>()) : std::nullopt;
+  };
+  InputSpec spec;
+  std::string from;
+  if (op == "aten::linear") {
+    if (weight->dim() != 2) return std::nullopt;
+    spec.shape = {1, weight->size(1)};
+    from = fmt::format("the first op is a linear with in_features={}", weight->size(1));
+  } else {
+    std::optional<bool> transposed;
+    std::optional<int64_t> groups;
+    if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d") {
+      transposed = false;
+      groups = intLiteral(6);
+    } else if (op == "aten::conv_transpose1d" || op == "aten::conv_transpose2d" || op == "aten::conv_transpose3d") {
+      transposed = true;
+      groups = intLiteral(6);
+    } else if (op == "aten::_convolution" || op == "aten::convolution") {
+      transposed = boolLiteral(6);
+      groups = intLiteral(8);
+    }
+    if (!transposed || !groups || weight->dim() < 3 || weight->dim() > 5) return std::nullopt;
+    const int64_t channels = *transposed ? weight->size(0) : weight->size(1) * *groups;
+    const int64_t rank = weight->dim() - 2;
+    spec.shape = rank == 1 ? std::vector<int64_t>{1, channels, 224}
+                 : rank == 2 ? std::vector<int64_t>{1, channels, 224, 224}
+                             : std::vector<int64_t>{1, channels, 16, 112, 112};
+    from = fmt::format("the first op is {} with {} input channels", op, channels);
+  }
+  spec.name = inputNames(forward)[0];
+  InferredInputs out;
+  out.specs.push_back(spec);
+  out.assumption = fmt::format("assumed input {} = {} ({}); give --input-shape to choose", spec.name,
+                               fmt::join(spec.shape, ","), from);
+  return out;
 }
 
 std::vector<c10::IValue> makeInputs(const std::vector<InputSpec>& specs, uint64_t seed) {

@@ -6,6 +6,8 @@
 // integer types uniformly from [low, high).
 #pragma once
 
+#include "ir/ir.h"
+
 #include <ATen/core/ivalue.h>
 #include <nlohmann/json_fwd.hpp>
 
@@ -34,6 +36,43 @@ InputSpec parseInputSpec(const std::string& text);
 // The fixture manifest form: {"type":"tensor","shape":[..],"dtype":"int64",
 // "low":0,"high":100} or {"type":"int","value":3}.
 InputSpec inputSpecFromJson(const nlohmann::json& j);
+
+// Sets [low, high) of every integer tensor spec (`--int-range lo,hi`).
+void applyIntRange(std::vector<InputSpec>& specs, int64_t low, int64_t high);
+// Parses `lo,hi` (hi > lo); throws std::invalid_argument.
+std::pair<int64_t, int64_t> parseIntRange(const std::string& text);
+
+// Inputs saved from Python (`--inputs FILE`). Two formats:
+//  - `torch.save(obj, FILE)` where obj is a tensor, a tuple or list of
+//    inputs in order, or a dict from input name to value (LibTorch's
+//    unpickler cannot read one-element lists and dicts: save a tensor or a
+//    1-tuple `(x,)` for a one-input model);
+//  - a TorchScript module whose root attributes (parameters, buffers or
+//    plain attributes, in the order they were set) are the inputs, named
+//    after the attributes: the usual way to hand tensors to C++.
+// Values may be any IValue (tensors, lists of tensors, tuples, None...).
+struct InputSet {
+  std::vector<std::string> names;  // may be empty strings
+  std::vector<c10::IValue> values;
+};
+// Throws std::invalid_argument naming the file and what is wrong with it.
+InputSet loadInputsFile(const std::string& path);
+// Orders a named set by the model's input names when every name matches
+// one; otherwise keeps the file's order.
+std::vector<c10::IValue> orderInputs(const InputSet& set, const std::vector<std::string>& modelInputNames);
+
+// The model's input names for messages (`x`, not the IR's `x.1`).
+std::vector<std::string> inputNames(const ir::Graph& forward);
+
+// What can be assumed safely when no shape was given: one tensor input whose
+// first use is a conv (1x C x 224x224 for conv2d, 224 for conv1d, 16x112x112
+// for conv3d, C from the weight) or a linear (1 x in_features). `assumption`
+// says what was assumed and from which op; nullopt when nothing is safe.
+struct InferredInputs {
+  std::vector<InputSpec> specs;
+  std::string assumption;
+};
+std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward);
 
 std::vector<c10::IValue> makeInputs(const std::vector<InputSpec>& specs, uint64_t seed);
 // Deep copy (tensors cloned), so in-place ops in one run cannot leak into the next.

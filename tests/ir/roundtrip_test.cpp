@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <filesystem>
 
 using namespace ptopt;
@@ -68,6 +70,24 @@ TEST_CASE("constants are named by module path and survive a second import") {
     return ops;
   };
   CHECK(opSequence(again.forward()) == opSequence(model.forward()));
+  // Flat by default: root buffers under their dotted names, so
+  // state_dict() keys are the original's.
+  std::set<std::string> buffers;
+  for (const auto& b : exported.named_buffers(/*recurse=*/false)) buffers.insert(b.name);
+  CHECK(buffers.count("layer1.0.bn1.running_mean") == 1);
+  CHECK(exported.named_children().size() == 0);
+  // Nested on request: a submodule tree, same names after a second import.
+  ir::ExportOptions nestedOptions;
+  nestedOptions.nestedAttributes = true;
+  auto nested = ir::exportModel(model, nestedOptions);
+  CHECK(nested.attr("layer1").toModule().attr("0").toModule().attr("bn1").toModule().hasattr("running_mean"));
+  ir::Model fromNested = ir::importModule(nested);
+  std::vector<std::string> third;
+  for (const auto& [k, v] : fromNested.constants->entries()) third.push_back(k);
+  CHECK(third == first);
+  auto x = torch::randn({1, 3, 64, 64});
+  torch::NoGradGuard noGrad;
+  CHECK(torch::equal(nested.forward({x}).toTensor(), exported.forward({x}).toTensor()));
 }
 
 TEST_CASE("traced models get the same constant names as scripted ones") {

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# End-to-end checks of numerics verification (issue 5): inputs, metrics,
+# tolerances, --verify-each blame, `ptopt verify`, --report.
+# Usage: verify_test.sh PTOPT FIXTURES_DIR PYTHON
+set -u
+ptopt=$1; fx=$2; py=$3
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect() {
+  local code=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  [ "$rc" = "$code" ] || fail "expected exit $code, got $rc: $*"$'\n'"$out"
+  [ -z "$pattern" ] || grep -qE -- "$pattern" <<<"$out" || fail "output of '$*' lacks /$pattern/:"$'\n'"$out"
+}
+img=(--input-shape 1,3,64,64)
+
+# A correct pipeline passes, with the metrics of every output under -v.
+expect 0 "passed within tolerance \(3 seeded runs" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a.pt" -O1 "${img[@]}"
+expect 0 "out: ok max_abs=.* top1=" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a2.pt" -O1 "${img[@]}" -v
+# Dict and tuple outputs are compared leaf by leaf.
+expect 0 "out.logits\[1\]: ok" -- "$ptopt" "$fx/dict_output.pt" "$work/d.pt" -O1 --input-shape 2,3,16,16 -v
+expect 0 "out1: (ok|bitwise)" -- "$ptopt" "$fx/control_flow.pt" "$work/cf.pt" -O1 \
+  --input-shape 3,8 --input-shape 3,8 --input-shape int:3 -v
+
+# A rule that changes the math is caught, blamed on the rules pass with
+# --verify-each, and nothing is written.
+cat > "$work/bad.rules" <<'RULES'
+rule relu-is-not-sigmoid
+  pattern
+    graph(%x : Tensor):
+      %y : Tensor = aten::relu_(%x)
+      output(%y)
+  replacement
+    graph(%x : Tensor):
+      %y : Tensor = aten::sigmoid_(%x)
+      output(%y)
+RULES
+expect 3 "pass 'rules \(execution 2" -- "$ptopt" "$fx/resnet18_script.pt" "$work/bad.pt" \
+  --passes "canonicalize,rules{file=$work/bad.rules},fixpoint(cse,dce)" --verify-each "${img[@]}"
+[ ! -e "$work/bad.pt" ] || fail "output written after a failed verification"
+# Without --verify-each: the per-output block (worst element, histogram), exit 3.
+expect 3 "worst +at \[" -- "$ptopt" "$fx/resnet18_script.pt" "$work/bad.pt" -O1 --rules "$work/bad.rules" "${img[@]}"
+expect 3 "\|a-b\|" -- "$ptopt" "$fx/resnet18_script.pt" "$work/bad.pt" -O1 --rules "$work/bad.rules" "${img[@]}"
+[ ! -e "$work/bad.pt" ] || fail "output written after a failed verification"
+# --force writes it anyway (and still exits 3); that file is the perturbed model.
+expect 3 "FAILED \(written with --force\)" -- "$ptopt" "$fx/resnet18_script.pt" "$work/perturbed.pt" -O1 \
+  --rules "$work/bad.rules" "${img[@]}" --force
+[ -s "$work/perturbed.pt" ] || fail "--force did not write the output"
+[ -z "$(ls -A "$work" | grep ptopt-tmp)" ] || fail "temporary files left: $(ls -A "$work")"
+
+# ptopt verify: equivalent models pass, a perturbed one fails.
+expect 0 "^PASSED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}"
+expect 3 "^FAILED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/perturbed.pt" "${img[@]}"
+expect 0 "^PASSED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/perturbed.pt" "${img[@]}" --atol 100 --rtol 100
+# A per-output tolerance for an output that does not exist is named.
+expect 0 "unknown output\(s\) out9" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" --atol out9:1
+
+# Integer inputs: --int-range; a range the embedding cannot take is bad input naming the input.
+expect 0 "passed" -- "$ptopt" "$fx/embedding_int64.pt" "$work/e.pt" -O1 --input-shape 2,7:int64 --int-range 0,50
+expect 2 "fails on the given inputs \(idx=2,7:int64\)" -- "$ptopt" "$fx/embedding_int64.pt" "$work/e2.pt" -O1 \
+  --input-shape 2,7:int64 --int-range 0,100000
+expect 2 "bad --int-range" -- "$ptopt" "$fx/embedding_int64.pt" "$work/e3.pt" --input-shape 2,7:int64 --int-range 5,1
+
+# Shapes that do not fit name the inputs.
+expect 2 "takes 3 input\(s\) \(x, y, n\).*missing y, n" -- "$ptopt" "$fx/control_flow.pt" "$work/c.pt" --input-shape 3,8
+expect 2 "fails on the given inputs \(x=1,5,64,64\)" -- "$ptopt" "$fx/resnet18_script.pt" "$work/s.pt" --input-shape 1,5,64,64
+[ ! -e "$work/s.pt" ] || fail "output written despite a bad shape"
+
+# Inputs saved from Python: a tensor, a tuple, a TorchScript holder; a dict by name.
+for f in image_tensor image_tuple image_module; do
+  expect 0 "passed.*1 run on 1 input\(s\) from --inputs" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i_$f.pt" -O1 \
+    --inputs "$fx/inputs/$f.pt"
+done
+expect 0 "passed.*1 run on 3 input\(s\) from --inputs" -- "$ptopt" "$fx/control_flow.pt" "$work/i_cf.pt" -O1 \
+  --inputs "$fx/inputs/control_flow_dict.pt"
+expect 2 "save the tensor itself or a tuple" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i1.pt" --inputs "$fx/inputs/image_list1.pt"
+expect 2 "holds 2 value\(s\), the model takes 1" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i2.pt" --inputs "$fx/inputs/two_images.pt"
+expect 2 "holds neither" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i3.pt" --inputs "$fx/bad/not_a_zip.pt"
+
+# No shape: inferred from the first conv (and said so), or skipped with a hint.
+expect 0 "assumed input x = 1,3,224,224 \(the first op is aten::conv2d with 3 input channels\)" -- \
+  "$ptopt" "$fx/resnet18_script.pt" "$work/n.pt" -O1 --verify-iters 1
+expect 0 "verification skipped: the input shapes of \(x, y, n\) cannot be inferred" -- \
+  "$ptopt" "$fx/control_flow.pt" "$work/n2.pt" -O1
+expect 2 "cannot be inferred" -- "$ptopt" "$fx/control_flow.pt" "$work/n3.pt" -O1 --verify
+
+# Devices: CUDA runs when present, otherwise it is refused clearly.
+if "$py" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  expect 0 "on cuda" -- "$ptopt" "$fx/resnet18_script.pt" "$work/g.pt" -O1 "${img[@]}" --device cuda
+else
+  echo "SKIPPED: CUDA verification (no CUDA device here)"
+  expect 2 "CUDA is not available" -- "$ptopt" "$fx/resnet18_script.pt" "$work/g.pt" -O1 "${img[@]}" --device cuda
+fi
+
+# --report: a JSON record with the pipeline, passes, ops and metrics per output.
+expect 0 "PASSED" -- "$ptopt" "$fx/dict_output.pt" "$work/r.pt" -O1 --input-shape 2,3,16,16 --report "$work/r.json"
+"$py" - "$work/r.json" <<'PY' || fail "report content"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["outcome"] == "passed" and r["exit_code"] == 0, r["outcome"]
+assert r["pipeline"].startswith("canonicalize,remove-dropout"), r["pipeline"]
+assert any(p["pass"] == "fold-conv-bn" and p["counters"].get("folded") == 1 for p in r["passes"]), r["passes"]
+assert r["ops_before"]["aten::batch_norm"] == 1 and "aten::batch_norm" not in r["ops_after"]
+outs = {o["output"] for o in r["verification"]["iterations"][0]["outputs"]}
+assert outs == {"out.features[0]", "out.features[1]", "out.logits[0]", "out.logits[1]"}, outs
+assert r["versions"]["libtorch"] and r["device"] == "cpu"
+PY
+expect 3 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/bad.pt" -O1 --rules "$work/bad.rules" "${img[@]}" \
+  --report "$work/bad.json" --verify-each
+"$py" - "$work/bad.json" <<'PY' || fail "failure report content"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["outcome"] == "failed" and r["exit_code"] == 3
+assert r["verification"]["first_failing_pass"].startswith("rules"), r["verification"]
+assert r["verification"]["iterations"][0]["outputs"][0]["passed"] is False
+PY
+
+if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "all verification CLI checks passed"

@@ -1,0 +1,226 @@
+// The verify library: metrics, tolerances, structure, inputs, the runner.
+#include "tests/support/fixtures.h"
+#include "tools/api.h"
+#include "verify/compare.h"
+#include "verify/inputs.h"
+#include "verify/runner.h"
+
+#include <catch2/catch.hpp>
+#include <torch/cuda.h>
+#include <torch/script.h>
+
+using namespace ptopt;
+using verify::Criterion;
+using verify::Tolerance;
+
+namespace {
+c10::IValue tuple(std::vector<c10::IValue> v) { return c10::ivalue::Tuple::create(std::move(v)); }
+}  // namespace
+
+TEST_CASE("metrics of one output: max abs/rel, mismatch, cosine, worst element, histogram") {
+  at::Tensor expected = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f}).reshape({2, 2});
+  at::Tensor actual = expected.clone();
+  actual[1][0] = 3.5f;  // off by 0.5
+  auto c = verify::compareOutputs(actual, expected);
+  REQUIRE(c.leaves.size() == 1);
+  const auto& l = c.leaves[0];
+  CHECK(l.path == "out");
+  CHECK_FALSE(l.passed());
+  CHECK(l.maxAbs == Approx(0.5));
+  CHECK(l.maxRel == Approx(0.5 / 3));
+  CHECK(l.mismatchFraction == Approx(0.25));
+  CHECK(l.worstIndex == std::vector<int64_t>{1, 0});
+  CHECK(l.worstActual == Approx(3.5));
+  CHECK(l.worstExpected == Approx(3.0));
+  CHECK(l.cosine < 1.0);
+  CHECK(l.top1Agreement.has_value());  // 2-D float: classifier-like
+  CHECK(*l.top1Agreement == Approx(1.0));
+  // Three exact elements, one in the (1e-1, 1] decade.
+  CHECK(l.histogram == std::vector<std::pair<std::string, int64_t>>{{"0", 3}, {"<=1e0", 1}});
+  const std::string report = c.failureReport();
+  CHECK(report.find("worst       at [1, 0]: got 3.5, expected 3") != std::string::npos);
+}
+
+TEST_CASE("a tolerance within bounds passes; bitwise equality is recognized") {
+  at::Tensor y = torch::randn({4, 10});
+  CHECK(verify::compareOutputs(y.clone(), y).bitwiseEqual());
+  at::Tensor x = y + 1e-7;
+  auto c = verify::compareOutputs(x, y, Tolerance{1e-4, 1e-5});
+  CHECK(c.withinTolerance());
+  CHECK_FALSE(c.bitwiseEqual());
+  CHECK_FALSE(verify::compareOutputs(x, y, Tolerance{0, 0}).withinTolerance());
+}
+
+TEST_CASE("top-1 agreement counts rows whose argmax moved") {
+  at::Tensor y = torch::tensor({{0.f, 1.f}, {1.f, 0.f}, {0.f, 1.f}, {1.f, 0.f}});
+  at::Tensor x = y.clone();
+  x[0][0] = 2.f;  // row 0 now picks class 0
+  auto l = verify::compareOutputs(x, y).leaves[0];
+  REQUIRE(l.top1Agreement);
+  CHECK(*l.top1Agreement == Approx(0.75));
+}
+
+TEST_CASE("NaN and Inf newly introduced fail, NaN where the reference has NaN does not") {
+  at::Tensor y = torch::tensor({1.f, NAN, 3.f});
+  at::Tensor x = torch::tensor({1.f, NAN, 3.f});
+  CHECK(verify::compareOutputs(x, y).withinTolerance());
+  at::Tensor bad = torch::tensor({NAN, NAN, INFINITY});
+  auto l = verify::compareOutputs(bad, y, Tolerance{1, 1}).leaves[0];
+  CHECK(l.newNan == 1);
+  CHECK(l.newInf == 1);
+  CHECK_FALSE(l.passed());
+}
+
+TEST_CASE("the global criterion of low precision: cosine and max error relative to the output's range") {
+  at::Tensor y = torch::linspace(-10, 10, 1000);
+  at::Tensor x = y + 0.05 * torch::sin(y * 37);  // bf16-sized noise
+  const Tolerance bf16 = Tolerance::forPrecision(c10::ScalarType::BFloat16);
+  CHECK(bf16.criterion == Criterion::Global);
+  auto l = verify::compareOutputs(x, y, bf16).leaves[0];
+  CHECK(l.mismatchFraction > 0);  // elementwise some small values miss...
+  CHECK(l.passed());              // ...but the network-level error is fine
+  CHECK_FALSE(verify::compareOutputs(-x, y, bf16).leaves[0].passed());  // cosine -1
+  CHECK(Tolerance::forPrecision(c10::ScalarType::Half).rtol == 1e-2);
+  CHECK(Tolerance::forPrecision(c10::ScalarType::Float).criterion == Criterion::Elementwise);
+}
+
+TEST_CASE("outputs are compared by structure and named by path") {
+  at::Tensor a = torch::ones({2}), b = torch::zeros({2});
+  auto ok = verify::compareOutputs(tuple({a, tuple({a, b})}), tuple({a, tuple({a, b})}));
+  CHECK(ok.leafNames() == std::vector<std::string>{"out0", "out1[0]", "out1[1]"});
+  CHECK(ok.bitwiseEqual());
+
+  auto sizes = verify::compareOutputs(tuple({a, b}), tuple({a, b, b}));
+  CHECK_FALSE(sizes.withinTolerance());
+  CHECK(sizes.summary().find("out: structure differs: 2 elements vs reference 3") != std::string::npos);
+
+  c10::impl::GenericDict d1(c10::StringType::get(), c10::TensorType::get());
+  c10::impl::GenericDict d2(c10::StringType::get(), c10::TensorType::get());
+  d1.insert("logits", a);
+  d1.insert("extra", a);
+  d2.insert("logits", a);
+  d2.insert("probs", a);
+  auto dict = verify::compareOutputs(d1, d2);
+  CHECK_FALSE(dict.withinTolerance());
+  CHECK(dict.summary().find("out.probs: structure differs: key missing") != std::string::npos);
+
+  auto kinds = verify::compareOutputs(a, tuple({a}));
+  CHECK(kinds.summary().find("one side is a tensor, the other a Tuple") != std::string::npos);
+  auto shape = verify::compareOutputs(torch::ones({2, 3}), torch::ones({3, 2}));
+  CHECK(shape.summary().find("shape 2x3 vs reference 3x2") != std::string::npos);
+}
+
+TEST_CASE("per-output tolerances apply to the named output only") {
+  at::Tensor y = torch::ones({3});
+  at::Tensor x = y + 1e-3;
+  verify::ToleranceSet tol{Tolerance{}, {}, {{"out1", 1e-2}}};
+  auto c = verify::compareOutputs(tuple({y, x}), tuple({y, y}), tol);
+  CHECK(c.withinTolerance());
+  auto c2 = verify::compareOutputs(tuple({x, y}), tuple({y, y}), tol);
+  CHECK_FALSE(c2.withinTolerance());
+  CHECK(tol.unknownNames({"out0", "out1"}).empty());
+  CHECK(tol.unknownNames({"out"}) == std::vector<std::string>{"out1"});
+}
+
+TEST_CASE("input specs: integer range and parse errors") {
+  auto spec = verify::parseInputSpec("ids:2,7:int64");
+  std::vector<verify::InputSpec> specs{spec};
+  verify::applyIntRange(specs, 5, 9);
+  auto t = verify::makeInputs(specs, 3)[0].toTensor();
+  CHECK(t.scalar_type() == at::kLong);
+  CHECK(t.min().item<int64_t>() >= 5);
+  CHECK(t.max().item<int64_t>() < 9);
+  CHECK(verify::parseIntRange("0,10") == std::make_pair<int64_t, int64_t>(0, 10));
+  CHECK_THROWS_WITH(verify::parseIntRange("10,0"), Catch::Contains("HI > LO"));
+  CHECK_THROWS_WITH(verify::parseIntRange("a,b"), Catch::Contains("bad --int-range"));
+  // The same seed gives the same inputs.
+  CHECK(at::equal(verify::makeInputs(specs, 3)[0].toTensor(), t));
+}
+
+TEST_CASE("input shapes are inferred only when safe") {
+  auto resnet = test::importFixture(test::fixture("resnet18_script"));
+  auto inferred = verify::inferInputSpecs(resnet.forward());
+  REQUIRE(inferred);
+  CHECK(inferred->specs[0].shape == std::vector<int64_t>{1, 3, 224, 224});
+  CHECK(inferred->assumption.find("aten::conv2d with 3 input channels") != std::string::npos);
+
+  auto conv1d = test::importFixture(test::fixture("conv1d_bn"));
+  auto c1 = verify::inferInputSpecs(conv1d.forward());
+  REQUIRE(c1);
+  CHECK(c1->specs[0].shape == std::vector<int64_t>{1, 4, 224});
+
+  auto linear = test::importFixture(test::fixture("linear_bn1d"));
+  auto lin = verify::inferInputSpecs(linear.forward());
+  REQUIRE(lin);
+  CHECK(lin->specs[0].shape == std::vector<int64_t>{1, 16});
+
+  // Three inputs, one an int: nothing is assumed.
+  CHECK_FALSE(verify::inferInputSpecs(test::importFixture(test::fixture("control_flow")).forward()));
+  // Integer ids into an embedding: no safe shape.
+  CHECK_FALSE(verify::inferInputSpecs(test::importFixture(test::fixture("embedding_int64")).forward()));
+}
+
+TEST_CASE("inputs saved from Python: torch.save tensor, tuple and dict, TorchScript holder") {
+  const std::string dir = test::fixturesDir() + "/inputs/";
+  auto tensor = verify::loadInputsFile(dir + "image_tensor.pt");
+  REQUIRE(tensor.values.size() == 1);
+  auto tuple1 = verify::loadInputsFile(dir + "image_tuple.pt");
+  REQUIRE(tuple1.values.size() == 1);
+  auto holder = verify::loadInputsFile(dir + "image_module.pt");
+  REQUIRE(holder.names == std::vector<std::string>{"x"});
+  CHECK(at::equal(tensor.values[0].toTensor(), tuple1.values[0].toTensor()));
+  CHECK(at::equal(tensor.values[0].toTensor(), holder.values[0].toTensor()));
+  CHECK(tensor.values[0].toTensor().sizes() == at::IntArrayRef{1, 3, 64, 64});
+  // A dict is ordered by the model's input names.
+  auto dict = verify::loadInputsFile(dir + "control_flow_dict.pt");
+  CHECK(dict.names == std::vector<std::string>{"n", "y", "x"});
+  auto ordered = verify::orderInputs(dict, {"x", "y", "n"});
+  CHECK(ordered[2].toInt() == 3);
+  CHECK(at::equal(ordered[0].toTensor(), dict.values[2].toTensor()));
+  CHECK_THROWS_WITH(verify::loadInputsFile(dir + "image_list1.pt"), Catch::Contains("save the tensor itself or a tuple"));
+  CHECK_THROWS_WITH(verify::loadInputsFile(dir + "missing.pt"), Catch::Contains("no such file"));
+  CHECK_THROWS_WITH(verify::loadInputsFile(test::fixturesDir() + "/bad/not_a_zip.pt"), Catch::Contains("holds neither"));
+}
+
+TEST_CASE("the runner caches the reference, checks candidates, and names inputs that do not fit") {
+  const auto& f = test::fixture("resnet18_script");
+  auto opt = Optimizer::load(f.path);
+  verify::InputSource source;
+  source.specs = f.inputs;
+  source.iterations = 2;
+  verify::ReferenceRunner runner(opt.original().clone(), source, {}, c10::Device(c10::kCPU), {"x"});
+  auto same = runner.check(opt.exportModule());
+  CHECK(same.passed);
+  CHECK(same.bitwiseEqual);
+  CHECK(same.iterations.size() == 2);
+  CHECK(same.verdict().find("passed, bitwise equal (2 seeded runs (seed 0) of 1,3,64,64 on cpu") == 0);
+  opt.run("-O1");
+  auto folded = runner.check(opt.exportModule());
+  CHECK(folded.passed);
+  CHECK_FALSE(folded.bitwiseEqual);
+  CHECK(folded.toJson()["iterations"][0]["outputs"][0]["top1_agreement"].get<double>() == Approx(1.0));
+
+  verify::InputSource wrong;
+  wrong.specs = {verify::parseInputSpec("1,5,64,64")};
+  CHECK_THROWS_WITH(verify::ReferenceRunner(opt.original().clone(), wrong, {}, c10::Device(c10::kCPU), {"x"}),
+                    Catch::Contains("fails on the given inputs (x=1,5,64,64)"));
+}
+
+TEST_CASE("devices: auto picks CUDA only when present; cuda is refused without it") {
+  if (torch::cuda::is_available()) {
+    CHECK(verify::resolveDevice("auto").is_cuda());
+    const auto& f = test::fixture("resnet18_script");
+    auto opt = Optimizer::load(f.path);
+    opt.run("-O1");
+    verify::InputSource source;
+    source.specs = f.inputs;
+    auto report = opt.verify(source, {}, "cuda");
+    CHECK(report.passed);
+    CHECK(report.device.rfind("cuda", 0) == 0);
+  } else {
+    CHECK(verify::resolveDevice("auto").is_cpu());
+    CHECK_THROWS_WITH(verify::resolveDevice("cuda"), Catch::Contains("CUDA is not available"));
+    WARN("SKIPPED: CUDA verification (no CUDA device here)");
+  }
+  CHECK_THROWS_WITH(verify::resolveDevice("tpu"), Catch::Contains("not a device name"));
+}

@@ -1,0 +1,66 @@
+// `ptopt verify A.pt B.pt`: runs two models on the same inputs and device and
+// compares their outputs, B against the reference A. Exit 0 when they match
+// within tolerance, 3 when not, 2 for bad input.
+#include "tools/commands.h"
+#include "tools/report.h"
+
+#include "ir/model.h"
+#include "verify/runner.h"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+namespace ptopt::tools {
+
+void registerVerifyOptions(CLI::App& cmd, VerifyOptions& o) {
+  cmd.add_option("reference", o.reference, "The reference model (A)")->required();
+  cmd.add_option("candidate", o.candidate, "The model to check against it (B)")->required();
+  registerVerifyCliOptions(cmd, o.verify);
+  cmd.add_option("--report", o.reportPath, "Write the comparison as JSON here");
+  cmd.add_flag("-v,--verbose", o.verbose, "Print the metrics of every output");
+  cmd.footer(
+      "Examples:\n"
+      "  ptopt verify model.pt model.opt.pt --input-shape 1,3,224,224\n"
+      "  ptopt verify model.pt model.bf16.pt --inputs batch.pt --rtol 5e-2 --atol 1e-2\n"
+      "Exit codes: 0 outputs match, 3 they differ, 2 bad input.");
+}
+
+int runVerify(const VerifyOptions& o) {
+  torch::jit::Module a = ir::loadTorchScript(o.reference);
+  torch::jit::Module b = ir::loadTorchScript(o.candidate);
+  // The reference's forward signature names the inputs.
+  ir::Model imported = ir::importModule(a);
+  InputPlan plan = planInputs(o.verify, imported.forward());
+  if (!plan.source) throw UsageError(plan.message);
+  if (plan.inferred) std::cout << "note: " << plan.message << "\n";
+  c10::Device device = c10::kCPU;
+  try {
+    device = verify::resolveDevice(o.verify.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance{});
+  std::optional<verify::ReferenceRunner> runner;
+  try {
+    runner.emplace(a, *plan.source, tolerances, device, modelInputNames(imported.forward()));
+  } catch (const verify::ReferenceError& e) {
+    throw ir::InputError(fmt::format("{}: {}", o.reference, e.what()));
+  }
+  verify::VerifyReport report = runner->check(b);
+  warnUnknownOutputs(tolerances, report);
+  std::cout << "verification: " << report.verdict() << "\n";
+  if (!report.passed) std::cout << report.failureReport();
+  else if (o.verbose && !report.iterations.empty()) std::cout << report.iterations.front().comparison.summary();
+  if (!o.reportPath.empty()) {
+    nlohmann::json j = {{"reference", o.reference}, {"candidate", o.candidate}, {"versions", versionsJson()},
+                        {"verification", report.toJson()}};
+    std::ofstream out(o.reportPath);
+    if (!out) throw UsageError("cannot write report '" + o.reportPath + "'");
+    out << j.dump(2) << "\n";
+  }
+  std::cout << (report.passed ? "PASSED" : "FAILED") << ": " << o.candidate << " against " << o.reference << "\n";
+  return report.passed ? 0 : 3;
+}
+
+}  // namespace ptopt::tools

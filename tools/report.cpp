@@ -1,0 +1,67 @@
+#include "tools/report.h"
+
+#include <torch/version.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace ptopt::tools {
+
+nlohmann::json versionsJson() {
+  return {{"ptopt", "0.1.0"},
+          {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                           std::to_string(TORCH_VERSION_PATCH)}};
+}
+
+nlohmann::json toJson(const RunRecord& r) {
+  nlohmann::json j;
+  j["command"] = r.command;
+  j["versions"] = versionsJson();
+  j["input"] = r.input;
+  j["output"] = r.output;
+  j["device"] = r.device;
+  j["pipeline"] = r.pipeline;
+  nlohmann::json passes = nlohmann::json::array();
+  if (r.passes)
+    for (const auto& e : r.passes->executions) {
+      nlohmann::json counters = nlohmann::json::object();
+      for (const auto& [k, v] : e.result.counters) counters[k] = v;
+      passes.push_back({{"index", e.index}, {"pass", e.pass}, {"method", e.method}, {"ran", e.ran},
+                        {"changed", e.changed}, {"ms", e.ms}, {"counters", counters}});
+    }
+  j["passes"] = passes;
+  j["ops_before"] = r.opsBefore;
+  j["ops_after"] = r.opsAfter;
+  j["parameter_bytes"] = {{"before", r.parameterBytesBefore}, {"after", r.parameterBytesAfter}};
+  j["file_bytes"] = {{"input", r.inputFileBytes ? nlohmann::json(*r.inputFileBytes) : nlohmann::json()},
+                     {"output", r.outputFileBytes ? nlohmann::json(*r.outputFileBytes) : nlohmann::json()}};
+  j["stage_ms"] = r.stageMs;
+  if (r.verification) j["verification"] = r.verification->toJson();
+  else j["verification"] = {{"skipped", r.verificationSkipped}};
+  if (r.blamedPass) j["verification"]["first_failing_pass"] = *r.blamedPass;
+  j["outcome"] = r.outcome;
+  if (!r.error.empty()) j["error"] = r.error;
+  j["exit_code"] = r.exitCode;
+  return j;
+}
+
+void writeReport(const RunRecord& r, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path tmp = target.string() + ".ptopt-tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("cannot write report '" + path + "' (check the folder exists and is writable)");
+    out << toJson(r).dump(2) << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot write report '" + path + "'");
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot write report '" + path + "': " + ec.message());
+  }
+}
+
+}  // namespace ptopt::tools

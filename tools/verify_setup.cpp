@@ -1,0 +1,130 @@
+#include "tools/verify_setup.h"
+
+#include "tools/commands.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace ptopt::tools {
+
+void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o) {
+  app.add_option("--input-shape", o.inputShapes,
+                 "One per model input, in order: 1,3,224,224 | name:1,3,224,224 | 2,7:int64 | int:3");
+  app.add_option("--inputs", o.inputsFile,
+                 "Inputs saved from Python: torch.save([x, ...], FILE) (a tensor, list, tuple or dict by name), "
+                 "or a TorchScript module whose attributes are the inputs");
+  app.add_option("--int-range", o.intRange, "Integer inputs drawn from [LO,HI) (default 0,100)");
+  app.add_option("--seed", o.seed, "Seed of the first verification input set");
+  app.add_option("--verify-iters", o.iterations, "Seeded input sets to compare on (default 3)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", o.device, "Where to run the models: auto (CUDA when available), cpu, cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--rtol", o.rtol, "Relative tolerance, for all outputs (1e-3) or one (out1:1e-3); repeatable");
+  app.add_option("--atol", o.atol, "Absolute tolerance, for all outputs (1e-4) or one (out1:1e-4); repeatable");
+}
+
+std::vector<std::string> modelInputNames(const ir::Graph& forward) { return verify::inputNames(forward); }
+
+InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
+  const auto names = modelInputNames(forward);
+  InputPlan plan;
+  if (!o.inputsFile.empty() && !o.inputShapes.empty())
+    throw UsageError("give either --inputs or --input-shape, not both");
+  if (!o.inputsFile.empty()) {
+    verify::InputSet set;
+    try {
+      set = verify::loadInputsFile(o.inputsFile);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    if (set.values.size() != names.size())
+      throw UsageError(fmt::format("--inputs '{}' holds {} value(s), the model takes {} input(s) ({})", o.inputsFile,
+                                   set.values.size(), names.size(), fmt::join(names, ", ")));
+    verify::InputSource source;
+    source.fixed = verify::orderInputs(set, names);
+    source.seed = o.seed;
+    plan.source = source;
+    return plan;
+  }
+  std::vector<verify::InputSpec> specs;
+  try {
+    for (const auto& s : o.inputShapes) specs.push_back(verify::parseInputSpec(s));
+    if (!o.intRange.empty()) {
+      auto [lo, hi] = verify::parseIntRange(o.intRange);
+      verify::applyIntRange(specs, lo, hi);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (specs.empty()) {
+    if (auto inferred = verify::inferInputSpecs(forward)) {
+      verify::InputSource source;
+      source.specs = inferred->specs;
+      source.iterations = o.iterations;
+      source.seed = o.seed;
+      plan.source = source;
+      plan.inferred = true;
+      plan.message = inferred->assumption;
+    } else {
+      plan.message = fmt::format(
+          "verification skipped: the input shapes of ({}) cannot be inferred safely; give one --input-shape per "
+          "input (e.g. --input-shape 1,3,224,224) or --inputs FILE to verify",
+          fmt::join(names, ", "));
+    }
+    return plan;
+  }
+  if (specs.size() != names.size()) {
+    std::vector<std::string> missing(names.begin() + static_cast<long>(std::min(specs.size(), names.size())), names.end());
+    throw UsageError(fmt::format("the model takes {} input(s) ({}); --input-shape was given {} time(s){}",
+                                 names.size(), fmt::join(names, ", "), specs.size(),
+                                 missing.empty() ? std::string(" (too many)")
+                                                 : fmt::format(": missing {}", fmt::join(missing, ", "))));
+  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!specs[i].name.empty() && specs[i].name != names[i])
+      throw UsageError(fmt::format("--input-shape '{}' names '{}', but input {} of the model is '{}' (inputs: {})",
+                                   o.inputShapes[i], specs[i].name, i + 1, names[i], fmt::join(names, ", ")));
+  verify::InputSource source;
+  source.specs = specs;
+  source.iterations = o.iterations;
+  source.seed = o.seed;
+  plan.source = source;
+  return plan;
+}
+
+verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tolerance& base) {
+  verify::ToleranceSet set{base, {}, {}};
+  auto apply = [&](const std::vector<std::string>& given, const char* flag, double& global,
+                   std::map<std::string, double>& perOutput) {
+    for (const auto& text : given) {
+      const auto colon = text.rfind(':');
+      const std::string name = colon == std::string::npos ? "" : text.substr(0, colon);
+      const std::string number = colon == std::string::npos ? text : text.substr(colon + 1);
+      double value = 0;
+      try {
+        size_t used = 0;
+        value = std::stod(number, &used);
+        if (used != number.size() || value < 0) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw UsageError(fmt::format("{} '{}': expected a non-negative number or OUTPUT:NUMBER (e.g. {} out1:1e-3)",
+                                     flag, text, flag));
+      }
+      if (name.empty()) global = value;
+      else perOutput[name] = value;
+    }
+  };
+  apply(o.rtol, "--rtol", set.base.rtol, set.rtolFor);
+  apply(o.atol, "--atol", set.base.atol, set.atolFor);
+  return set;
+}
+
+void warnUnknownOutputs(const verify::ToleranceSet& tolerances, const verify::VerifyReport& report) {
+  if (report.iterations.empty()) return;
+  const auto names = report.iterations.front().comparison.leafNames();
+  if (const auto unknown = tolerances.unknownNames(names); !unknown.empty())
+    std::cerr << fmt::format("ptopt: warning: per-output tolerance for unknown output(s) {} (outputs are {})\n",
+                             fmt::join(unknown, ", "), fmt::join(names, ", "));
+}
+
+}  // namespace ptopt::tools

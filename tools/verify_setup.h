@@ -1,0 +1,48 @@
+// Command-line verification options shared by `ptopt IN OUT` and
+// `ptopt verify A B`, and how they become an InputSource and tolerances.
+#pragma once
+
+#include "ir/ir.h"
+#include "verify/compare.h"
+#include "verify/runner.h"
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptopt::tools {
+
+struct VerifyCliOptions {
+  std::vector<std::string> inputShapes;
+  std::string inputsFile;
+  std::string intRange;
+  uint64_t seed = 0;
+  int iterations = 3;
+  std::string device = "auto";
+  std::vector<std::string> rtol, atol;  // "X" or "OUTPUT:X"
+};
+void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o);
+
+// The model's input names for messages (`x`, not the IR's `x.1`).
+std::vector<std::string> modelInputNames(const ir::Graph& forward);
+
+// What verification will run on, and what was assumed to get there.
+struct InputPlan {
+  std::optional<verify::InputSource> source;  // nullopt: cannot verify
+  bool inferred = false;  // shapes were assumed, not given
+  std::string message;    // the assumption, or why verification is skipped
+};
+// From --inputs, --input-shape, or inferred from the first op. Throws
+// UsageError (exit 2) for a spec that does not parse, a count that does not
+// match the model's inputs (naming the missing ones), or an unreadable file.
+InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward);
+
+// `base` (the pipeline's precision defaults) with --rtol/--atol applied.
+verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tolerance& base);
+
+// Warns on stderr about --rtol/--atol names that match no output.
+void warnUnknownOutputs(const verify::ToleranceSet& tolerances, const verify::VerifyReport& report);
+
+}  // namespace ptopt::tools

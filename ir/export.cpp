@@ -36,10 +36,6 @@ std::vector<std::string> splitPath(const std::string& name) {
   return parts;
 }
 
-bool isNumber(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-}
-
 // Holds the constants a model uses as module attributes.
 //
 // Flat (the default): every constant is an attribute of the root module under

@@ -52,6 +52,11 @@ void printPass(const rewriters::PassInfo& p, bool full) {
 
 void registerPassesOptions(CLI::App& cmd, PassesOptions& o) {
   cmd.add_option("name", o.name, "Show one pass");
+  cmd.footer(
+      "Examples:\n"
+      "  ptopt passes                     # every pass: description and options\n"
+      "  ptopt passes fold-conv-bn        # one pass with its full contract\n"
+      "Exit codes: 0 success, 2 unknown pass (with the nearest name).");
 }
 
 int runPasses(const PassesOptions& o) {

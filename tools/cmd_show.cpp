@@ -13,6 +13,11 @@ void registerShowOptions(CLI::App& cmd, ShowOptions& o) {
   cmd.add_option("input", o.input, "TorchScript file")->required();
   cmd.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to show")->delimiter(',');
   cmd.add_flag("--ops", o.opsOnly, "Only the op-count table");
+  cmd.footer(
+      "Examples:\n"
+      "  ptopt show model.pt              # the IR text of forward, then op counts\n"
+      "  ptopt show --ops model.pt        # only the op-count table\n"
+      "Exit codes: 0 success, 2 bad input.");
 }
 
 int runShow(const ShowOptions& o) {

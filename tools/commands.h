@@ -65,6 +65,21 @@ struct VerifyOptions {
 void registerVerifyOptions(CLI::App& cmd, VerifyOptions& o);
 int runVerify(const VerifyOptions& o);
 
+// `ptopt bench IN.pt [--vs OTHER.pt]`: latency statistics.
+struct BenchOptions {
+  std::string model, vs;
+  VerifyCliOptions inputs;  // --input-shape / --inputs / --device / --seed
+  std::optional<int> threads;
+  std::vector<int64_t> batches;
+  double warmupSeconds = 1.0;
+  double minSeconds = 2.0;
+  int minIters = 10;
+  std::optional<int> iters;
+  std::string jsonPath;
+};
+void registerBenchOptions(CLI::App& cmd, BenchOptions& o);
+int runBench(const BenchOptions& o);
+
 struct PassesOptions {
   std::string name;
 };

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   using namespace ptopt::tools;
   CLI::App app{"ptopt: optimize TorchScript models for inference, with proof of numerics.\n"
                "  ptopt IN.pt OUT.pt [-O1 | --passes PIPELINE] [--input-shape 1,3,224,224]\n"
-               "  ptopt show IN.pt\n  ptopt verify A.pt B.pt --input-shape 1,3,224,224\n  ptopt passes [NAME]",
+               "  ptopt show IN.pt\n  ptopt verify A.pt B.pt --input-shape 1,3,224,224\n"
+               "  ptopt bench IN.pt [--vs OTHER.pt] --input-shape 1,3,224,224\n  ptopt passes [NAME]",
                "ptopt"};
   app.set_version_flag("--version", "ptopt 0.1.0");
   app.require_subcommand(0, 1);
@@ -29,6 +30,10 @@ int main(int argc, char** argv) {
   VerifyOptions verifyOpts;
   auto* verifyCmd = app.add_subcommand("verify", "Compare two models' outputs on the same inputs (exit 0 or 3)");
   registerVerifyOptions(*verifyCmd, verifyOpts);
+
+  BenchOptions bench;
+  auto* benchCmd = app.add_subcommand("bench", "Time a model (min/median/p90/p99, CV); --vs: interleaved ratio");
+  registerBenchOptions(*benchCmd, bench);
 
   PassesOptions passes;
   auto* passesCmd = app.add_subcommand("passes", "List every pass with its options and contract");
@@ -51,6 +56,7 @@ int main(int argc, char** argv) {
     if (*showCmd) return runShow(show);
     if (*passesCmd) return runPasses(passes);
     if (*verifyCmd) return runVerify(verifyOpts);
+    if (*benchCmd) return runBench(bench);
     return runOptimize(opt, argc, argv);
   } catch (const UsageError& e) {
     std::cerr << "ptopt: error: " << e.what() << "\n";

@@ -1,0 +1,355 @@
+#!/usr/bin/python3
+"""The ptopt benchmark suite: one command, one run, all numbers.
+
+    /usr/bin/python3 bench/harness.py [--ptopt build/tools/ptopt] [--quick]
+                                      [--update-readme] [--out bench/results]
+
+For each benchmark model (torchvision's resnet18, resnet50, mobilenet_v2,
+efficientnet_b0 and convnext_tiny at 1x3x224x224, plus the 500-layer
+conv-bn-relu stack of the test fixtures) it builds these variants of the
+scripted model:
+
+  original   torch.jit.script(model.eval())
+  freeze     torch.jit.freeze (Debian's python3-torch)
+  ofi        torch.jit.optimize_for_inference (timed in-process; whether its
+             saved file reloads is recorded, since often it does not)
+  -O1 -O2 -O3  ptopt's presets (run through the CLI with --report)
+
+and measures, in one process, interleaved (A B C ... A B C ...):
+  * latency at 1 thread (CPU time of the process: steadier than wall time on
+    a shared machine) and with all threads (wall time), median of --reps
+    runs after a warm-up, as ratios to the original;
+  * numerics of each variant against the original (max abs error, cosine);
+  * whether each saved output reloads in stock PyTorch.
+
+Tool speed: the time of every ptopt stage (load, import, passes, verify,
+save; from --report) and its peak memory (the child's max RSS from wait4),
+and a scaling run on conv-bn-relu stacks of 100, 1,000 and 10,000 layers that
+prints the cost per layer.
+
+Writes OUT/results.md (markdown tables, with the machine described),
+OUT/results.json, and OUT/ratios.png (matplotlib from Debian's
+python3-matplotlib, else gnuplot, else skipped with a note). --update-readme
+replaces the README's block between the `results:begin` and `results:end`
+markers with results.md, so the README's numbers are the harness's.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torchvision
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+
+PRESETS = ["-O1", "-O2", "-O3"]
+
+
+def benchmark_models(quick):
+    from make_fixtures import make_stack, randomize_bn  # noqa: E402
+    torch.manual_seed(0)
+    names = ["resnet18", "mobilenet_v2"] if quick else [
+        "resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"]
+    for name in names:
+        model = getattr(torchvision.models, name)(weights=None)
+        yield name, randomize_bn(model).eval(), (1, 3, 224, 224)
+    yield "deep_stack_500", randomize_bn(make_stack(500)).eval(), (1, 8, 32, 32)
+
+
+def run_child(cmd):
+    """Runs cmd; returns (exit code, output, peak RSS in MiB)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, out, usage.ru_maxrss / 1024.0
+
+
+def reloads(path):
+    try:
+        torch.jit.load(path)
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "does not reload"
+        return False
+
+
+def numerics(fn, reference_out, x):
+    with torch.no_grad():
+        out = fn(x)
+    a, b = out.double().flatten(), reference_out.double().flatten()
+    cos = float(torch.dot(a, b) / (a.norm() * b.norm()).clamp_min(1e-300))
+    return float((a - b).abs().max()), cos
+
+
+def median_latency(fns, x, reps, threads, cpu_time):
+    torch.set_num_threads(threads)
+    clock = time.process_time if cpu_time else time.perf_counter
+    times = [[] for _ in fns]
+    with torch.no_grad():
+        for f in fns:  # warm-up: the profiling executor specializes over the first runs
+            for _ in range(3):
+                f(x)
+        for _ in range(reps):
+            for i, f in enumerate(fns):
+                start = clock()
+                f(x)
+                times[i].append(clock() - start)
+    return [statistics.median(t) for t in times]
+
+
+def machine_description():
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            text = fh.read()
+        isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if " %s" % f in text]
+        flags = ", ".join(isa)
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return "%s (%d cores%s), %.0f GiB RAM, %s, PyTorch %s" % (
+        cpu, os.cpu_count(), "; " + flags if flags else "", mem, platform.platform(terse=True), torch.__version__)
+
+
+def optimize_model(ptopt, name, src, preset, work, shape):
+    out = os.path.join(work, "%s%s.pt" % (name, preset))
+    report = out + ".json"
+    cmd = [ptopt, src, out, preset, "--overwrite", "-q", "--report", report,
+           "--input-shape", ",".join(map(str, shape)), "--verify-iters", "1"]
+    code, text, rss = run_child(cmd)
+    if code not in (0, 3) or not os.path.exists(out):
+        return None, {"error": text.strip().splitlines()[-1] if text.strip() else "exit %d" % code}
+    with open(report) as fh:
+        rep = json.load(fh)
+    return out, {"stage_ms": rep["stage_ms"], "peak_rss_mib": rss, "verified": rep["outcome"]}
+
+
+def bench_model(args, name, model, shape, work):
+    src = os.path.join(work, name + ".pt")
+    scripted = torch.jit.script(model)
+    scripted.save(src)
+    original = torch.jit.load(src).eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        ref = original(x)
+    variants = {"original": (original, True)}
+    frozen = torch.jit.freeze(torch.jit.load(src).eval())
+    fpath = os.path.join(work, name + ".freeze.pt")
+    frozen.save(fpath)
+    variants["freeze"] = (frozen, reloads(fpath))
+    try:
+        ofi = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.load(src).eval()))
+        opath = os.path.join(work, name + ".ofi.pt")
+        ofi.save(opath)
+        variants["ofi"] = (ofi, reloads(opath))
+    except Exception as e:  # noqa: BLE001
+        print("  optimize_for_inference failed: %s" % str(e).splitlines()[0])
+    tool = {}
+    for preset in PRESETS:
+        path, info = optimize_model(args.ptopt, name, src, preset, work, shape)
+        tool[preset] = info
+        if path:
+            variants[preset] = (torch.jit.load(path).eval(), reloads(path))
+    names = list(variants)
+    fns = [variants[n][0] for n in names]
+    row = {"model": name, "shape": list(shape), "variants": {}, "tool": tool}
+    lat1 = median_latency(fns, x, args.reps, 1, cpu_time=True)
+    latn = median_latency(fns, x, args.reps, os.cpu_count(), cpu_time=False)
+    for i, n in enumerate(names):
+        err, cos = numerics(fns[i], ref, x)
+        row["variants"][n] = {"ms_1t": lat1[i] * 1e3, "ms_nt": latn[i] * 1e3,
+                              "ratio_1t": lat1[i] / lat1[0], "ratio_nt": latn[i] / latn[0],
+                              "max_abs": err, "cosine": cos, "reloads": variants[n][1]}
+    print("  " + "  ".join("%s %.3fx" % (n, row["variants"][n]["ratio_1t"]) for n in names), flush=True)
+    return row
+
+
+def scaling(args, work):
+    rows = []
+    sizes = [100, 1000] if args.quick else [100, 1000, 10000]
+    for n in sizes:
+        src = os.path.join(work, "stack%d.pt" % n)
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "fixtures", "make_fixtures.py"),
+                        "--stack", str(n), src], check=True, stdout=subprocess.DEVNULL)
+        out = os.path.join(work, "stack%d.o1.pt" % n)
+        report = out + ".json"
+        code, text, rss = run_child([args.ptopt, src, out, "-O1", "--overwrite", "-q", "--report", report,
+                                     "--input-shape", "1,8,8,8", "--verify-iters", "1"])
+        if code != 0:
+            print("  stack %d failed: %s" % (n, text.strip()[-300:]))
+            continue
+        with open(report) as fh:
+            stages = json.load(fh)["stage_ms"]
+        total = sum(stages.values())
+        rows.append({"layers": n, "stage_ms": stages, "total_ms": total, "us_per_layer": total * 1e3 / n,
+                     "peak_rss_mib": rss})
+        print("  stack %5d: %.0f ms total, %.0f us/layer, peak %.0f MiB" % (n, total, total * 1e3 / n, rss),
+              flush=True)
+    return rows
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def render_markdown(results):
+    cols = ["freeze", "ofi"] + PRESETS
+    lines = ["_Generated by `bench/harness.py` on %s: %s. Latency ratios are the variant's median time over the "
+             "original's (lower is faster), measured in one process, interleaved, %d runs each after warm-up; "
+             "1 thread is CPU time, all threads is wall time._" % (results["date"], results["machine"], results["reps"]),
+             ""]
+    for key, title in (("ratio_1t", "1 thread"), ("ratio_nt", "all %d threads" % results["threads"])):
+        lines += ["**Latency vs the original, %s**" % title, "",
+                  "| model | original (ms) | " + " | ".join(cols) + " |",
+                  "|---|---:|" + "---:|" * len(cols)]
+        for row in results["models"]:
+            v = row["variants"]
+            ms = v["original"]["ms_1t" if key == "ratio_1t" else "ms_nt"]
+            cells = ["%.3fx" % v[c][key] if c in v else "n/a" for c in cols]
+            lines.append("| %s | %.2f | %s |" % (row["model"], ms, " | ".join(cells)))
+        gm = [geomean([r["variants"][c][key] for r in results["models"] if c in r["variants"]]) for c in cols]
+        lines.append("| geomean | | %s |" % " | ".join("%.3fx" % g for g in gm))
+        lines.append("")
+    lines += ["**Numerics (max abs error vs the original / cosine) and whether the saved file reloads**", "",
+              "| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for row in results["models"]:
+        v = row["variants"]
+        cells = []
+        for c in cols:
+            if c not in v:
+                cells.append("n/a")
+                continue
+            cells.append("%.1e / %.5f / %s" % (v[c]["max_abs"], v[c]["cosine"], "reloads" if v[c]["reloads"] else
+                                              "**does not reload**"))
+        lines.append("| %s | %s |" % (row["model"], " | ".join(cells)))
+    lines += ["", "**ptopt's own time (ms) and peak memory per model**", "",
+              "| model | preset | load | import | passes | verify | save | peak RSS |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for row in results["models"]:
+        for preset, info in row["tool"].items():
+            if "stage_ms" not in info:
+                lines.append("| %s | %s | %s | | | | | |" % (row["model"], preset, info.get("error", "failed")))
+                continue
+            s = info["stage_ms"]
+            lines.append("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f MiB |" % (
+                row["model"], preset, s.get("load", 0), s.get("import", 0), s.get("passes", 0),
+                s.get("verify", 0) + s.get("reference", 0), s.get("save", 0), info["peak_rss_mib"]))
+    lines += ["", "**Scaling: -O1 on conv-bn-relu stacks (the cost per layer stays flat)**", "",
+              "| layers | total (ms) | per layer (us) | passes (ms) | peak RSS |", "|---:|---:|---:|---:|---:|"]
+    for r in results["scaling"]:
+        lines.append("| %d | %.0f | %.0f | %.0f | %.0f MiB |" % (r["layers"], r["total_ms"], r["us_per_layer"],
+                                                                r["stage_ms"].get("passes", 0), r["peak_rss_mib"]))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    cols = ["freeze", "ofi"] + PRESETS
+    models = [r["model"] for r in results["models"]]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        plt = None
+    if plt is not None:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        width = 0.8 / len(cols)
+        for i, c in enumerate(cols):
+            ys = [r["variants"][c]["ratio_1t"] if c in r["variants"] else 0 for r in results["models"]]
+            ax.bar([k + i * width for k in range(len(models))], ys, width, label=c)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(models))])
+        ax.set_xticklabels(models, rotation=15)
+        ax.set_ylabel("latency / original (1 thread, lower is faster)")
+        ax.legend(ncol=len(cols), fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        return "matplotlib"
+    if shutil.which("gnuplot"):
+        data = path + ".dat"
+        with open(data, "w") as fh:
+            for r in results["models"]:
+                fh.write(r["model"] + " " + " ".join(
+                    "%.4f" % (r["variants"][c]["ratio_1t"] if c in r["variants"] else 0) for c in cols) + "\n")
+        script = ("set terminal pngcairo size 1000,450; set output '%s'; set style data histograms; "
+                  "set style fill solid; set ylabel 'latency / original (1 thread)'; "
+                  "plot " % path + ", ".join("'%s' using %d:xtic(1) title '%s'" % (data, i + 2, c)
+                                             for i, c in enumerate(cols)))
+        subprocess.run(["gnuplot", "-e", script], check=False)
+        return "gnuplot"
+    return None
+
+
+def update_readme(markdown, png_rel):
+    readme = os.path.join(ROOT, "README.md")
+    with open(readme) as fh:
+        text = fh.read()
+    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+    if begin not in text or end not in text:
+        raise SystemExit("README.md lacks the %s ... %s markers" % (begin, end))
+    block = begin + "\n" + markdown + ("\n![latency ratios](%s)\n" % png_rel if png_rel else "") + end
+    text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    with open(readme, "w") as fh:
+        fh.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ptopt", default=os.path.join(ROOT, "build", "tools", "ptopt"))
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="two models, short scaling run")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--update-readme", action="store_true")
+    args = ap.parse_args()
+    if not os.path.exists(args.ptopt):
+        raise SystemExit("no ptopt at %s: build it first (./scripts/build.sh)" % args.ptopt)
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="ptopt-bench-")
+    results = {"date": datetime.date.today().isoformat(), "machine": machine_description(), "reps": args.reps,
+               "threads": os.cpu_count(), "models": [], "scaling": []}
+    try:
+        for name, model, shape in benchmark_models(args.quick):
+            print("%s %s" % (name, "x".join(map(str, shape))), flush=True)
+            results["models"].append(bench_model(args, name, model, shape, work))
+        print("scaling", flush=True)
+        results["scaling"] = scaling(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    markdown = render_markdown(results)
+    with open(os.path.join(args.out, "results.md"), "w") as fh:
+        fh.write(markdown)
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    png = os.path.join(args.out, "ratios.png")
+    how = plot(results, png)
+    if not how:
+        print("no plot: install python3-matplotlib (or gnuplot) from Debian")
+    print(markdown)
+    if args.update_readme:
+        update_readme(markdown, os.path.relpath(png, ROOT) if how else None)
+        print("README.md updated")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+// `ptopt bench IN.pt [--vs OTHER.pt]`: latency of a model, honestly measured.
+//
+// A time-based warm-up (TorchScript's profiling executor specializes the
+// graph over the first runs), then timed runs until both a minimum time and a
+// minimum count are reached (or exactly --iters). Reported: min / median /
+// mean / p90 / p99 and the coefficient of variation, with a warning when the
+// run was noisy. With --vs the two models run interleaved (A B A B ...), so
+// drift of the machine hits both, and the median ratio B/A is given with a
+// bootstrap confidence interval. On CUDA, each run is timed with CUDA events
+// when this ptopt was built against a CUDA LibTorch (otherwise by a device
+// synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
+// reported.
+#include "tools/bench_stats.h"
+#include "tools/commands.h"
+#include "tools/report.h"
+#include "tools/util.h"
+
+#include "ir/model.h"
+#include "verify/runner.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#ifdef PTOPT_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#endif
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace ptopt::tools {
+
+void registerBenchOptions(CLI::App& cmd, BenchOptions& o) {
+  cmd.add_option("model", o.model, "The model to time (A)")->required();
+  cmd.add_option("--vs", o.vs, "A second model (B), run interleaved with A; prints the median ratio B/A");
+  registerVerifyCliOptions(cmd, o.inputs);
+  cmd.add_option("--threads", o.threads, "Intra-op threads (default: LibTorch's, all cores)")->check(CLI::PositiveNumber);
+  cmd.add_option("--batch", o.batches, "Batch sizes to run (replace the first dimension of every tensor input)")
+      ->delimiter(',');
+  cmd.add_option("--warmup", o.warmupSeconds, "Seconds of warm-up (at least 3 runs; default 1)");
+  cmd.add_option("--min-time", o.minSeconds, "Seconds of timed runs per model (default 2)");
+  cmd.add_option("--min-iters", o.minIters, "Timed runs at least (default 10)");
+  cmd.add_option("--iters", o.iters, "Exactly this many timed runs (overrides --min-time)");
+  cmd.add_option("--json", o.jsonPath, "Write the results as JSON here");
+  cmd.footer(
+      "Examples:\n"
+      "  ptopt bench model.pt --input-shape 1,3,224,224 --threads 1\n"
+      "  ptopt bench model.pt --vs model.opt.pt --input-shape 1,3,224,224 --batch 1,64\n"
+      "  ptopt bench model.pt --device cuda --input-shape 1,3,224,224 --batch 1,64\n"
+      "Exit codes: 0 success, 2 bad input.");
+}
+
+namespace {
+
+class Timer {
+ public:
+  explicit Timer(c10::Device device) : device_(device) {}
+  // Runs `f` once and returns its time in milliseconds.
+  template <typename F>
+  double time(F&& f) {
+    if (!device_.is_cuda()) {
+      Stopwatch sw;
+      f();
+      return sw.ms();
+    }
+#ifdef PTOPT_WITH_CUDA
+    at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+    start.record();
+    f();
+    stop.record();
+    stop.synchronize();
+    return static_cast<double>(start.elapsed_time(stop));
+#else
+    torch::cuda::synchronize();
+    Stopwatch sw;
+    f();
+    torch::cuda::synchronize();
+    return sw.ms();
+#endif
+  }
+  static std::string method(c10::Device device) {
+    if (!device.is_cuda()) return "steady_clock";
+#ifdef PTOPT_WITH_CUDA
+    return "CUDA events";
+#else
+    return "device synchronize + steady_clock (this ptopt was built without CUDA headers)";
+#endif
+  }
+
+ private:
+  c10::Device device_;
+};
+
+std::string statsLine(const TimingStats& s) {
+  return fmt::format("runs {:>5}  min {:8.3f}  median {:8.3f}  mean {:8.3f}  p90 {:8.3f}  p99 {:8.3f} ms  CV {:4.1f}%",
+                     s.runs, s.minMs, s.medianMs, s.meanMs, s.p90Ms, s.p99Ms, 100 * s.cv);
+}
+
+nlohmann::json statsJson(const TimingStats& s) {
+  return {{"runs", s.runs}, {"min_ms", s.minMs}, {"median_ms", s.medianMs}, {"mean_ms", s.meanMs},
+          {"p90_ms", s.p90Ms}, {"p99_ms", s.p99Ms}, {"cv", s.cv}};
+}
+
+}  // namespace
+
+int runBench(const BenchOptions& o) {
+  torch::jit::Module a = ir::loadTorchScript(o.model);
+  std::optional<torch::jit::Module> b;
+  if (!o.vs.empty()) b = ir::loadTorchScript(o.vs);
+  ir::Model imported = ir::importModule(a);
+  InputPlan plan = planInputs(o.inputs, imported.forward());
+  if (!plan.source) throw UsageError(plan.message);
+  if (plan.inferred) std::cout << "note: " << plan.message << "\n";
+  if (!o.batches.empty() && plan.source->fixed) throw UsageError("--batch works with --input-shape, not --inputs");
+  c10::Device device = c10::kCPU;
+  try {
+    device = verify::resolveDevice(o.inputs.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (o.threads) at::set_num_threads(*o.threads);
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
+  torch::NoGradGuard noGrad;
+  a.eval();
+  a.to(device);
+  if (b) {
+    b->eval();
+    b->to(device);
+  }
+  Timer timer(device);
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{0} : o.batches;
+  std::cout << fmt::format("device {}, {} intra-op thread(s), timing by {}{}\n", verify::describeDevice(device),
+                           at::get_num_threads(), Timer::method(device),
+                           device.is_cuda() ? ", cuDNN benchmark mode on" : "");
+  for (int64_t batch : batches) {
+    verify::InputSource source = *plan.source;
+    if (batch > 0)
+      for (auto& spec : source.specs)
+        if (spec.kind == verify::InputSpec::Kind::Tensor && !spec.shape.empty()) spec.shape[0] = batch;
+    std::vector<c10::IValue> inputs;
+    for (const auto& v : source.inputsFor(0)) inputs.push_back(verify::toDevice(v, device));
+    auto runA = [&] { a.forward(inputs); };
+    auto runB = [&] { b->forward(inputs); };
+    try {
+      runA();
+      if (b) runB();
+    } catch (const std::exception& e) {
+      throw ir::InputError("the model fails on the given inputs: " + ir::torchErrorMessage(e));
+    }
+    // Warm-up: time-based, at least 3 runs of each.
+    Stopwatch warm;
+    for (int i = 0; i < 3 || warm.ms() < o.warmupSeconds * 1000; ++i) {
+      runA();
+      if (b) runB();
+    }
+    std::vector<double> ta, tb;
+    Stopwatch clock;
+    const double budgetMs = o.minSeconds * 1000 * (b ? 2 : 1);
+    for (size_t i = 0;; ++i) {
+      if (o.iters ? i >= static_cast<size_t>(*o.iters)
+                  : (i >= static_cast<size_t>(o.minIters) && clock.ms() >= budgetMs))
+        break;
+      ta.push_back(timer.time(runA));
+      if (b) tb.push_back(timer.time(runB));
+    }
+    const std::string label = batch > 0 ? fmt::format(" (batch {})", batch) : "";
+    const TimingStats sa = summarize(ta);
+    std::cout << fmt::format("A {}{}\n  {}\n", o.model, label, statsLine(sa));
+    nlohmann::json entry = {{"batch", batch > 0 ? nlohmann::json(batch) : nlohmann::json()},
+                            {"a", {{"model", o.model}, {"stats", statsJson(sa)}}}};
+    bool noisy = sa.cv > kNoisyCv;
+    if (b) {
+      const TimingStats sb = summarize(tb);
+      std::cout << fmt::format("B {}{}\n  {}\n", o.vs, label, statsLine(sb));
+      const RatioEstimate r = bootstrapMedianRatio(ta, tb);
+      std::cout << fmt::format(
+          "B/A median ratio {:.3f}x (95% CI {:.3f}-{:.3f}, bootstrap of {} resamples of {} interleaved pairs){}\n",
+          r.median, r.low, r.high, r.resamples, ta.size(),
+          r.high < 1 ? ": B is faster" : r.low > 1 ? ": B is slower" : ": no clear difference");
+      entry["b"] = {{"model", o.vs}, {"stats", statsJson(sb)}};
+      entry["ratio"] = {{"median", r.median}, {"ci95", {r.low, r.high}}, {"resamples", r.resamples}};
+      noisy = noisy || sb.cv > kNoisyCv;
+    }
+    if (noisy)
+      std::cout << fmt::format("warning: noisy run (CV above {:.0f}%): other programs are competing for the "
+                               "machine; close them, pin --threads, or raise --min-time\n",
+                               100 * kNoisyCv);
+    entry["noisy"] = noisy;
+    results.push_back(entry);
+  }
+  if (!o.jsonPath.empty()) {
+    nlohmann::json j = {{"device", verify::describeDevice(device)}, {"threads", at::get_num_threads()},
+                        {"timing", Timer::method(device)}, {"cudnn_benchmark", device.is_cuda()},
+                        {"versions", versionsJson()}, {"inputs", plan.source->describe()}, {"results", results}};
+    std::ofstream out(o.jsonPath);
+    if (!out) throw UsageError("cannot write '" + o.jsonPath + "'");
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ptopt::tools

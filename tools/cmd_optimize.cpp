@@ -353,7 +353,11 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     return finishReport(3, "failed");
   }
   sw.reset();
-  ir::saveModuleAtomically(exported, o.output);
+  try {
+    ir::saveModuleAtomically(exported, o.output);
+  } catch (const std::exception& e) {
+    throw WriteError(e.what());
+  }
   record.stageMs["save"] = sw.ms();
   record.outputFileBytes = fs::file_size(o.output);
 

@@ -18,6 +18,13 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// OUT (or a report) could not be written: disk full, permissions. Exit 1;
+// nothing partial is left behind.
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct OptimizeOptions {
   std::string input, output;
   std::string passes;

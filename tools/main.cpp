@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   } catch (const ptopt::ir::InputError& e) {
     std::cerr << "ptopt: error: " << e.what() << "\n";
     return 2;
+  } catch (const WriteError& e) {
+    std::cerr << "ptopt: error: " << e.what() << "\n(nothing was written; check free space and permissions)\n";
+    return 1;
   } catch (const ptopt::rewriters::PassError& e) {
     std::cerr << "ptopt: error: " << e.what() << "\n(nothing was written; --bisect-limit N finds the pass execution that fails)\n";
     return 1;

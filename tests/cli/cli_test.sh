@@ -27,6 +27,36 @@ ln -s "$work/in.pt" "$work/link.pt"
 expect 2 "input file itself" -- "$ptopt" "$work/in.pt" "$work/link.pt" --passes '' --overwrite
 [ "$(md5sum < "$work/in.pt")" = "$sum" ] || fail "input modified"
 
+# --in-place replaces IN only when asked, and keeps its permissions.
+cp "$fx/conv1d_bn.pt" "$work/inplace.pt"; chmod 640 "$work/inplace.pt"
+expect 2 "is the input file itself.*--in-place" -- "$ptopt" "$work/inplace.pt" "$work/inplace.pt" -O1
+expect 0 "PASSED" -- "$ptopt" "$work/inplace.pt" "$work/inplace.pt" -O1 --in-place --input-shape 1,4,32
+[ "$(stat -c %a "$work/inplace.pt")" = 640 ] || fail "--in-place lost the file's permissions"
+expect 2 "--in-place: OUT .* is not the input file" -- "$ptopt" "$fx/conv1d_bn.pt" "$work/other.pt" --in-place
+# --overwrite keeps the replaced file's permissions.
+chmod 600 "$work/r.pt"
+expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/r.pt" --passes '' --overwrite
+[ "$(stat -c %a "$work/r.pt")" = 600 ] || fail "--overwrite lost the file's permissions"
+# OUT in a missing folder, or OUT a folder: exit 2 before any work.
+expect 2 "does not exist; create it first" -- "$ptopt" "$fx/conv1d_bn.pt" "$work/no/such/dir/o.pt"
+mkdir "$work/adir"
+expect 2 "is a directory" -- "$ptopt" "$fx/conv1d_bn.pt" "$work/adir"
+rmdir "$work/adir"
+# A full disk (simulated by a file-size limit) fails cleanly: exit 1, no temporary file left.
+mkdir "$work/full"
+out=$( (trap '' XFSZ; ulimit -f 64; "$ptopt" "$fx/resnet18_script.pt" "$work/full/o.pt" --passes '' 2>&1) ); rc=$?
+[ "$rc" = 1 ] || fail "disk full: expected exit 1, got $rc: $out"
+grep -q "cannot write" <<<"$out" || fail "disk full: no clear message: $out"
+[ -z "$(ls -A "$work/full")" ] || fail "disk full left files behind: $(ls -A "$work/full")"
+rmdir "$work/full"
+# The summary: op table, sizes, per-pass times, one final line; --progress on stderr.
+out=$("$ptopt" "$fx/resnet18_script.pt" "$work/sum.pt" -O1 --input-shape 1,3,64,64 --progress 2>"$work/progress.txt")
+for p in "\\* aten::batch_norm +20 +0" "parameters .* -> " "fold-conv-bn +1 +1" "^verification: passed" "^PASSED: .*sum.pt -O1"; do
+  grep -qE -- "$p" <<<"$out" || fail "summary lacks /$p/: $out"
+done
+grep -qE "\[ +[0-9]+\] fold-conv-bn" "$work/progress.txt" || fail "no progress lines: $(cat "$work/progress.txt")"
+rm -f "$work/sum.pt" "$work/progress.txt" "$work/inplace.pt"
+
 # Bad input: exit 2, one clear line, no output file.
 for bad in state_dict:"torch.save\(\) checkpoint" not_a_zip:"not a zip archive" legacy_pickle:"legacy torch.save"; do
   name=${bad%%:*}; pattern=${bad#*:}
@@ -36,7 +66,7 @@ done
 expect 2 "No such file" -- "$ptopt" "$work/missing.pt" "$work/x.pt"
 [ -z "$(ls -A "$work" | grep -v -e '^r.pt$' -e '^in.pt$' -e '^link.pt$')" ] || fail "stray files: $(ls -A "$work")"
 # A shape that does not fit the model.
-expect 2 "fails on the given --input-shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/s.pt" --input-shape 1,5,64,64
+expect 2 "fails on the given inputs" -- "$ptopt" "$fx/resnet18_script.pt" "$work/s.pt" --input-shape 1,5,64,64
 [ ! -e "$work/s.pt" ] || fail "output written despite a bad shape"
 expect 2 "bad input shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/s.pt" --input-shape 1,x,3
 # Usage errors.

@@ -4,11 +4,13 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <random>
 #include <unistd.h>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -319,15 +321,33 @@ void saveModuleAtomically(const torch::jit::Module& module, const std::string& p
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::random_device rd;
   const fs::path tmp = dir / ("." + target.filename().string() + ".ptopt-tmp-" + std::to_string(rd()));
+  // Serialize into memory first: LibTorch's zip writer, when a write to a
+  // file fails (disk full), throws again from its destructor and the process
+  // aborts. Writing the bytes ourselves turns that into a clean error.
+  std::ostringstream buffer;
+  module.save(buffer);
+  const std::string bytes = buffer.str();
   try {
-    module.save(tmp.string());
-    // Flush the file to disk before it replaces anything.
-    int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      if (fd >= 0) ::close(fd);
-      throw std::runtime_error("cannot flush '" + tmp.string() + "' to disk: " + std::strerror(errno));
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot create '" + tmp.string() + "': " + std::strerror(errno));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : ENOSPC;
+        ::close(fd);
+        throw std::runtime_error(std::string("write failed: ") + std::strerror(err));
+      }
+      done += static_cast<size_t>(n);
     }
-    ::close(fd);
+    // Flush the file to disk before it replaces anything.
+    if (::fsync(fd) != 0) {
+      const int err = errno;
+      ::close(fd);
+      throw std::runtime_error(std::string("cannot flush to disk: ") + std::strerror(err));
+    }
+    if (::close(fd) != 0) throw std::runtime_error(std::string("close failed: ") + std::strerror(errno));
     torch::jit::load(tmp.string());  // it must load back
     if (fs::exists(target)) fs::permissions(tmp, fs::status(target).permissions());
     fs::rename(tmp, target);

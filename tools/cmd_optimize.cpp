@@ -246,7 +246,8 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   // flags in as literals. A pipeline that specializes them for inference
   // changes its outputs on purpose, so it is verified against the same
   // weights in eval semantics: the import with only those two passes applied.
-  torch::jit::Module reference = opt.original().clone();
+  // Verification moves the reference to the device; the CPU needs no copy.
+  torch::jit::Module reference = device.is_cuda() ? opt.original().clone() : opt.original();
   if (hasTrainingModeLiterals(opt.model()) &&
       (pipelineUses(pipeline.elements, "remove-dropout") || pipelineUses(pipeline.elements, "bn-inference"))) {
     ir::Model evalModel = opt.model().clone();
@@ -270,8 +271,8 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     record.verificationSkipped = plan.message;
     if (o.verifyFlag || o.verifyEach) throw UsageError(plan.message);
     if (!o.noVerify) std::cerr << "ptopt: warning: " << plan.message << "\n";
-  } else {
-    if (plan.inferred && !o.noVerify) say("note: " + plan.message + "\n");
+  } else if (!o.noVerify) {
+    if (plan.inferred) say("note: " + plan.message + "\n");
     try {
       sw.reset();
       runner.emplace(reference, *plan.source, tolerances, device, modelInputNames(opt.model().forward()));
@@ -283,8 +284,20 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
       if (!o.noVerify) std::cerr << "ptopt: warning: verification skipped: " << record.verificationSkipped << "\n";
       runner.reset();
     }
-    // Passes may use concrete inputs (shape-prop), but only ones the user gave.
-    if (!plan.inferred) ctx.exampleInputs = plan.source->inputsFor(0);
+  }
+  // Passes may use concrete inputs (shape-prop), but only ones the user gave;
+  // with --no-verify they are still checked against the model once (exit 2).
+  if (plan.source && !plan.inferred) {
+    if (o.noVerify) {
+      verify::InputSource once = *plan.source;
+      once.iterations = 1;
+      try {
+        verify::ReferenceRunner(reference, once, tolerances, device, modelInputNames(opt.model().forward()));
+      } catch (const verify::ReferenceError& e) {
+        throw ir::InputError(e.what());
+      }
+    }
+    ctx.exampleInputs = plan.source->inputsFor(0);
   }
   if (o.noVerify) record.verificationSkipped = "--no-verify";
   const bool verifying = runner && !o.noVerify;

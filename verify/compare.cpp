@@ -104,14 +104,16 @@ void compareTensors(const at::Tensor& x, const at::Tensor& y, LeafComparison& le
   leaf.maxAbsReference = absRef.max().item<double>();
   leaf.maxRel = (diffNoNan / yd.abs().clamp_min(1e-12)).max().item<double>();
   at::Tensor bound = tol.atol + tol.rtol * yd.abs();
-  // NaN compares false, so a new NaN is a mismatch.
-  leaf.mismatchFraction = 1.0 - (diff <= bound).to(at::kDouble).mean().item<double>();
+  // NaN compares false, so a new NaN is a mismatch; equal elements (also
+  // NaN where the reference is NaN) never are.
+  leaf.mismatchFraction = ((diff <= bound).logical_not() & same.logical_not()).to(at::kDouble).mean().item<double>();
   at::Tensor xf = at::where(at::isfinite(xd), xd, at::zeros_like(xd));
   at::Tensor yf = at::where(finiteReference, yd, at::zeros_like(yd));
   const double nx = xf.norm().item<double>(), ny = yf.norm().item<double>();
   leaf.cosine = (nx == 0 && ny == 0) ? 1.0 : xf.flatten().dot(yf.flatten()).item<double>() / std::max(nx * ny, 1e-300);
   // The worst element is the one furthest beyond its bound.
-  at::Tensor excess = at::where(at::isnan(diff), at::full_like(diff, INFINITY), diff / bound);
+  at::Tensor excess = at::where(same, at::zeros_like(diff),
+                                at::where(at::isnan(diff) | at::isnan(bound), at::full_like(diff, INFINITY), diff / bound));
   const int64_t worst = excess.flatten().argmax().item<int64_t>();
   leaf.worstIndex = unravel(worst, y.sizes());
   leaf.worstActual = xd.flatten()[worst].item<double>();

@@ -6,6 +6,7 @@
 #include "verify/runner.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/script.h>
 

@@ -102,6 +102,7 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
     out << fmt::format("// ----- {} changed method {} (execution {}) {} -----\n{}", exec.pass, method,
                        exec.index, exec.result.countersText(), diff);
   }
+  if (inst_.onPassEnd) inst_.onPassEnd(exec, g);
   report.executions.push_back(exec);
   return exec.changed;
 }

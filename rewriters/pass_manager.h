@@ -15,6 +15,8 @@
 
 namespace ptopt::rewriters {
 
+struct PassExecution;
+
 struct Instrumentation {
   bool printAfterAll = false;
   bool printChanged = false;
@@ -24,6 +26,9 @@ struct Instrumentation {
   std::ostream* out = nullptr;  // instrumentation output (default std::cerr)
   // Called before each pass execution (progress display).
   std::function<void(const std::string& pass, size_t execution)> onPassStart;
+  // Called after each pass execution that ran, with the graph it ran on
+  // (drawings: ptopt --dot-dir).
+  std::function<void(const PassExecution& execution, const ir::Graph& graph)> onPassEnd;
 };
 
 struct PassExecution {

@@ -1,6 +1,7 @@
 // `ptopt IN.pt OUT.pt`: load, import, run the pipeline, export, verify, save.
 #include "tools/api.h"
 #include "tools/commands.h"
+#include "tools/dot_dir.h"
 #include "tools/op_table.h"
 #include "tools/util.h"
 
@@ -39,6 +40,8 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--bisect-limit", o.bisectLimit, "Run only the first N pass executions");
   app.add_flag("--verify-each", o.verifyEach, "Lint the IR before and after every pass");
   app.add_flag("--explain", o.explain, "Print why passes declined rewrites");
+  app.add_option("--dot-dir", o.dotDir, "Write drawings of the graph to DIR: before, after each pass that changed it "
+                 "(as a diff), after");
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail");
 }
@@ -178,8 +181,14 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   inst.verifyEach = o.verifyEach;
   inst.bisectLimit = o.bisectLimit;
   inst.out = &std::cout;
+  std::unique_ptr<DotDirRecorder> drawings;
+  if (!o.dotDir.empty()) {
+    drawings = std::make_unique<DotDirRecorder>(o.dotDir, opt.model().forward(), fs::path(o.input).filename().string());
+    inst.onPassEnd = [&](const rewriters::PassExecution& e, const ir::Graph& g) { drawings->afterPass(e, g); };
+  }
   sw.reset();
   rewriters::RunReport report = opt.run(pipeline, &ctx, inst);
+  if (drawings) say(drawings->finish(opt.model().forward()));
   const double passesMs = sw.ms();
   say(fmt::format("pipeline: {}\n", canonical.empty() ? "(empty)" : canonical));
   if (!report.countersSummary().empty()) say(report.countersSummary());

@@ -39,6 +39,7 @@ struct OptimizeOptions {
   bool verifyEach = false;
   bool explain = false;
   long bisectLimit = -1;
+  std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)
   std::optional<double> rtol, atol;
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);

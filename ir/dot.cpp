@@ -184,8 +184,36 @@ bool isAll(const Literal& l, int64_t value) {
   return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == value; });
 }
 
-const Literal* literalAt(const Node* n, size_t i) {
-  return i < n->numArgs() && n->arg(i).isLiteral() ? &n->arg(i).literal() : nullptr;
+// `prim::ListConstruct(1, 1)` of literals: drawn inside its users' labels
+// like a literal list (imported graphs are full of them until canonicalize).
+bool isLiteralList(const Node* n) {
+  if (!n->is("prim::ListConstruct") || n->numOutputs() != 1) return false;
+  for (const Arg& a : n->args())
+    if (!a.isLiteral() || !(a.literal().is<int64_t>() || a.literal().is<double>() || a.literal().is<bool>()))
+      return false;
+  return true;
+}
+
+std::optional<Literal> literalListValue(const Node* list) {
+  std::vector<int64_t> ints;
+  std::vector<double> doubles;
+  for (const Arg& a : list->args()) {
+    if (a.literal().is<int64_t>()) ints.push_back(a.literal().as<int64_t>());
+    else if (a.literal().is<double>()) doubles.push_back(a.literal().as<double>());
+    else return std::nullopt;
+  }
+  if (!doubles.empty() && !ints.empty()) return std::nullopt;
+  if (!doubles.empty()) return Literal(doubles);
+  return Literal(ints);
+}
+
+// Argument i as a literal: an inline literal, or a literal list node's value.
+std::optional<Literal> literalAt(const Node* n, size_t i) {
+  if (i >= n->numArgs()) return std::nullopt;
+  const Arg& a = n->arg(i);
+  if (a.isLiteral()) return a.literal();
+  if (a.value()->node() && isLiteralList(a.value()->node())) return literalListValue(a.value()->node());
+  return std::nullopt;
 }
 
 // Conv: "3×3 s2 p1 g32" (kernel from the weight; stride, padding, dilation,
@@ -209,7 +237,7 @@ std::string convKeys(const Graph& g, const Node* n, const std::string& op) {
     }
   }
   auto add = [&](size_t i, const char* prefix, int64_t dflt) {
-    const Literal* l = literalAt(n, i);
+    const std::optional<Literal> l = literalAt(n, i);
     if (l && !isAll(*l, dflt)) parts.push_back(prefix + compactList(*l));
   };
   add(stride, "s", 1);
@@ -246,14 +274,14 @@ std::string keyLiterals(const Graph& g, const Node* n) {
   if (op.find("pool") != std::string::npos && op.find("adaptive") == std::string::npos) {
     // max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode)
     std::string out;
-    if (const Literal* k = literalAt(n, 1)) out += "k" + compactList(*k);
-    if (const Literal* s = literalAt(n, 2); s && !(s->is<std::vector<int64_t>>() && s->as<std::vector<int64_t>>().empty()))
+    if (const auto k = literalAt(n, 1)) out += "k" + compactList(*k);
+    if (const auto s = literalAt(n, 2); s && !(s->is<std::vector<int64_t>>() && s->as<std::vector<int64_t>>().empty()))
       out += " s" + compactList(*s);
-    if (const Literal* p = literalAt(n, 3); p && !isAll(*p, 0)) out += " p" + compactList(*p);
+    if (const auto p = literalAt(n, 3); p && !isAll(*p, 0)) out += " p" + compactList(*p);
     return out;
   }
   if (op.find("adaptive") != std::string::npos) {
-    if (const Literal* s = literalAt(n, 1)) return "→ " + compactList(*s);
+    if (const auto s = literalAt(n, 1)) return "→ " + compactList(*s);
     return "";
   }
   if (op == "to") {
@@ -269,7 +297,7 @@ std::string keyLiterals(const Graph& g, const Node* n) {
     const c10::FunctionSchema* schema = n->schema();
     std::string out;
     for (size_t i = 0; schema && i < n->numArgs() && i < schema->arguments().size(); ++i) {
-      const Literal* l = literalAt(n, i);
+      const std::optional<Literal> l = literalAt(n, i);
       if (!l) continue;
       const std::string& name = schema->arguments()[i].name();
       if ((name == "training" || name == "use_input_stats") && *l == Literal(true)) out += " train";
@@ -284,7 +312,7 @@ std::string keyLiterals(const Graph& g, const Node* n) {
   std::vector<std::string> parts;
   size_t shown = 0, hidden = 0;
   for (size_t i = 0; i < n->numArgs(); ++i) {
-    const Literal* l = literalAt(n, i);
+    const std::optional<Literal> l = literalAt(n, i);
     if (!l || l->isNone()) continue;
     std::string name;
     if (schema && i < schema->arguments().size()) {
@@ -733,7 +761,10 @@ class DotWriter {
 
  private:
   bool diff() const { return before_ != nullptr; }
-  bool hidden(const Node* n) const { return n->opcode() == Opcode::GetAttr && !o_.showConstants; }
+  // Constants and literal lists are drawn in their users' labels by default.
+  bool hidden(const Node* n) const {
+    return !o_.showConstants && (n->opcode() == Opcode::GetAttr || isLiteralList(n));
+  }
 
   // ---- collect the items to draw
   void collect() {
@@ -1237,11 +1268,13 @@ class DotWriter {
   void writeEdges(std::string& out, const std::unordered_set<std::string>& omitted, bool toMore) {
     for (const auto& [item, id] : drawnId_) drawnById_[item->id] = id;
     std::set<std::string> merged;  // edges touching summaries are drawn once
+    std::unordered_set<std::string> hasInput;
     auto edge = [&](const std::string& from, const std::string& to, const std::string& attrs) {
       if (from.empty() || to.empty()) return;
       std::string f = omitted.count(from) ? (toMore ? "more" : "") : from;
       std::string t = omitted.count(to) ? (toMore ? "more" : "") : to;
       if (f.empty() || t.empty() || f == t) return;
+      hasInput.insert(t);
       const bool summary = f[0] == 's' || t[0] == 's' || f == "more" || t == "more";
       if (summary && !merged.insert(f + ">" + t + attrs).second) return;
       out += fmt::format("  {} -> {}{};\n", f, t, attrs.empty() ? "" : " [" + attrs + "]");
@@ -1263,6 +1296,7 @@ class DotWriter {
                fmt::format("style=dashed color=\"#9b59b6\" label=\"{}\" fontsize=9 fontcolor=\"#6c3483\"",
                            shortOp(n) == "If" ? (b == 0 ? "then" : "else") : shortOp(n) == "Loop" ? "body" : "block"));
     });
+    anchorBlockSources(out, omitted, hasInput);
     if (!diff()) return;
     // Uses of `before` that are gone.
     const std::string gone = fmt::format("style=dashed color=\"{}\"", kRemovedLine);
@@ -1279,6 +1313,34 @@ class DotWriter {
         for (size_t b = 0; b < n->blocks().size(); ++b)
           if (const Node* yield = n->block(b)->outputNode())
             if (removedIds_.count(yield)) edge(drawnIdOfRemoved(yield), to, gone);
+    });
+  }
+
+  // A node inside a block that reads nothing drawn (a RaiseException, a
+  // loop's parameters) would float to the top of the drawing and stretch its
+  // block's box over everything: an invisible edge from the owner's first
+  // input keeps it beside its owner. Not a use: drawn with style=invis.
+  void anchorBlockSources(std::string& out, const std::unordered_set<std::string>& omitted,
+                          const std::unordered_set<std::string>& hasInput) const {
+    std::set<std::string> done;
+    auto anchor = [&](const Node* owner, const std::string& id) {
+      if (id.empty() || hasInput.count(id) || omitted.count(id) || id[0] == 's') return;
+      for (size_t i = 0; i < owner->numArgs(); ++i) {
+        const Value* v = owner->argValue(i);
+        const std::string from = v ? producerId(v, false) : "";
+        if (from.empty() || omitted.count(from) || from == id) continue;
+        if (done.insert(from + ">" + id).second) out += fmt::format("  {} -> {} [style=invis];\n", from, id);
+        return;
+      }
+    };
+    g_.walk([&](Node* n) {
+      const Node* owner = n->owningBlock()->owningNode();
+      if (!owner || hidden(n)) return;
+      anchor(owner, drawnIdOfNode(n));
+    });
+    g_.walk([&](Node* n) {
+      for (const auto& b : n->blocks())
+        for (const auto& p : b->params()) anchor(n, drawnIdOfParam(p.get()));
     });
   }
 

@@ -27,7 +27,13 @@
 //    where they join. So, with constants hidden:
 //       DOT nodes = IR nodes - get_attr nodes + block parameters
 //       DOT edges = value uses not reading a get_attr + nested blocks
+//                   (+ invisible layout edges)
 //    and with constants shown, every IR node and every use is drawn.
+//    Literal lists (`prim::ListConstruct(1, 1)`, as imported graphs hold
+//    them) count as constants: shown inside their users' labels (`s2 p1`).
+//    A node in a block that reads nothing drawn (a RaiseException, a loop's
+//    parameters) gets one invisible (`style=invis`) edge from the owner's
+//    first drawn input, only to keep it next to its owner in the layout.
 //  - Clusters by module scope: the node's TorchScript scope (`layer1.0`),
 //    else the module prefix of the constants it reads (`layer1.0.conv1`
 //    from `layer1.0.conv1.weight`). A scope gets a box when it holds two or

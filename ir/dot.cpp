@@ -50,15 +50,6 @@ std::string html(const std::string& s) {
   return out;
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // `aten::conv2d` -> `conv2d`; placeholders and outputs by role.
 std::string shortOp(const Node* n) {
   switch (n->opcode()) {

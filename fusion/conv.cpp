@@ -45,4 +45,25 @@ void setWeightAndBias(ir::Graph& g, ir::Node* producer, const std::optional<at::
   rewriters::eraseConstantIfUnused(oldBias);
 }
 
+namespace {
+// The module scope when the node has one, else the op's short name.
+std::string shortName(const ir::Node* n) {
+  if (!n->scope().empty()) return n->scope();
+  const std::string& t = n->target();
+  const size_t colon = t.rfind("::");
+  return colon == std::string::npos ? t : t.substr(colon + 2);
+}
+}  // namespace
+
+void noteFold(ir::Node* into, const ir::Node* absorbed) {
+  const std::string self = shortName(into);
+  const std::string other = shortName(absorbed);
+  const std::string& p = into->provenance();
+  if (!p.empty() && p.back() == ')') {
+    into->setProvenance(p.substr(0, p.size() - 1) + ", " + other + ")");
+    return;
+  }
+  into->setProvenance(self + " ← fold(" + self + ", " + other + ")");
+}
+
 }  // namespace ptopt::fusion

@@ -31,4 +31,9 @@ std::optional<ConvInfo> asConv(const ir::Node* n);
 void setWeightAndBias(ir::Graph& g, ir::Node* producer, const std::optional<at::Tensor>& weight,
                       const std::optional<at::Tensor>& bias, const std::string& suffix);
 
+// Records on `into` that `absorbed` was folded into it, for drawings
+// (`ptopt dot --diff`): `conv1 ← fold(conv1, bn1)`; a second fold extends the
+// list (`conv1 ← fold(conv1, bn1, mul)`). Call before `absorbed` is erased.
+void noteFold(ir::Node* into, const ir::Node* absorbed);
+
 }  // namespace ptopt::fusion

@@ -150,6 +150,7 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     ir::Value* operand = n->argValue(m->constArg);
     const bool scales = m->op == Op::Mul || m->op == Op::Div;
     setWeightAndBias(graph, conv, scales ? std::optional<at::Tensor>(newWeight) : std::nullopt, newBias, ".affine");
+    noteFold(conv, n);
     n->output()->replaceAllUsesWith(y);
     n->destroy();
     eraseConstantIfUnused(operand);

@@ -58,6 +58,7 @@ PassResult FoldConvBnPass::run(ir::Graph& graph, PassContext& ctx) {
     const at::Tensor newWeight = foldWeight(*weight, scale, info->transposed, info->groups);
     const at::Tensor newBias = foldBias(bias, *params, weight->scalar_type());
     setWeightAndBias(graph, conv, newWeight, newBias, ".bnfold");
+    noteFold(conv, bn);
     replaceBatchNorm(bn, input);
     r.count("folded");
     r.changed = true;

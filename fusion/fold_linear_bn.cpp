@@ -73,6 +73,7 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
     const at::Tensor newWeight = (weight->to(at::kDouble) * params->scale().unsqueeze(1)).to(weight->scalar_type());
     const at::Tensor newBias = foldBias(bias, *params, weight->scalar_type());
     setWeightAndBias(graph, linear, newWeight, newBias, ".bnfold");
+    noteFold(linear, bn);
     replaceBatchNorm(bn, input);
     r.count("folded");
     r.changed = true;

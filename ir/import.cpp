@@ -83,7 +83,7 @@ bool isModuleValue(const c10::IValue& v) {
 }
 
 std::string joinPath(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
+  return prefix.empty() ? name : name.empty() ? prefix : prefix + "." + name;
 }
 
 // `file.py:line` of the original Python source (through the debug info a
@@ -94,6 +94,23 @@ std::string sourceLocationOf(ts::Node* n) {
   auto loc = range.file_line_col();
   if (!loc) return "";
   return std::get<0>(*loc) + ":" + std::to_string(std::get<1>(*loc));
+}
+
+// The module path a node was inlined from (`layer1.0.relu`), read from
+// TorchScript's inlined call stack: a method's optimized graph already has
+// its submodules' calls inlined, so the import never sees those calls.
+std::string scopeFromCallStack(ts::Node* n) {
+  auto callstack = n->callstack();
+  if (!callstack) return "";
+  std::string path;
+  for (const auto& entry : (*callstack)->vec()) {
+    const auto& module = std::get<2>(entry);
+    if (!module) continue;
+    const std::string name = module->instance_name();
+    if (name.empty() || name == "INSTANCE_NAME_UNKNOWN") continue;
+    path = joinPath(path, name);
+  }
+  return path;
 }
 
 // What a TorchScript value maps to during conversion.
@@ -332,7 +349,7 @@ class Converter {
     node->setSchema(schema);
     for (size_t i = 0; i < n->inputs().size(); ++i) node->addArg(argFor(n, i));
     copyAttributes(n, node);
-    node->setScope(scopes_.back());
+    node->setScope(joinPath(scopes_.back(), scopeFromCallStack(n)));
     node->setSourceLocation(sourceLocationOf(n));
     for (ts::Value* out : n->outputs())
       env_[out].value = node->addOutput(normalizeType(out->type()), out->debugName());

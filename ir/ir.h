@@ -187,6 +187,11 @@ class Node {
   // `file.py:line` of the Python source the node came from, when known.
   const std::string& sourceLocation() const { return sourceLocation_; }
   void setSourceLocation(std::string s) { sourceLocation_ = std::move(s); }
+  // How a pass made this node, for drawings and reports (e.g. `conv1 <-
+  // fold(conv1, bn1)`); empty for nodes as imported. Debug only: not part of
+  // the text form, never read by passes.
+  const std::string& provenance() const { return provenance_; }
+  void setProvenance(std::string s) { provenance_ = std::move(s); }
 
   // Position.
   Block* owningBlock() const { return owner_; }
@@ -231,6 +236,7 @@ class Node {
   std::vector<std::pair<std::string, AttrValue>> attrs_;
   std::string scope_;
   std::string sourceLocation_;
+  std::string provenance_;
   Block* owner_ = nullptr;
   Node* prev_ = nullptr;
   Node* next_ = nullptr;

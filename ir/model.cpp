@@ -27,6 +27,7 @@ class GraphCloner {
       copy->setSchema(n->schema());
       copy->setScope(n->scope());
       copy->setSourceLocation(n->sourceLocation());
+      copy->setProvenance(n->provenance());
       for (const auto& [k, v] : n->attrs()) copy->setAttr(k, v);
       for (const Arg& a : n->args()) copy->addArg(mapArg(a));
       for (const auto& out : n->outputs()) {

@@ -14,6 +14,7 @@
 //      unless --force), saved atomically, and summarized.
 #include "tools/api.h"
 #include "tools/commands.h"
+#include "tools/dot_dir.h"
 #include "tools/op_table.h"
 #include "tools/report.h"
 #include "tools/util.h"
@@ -57,6 +58,8 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--bisect-limit", o.bisectLimit, "Run only the first N pass executions");
   app.add_flag("--explain", o.explain, "Print why passes declined rewrites");
   app.add_flag("--progress", o.progress, "Show per-pass progress on stderr (default when stderr is a terminal)");
+  app.add_option("--dot-dir", o.dotDir, "Write drawings of the graph to DIR: before, after each pass that changed it "
+                 "(as a diff), after");
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail (per-output metrics, counters)");
   app.footer(
@@ -322,6 +325,15 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
       if (!o.force) throw PassBlame(blame, std::move(r));
     };
   }
+  std::unique_ptr<DotDirRecorder> drawings;
+  if (!o.dotDir.empty()) {
+    drawings = std::make_unique<DotDirRecorder>(o.dotDir, opt.model().forward(), fs::path(o.input).filename().string());
+    auto verifyAfterPass = inst.onPassEnd;
+    inst.onPassEnd = [&, verifyAfterPass](const rewriters::PassExecution& e, const ir::Graph& g) {
+      drawings->afterPass(e, g);
+      if (verifyAfterPass) verifyAfterPass(e, g);
+    };
+  }
   rewriters::RunReport report;
   sw.reset();
   try {
@@ -335,6 +347,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     return finishReport(3, "failed");
   }
   progress.finish();
+  if (drawings) say(drawings->finish(opt.model().forward()));
   record.stageMs["passes"] = sw.ms();
   record.passes = report;
   say(fmt::format("pipeline: {}\n", canonical.empty() ? "(empty)" : canonical));

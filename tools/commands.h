@@ -50,6 +50,7 @@ struct OptimizeOptions {
   bool verifyEach = false;
   bool explain = false;
   long bisectLimit = -1;
+  std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);
 int runOptimize(const OptimizeOptions& o, int argc, char** argv);

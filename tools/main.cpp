@@ -1,6 +1,7 @@
 // ptopt: the command-line tool. Subcommands live in tools/cmd_*.cpp; this
 // file parses the command line (CLI11) and maps failures to exit codes:
 // 0 success, 2 usage error or bad input, 3 verification failed, 1 otherwise.
+#include "tools/cmd_dot.h"
 #include "tools/commands.h"
 
 #include "ir/model.h"
@@ -15,7 +16,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ptopt: optimize TorchScript models for inference, with proof of numerics.\n"
                "  ptopt IN.pt OUT.pt [-O1 | --passes PIPELINE] [--input-shape 1,3,224,224]\n"
                "  ptopt show IN.pt\n  ptopt verify A.pt B.pt --input-shape 1,3,224,224\n"
-               "  ptopt bench IN.pt [--vs OTHER.pt] --input-shape 1,3,224,224\n  ptopt passes [NAME]",
+               "  ptopt bench IN.pt [--vs OTHER.pt] --input-shape 1,3,224,224\n  ptopt passes [NAME]\n"
+               "  ptopt dot IN.pt -o G.svg [--diff OTHER.pt]",
                "ptopt"};
   app.set_version_flag("--version", "ptopt 0.1.0");
   app.require_subcommand(0, 1);
@@ -39,6 +41,10 @@ int main(int argc, char** argv) {
   auto* passesCmd = app.add_subcommand("passes", "List every pass with its options and contract");
   registerPassesOptions(*passesCmd, passes);
 
+  DotCommandOptions dot;
+  auto* dotCmd = app.add_subcommand("dot", "Draw a model's graph with GraphViz (.dot/.svg/.png), or a diff of two");
+  registerDotOptions(*dotCmd, dot);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -57,6 +63,7 @@ int main(int argc, char** argv) {
     if (*passesCmd) return runPasses(passes);
     if (*verifyCmd) return runVerify(verifyOpts);
     if (*benchCmd) return runBench(bench);
+    if (*dotCmd) return runDot(dot);
     return runOptimize(opt, argc, argv);
   } catch (const UsageError& e) {
     std::cerr << "ptopt: error: " << e.what() << "\n";

@@ -1,0 +1,51 @@
+#include "tools/dot_dir.h"
+
+#include "tools/commands.h"
+#include "tools/render.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace ptopt::tools {
+
+DotDirRecorder::DotDirRecorder(std::string dir, const ir::Graph& initial, std::string title)
+    : dir_(std::move(dir)), extension_(graphvizAvailable() ? ".svg" : ".dot"), title_(std::move(title)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec || !std::filesystem::is_directory(dir_))
+    throw UsageError("--dot-dir: cannot create folder '" + dir_ + "'");
+  initial_ = snapshot(initial);
+  previous_ = snapshot(initial);
+  options_.title = title_ + ": before";
+  write("before", ir::writeDot(*initial_, options_));
+}
+
+std::unique_ptr<ir::Graph> DotDirRecorder::snapshot(const ir::Graph& g) {
+  // Own copy of the constant table: later passes erase constants the
+  // snapshot still reads.
+  return ir::cloneGraph(g, std::make_shared<ir::ConstantTable>(g.constants()));
+}
+
+std::string DotDirRecorder::write(const std::string& stem, const std::string& dot) {
+  const std::string path = (std::filesystem::path(dir_) / fmt::format("{:02d}-{}{}", next_++, stem, extension_)).string();
+  writeDrawing(dot, path);
+  written_.push_back(path);
+  return path;
+}
+
+void DotDirRecorder::afterPass(const rewriters::PassExecution& execution, const ir::Graph& graph) {
+  if (!execution.changed || execution.method != "forward") return;
+  options_.title = fmt::format("{}: after {} (execution {}) {}", title_, execution.pass, execution.index,
+                               execution.result.countersText());
+  write("after-" + execution.pass, ir::writeDotDiff(*previous_, graph, options_));
+  previous_ = snapshot(graph);
+}
+
+std::string DotDirRecorder::finish(const ir::Graph& final) {
+  options_.title = title_ + ": after the whole pipeline";
+  write("after", ir::writeDotDiff(*initial_, final, options_));
+  return fmt::format("drawings: {} files in {}{}\n", written_.size(), dir_,
+                     graphvizAvailable() ? "" : " (.dot: this ptopt was built without GraphViz; render with `dot -Tsvg`)");
+}
+
+}  // namespace ptopt::tools

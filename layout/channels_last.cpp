@@ -24,8 +24,8 @@ std::string ChannelsLastPass::contract() const {
          "and conv_transpose2d/3d with a 4-D/5-D constant weight, of a kind this LibTorch computes in channels-last "
          "(probed; 1.13 on CPU: conv2d only). Preserving ops (pointwise, batch_norm, pooling, upsample, pad, cat, "
          "to(dtype), clone, keepdim spatial reductions) extend a region when their other operands are "
-         "broadcast-safe or same-rank tensors (converted once). Weights are stored channels-last under the same "
-         "name; one contiguous(x, memory_format=channels_last) per value entering a region; one contiguous(x) per "
+         "broadcast-safe or same-rank tensors (converted once). Weights are stored channels-last as new constants "
+         "<name>_nhwc; one contiguous(x, memory_format=channels_last) per value entering a region; one contiguous(x) per "
          "region value that a breaker reads (view, flatten, reshape, permute, transpose, matmul/linear, "
          "reductions over channels, unknown ops, control flow: conversions at the block boundary), and before "
          "outputs when keep-output-layout=true. A permute NCHW->NHWC whose users make fresh contiguous results "
@@ -64,8 +64,8 @@ bool runsChannelsLast(bool transposed, int64_t rank) {
     shape.push_back(6);
     kernel.push_back(3);
   }
-  at::Tensor x = at::randn(shape).contiguous(format);
-  at::Tensor w = at::randn(kernel).contiguous(format);
+  at::Tensor x = at::ones(shape).contiguous(format);  // not randn: the global RNG stays untouched
+  at::Tensor w = at::ones(kernel).contiguous(format);
   at::Tensor y;
   if (rank == 4) y = transposed ? at::conv_transpose2d(x, w) : at::conv2d(x, w);
   else y = transposed ? at::conv_transpose3d(x, w) : at::conv3d(x, w);
@@ -397,19 +397,36 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   if (selected.empty()) return r;
   r.count("regions", static_cast<int64_t>(regions(a, selected).size()));
 
-  // 1. Weights stored channels-last under their own names.
-  std::set<std::string> stored;
-  for (const auto& [node, an] : selected) {
-    const std::string& constName = node->argValue(1)->node()->target();
-    if (!stored.insert(constName).second) continue;
-    const auto format = channelsLastFor(an->rank);
-    at::Tensor t = graph.constants().tensor(constName);
-    if (!t.is_contiguous(format) || t.is_contiguous()) {
-      graph.constants().set(constName, t.contiguous(format));
-      r.count("weights");
+  // 1. Weights stored channels-last, as new constants (`conv1.weight_nhwc`):
+  // the old tensor may still be read by another method sharing the table.
+  // A weight that a conv outside the regions also reads stays as it is
+  // (ATen's conv would return channels-last there too).
+  std::map<ir::Value*, ir::Value*> storedAs;
+  for (const auto& an : anchors) {
+    if (!selected.count(an.node)) continue;
+    ir::Value* w = an.node->argValue(1);
+    if (storedAs.count(w)) {
+      if (storedAs.at(w)) an.node->setArg(1, storedAs.at(w));
+      continue;
     }
-    if (!node->argValue(1)->meta().empty()) node->argValue(1)->meta().memoryFormat = format;
+    const auto format = channelsLastFor(an.rank);
+    bool onlyAnchors = true;
+    for (const ir::Use& u : w->uses()) onlyAnchors = onlyAnchors && u.argIndex == 1 && selected.count(u.user);
+    if (!onlyAnchors || an.weight.is_contiguous(format)) {
+      if (!onlyAnchors) ctx.decline(name(), an.node, "the weight is shared with a conv outside the regions: kept contiguous");
+      storedAs[w] = nullptr;
+      continue;
+    }
+    const std::string constName = w->node()->target();
+    ir::Value* nw = rewriters::addConstant(graph, constName + "_nhwc", an.weight.contiguous(format), w->node());
+    nw->meta() = w->meta();
+    if (!nw->meta().empty()) nw->meta().memoryFormat = format;
+    storedAs[w] = nw;
+    an.node->setArg(1, nw);
+    r.count("weights");
   }
+  for (const auto& [w, nw] : storedAs)
+    if (nw) rewriters::eraseConstantIfUnused(w);
   r.count("convs", static_cast<int64_t>(selected.size()));
 
   // 2. Permutes back to NCHW start a region through a (usually free) conversion.

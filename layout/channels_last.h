@@ -17,9 +17,10 @@
 // a free view; a permute NHWC -> NCHW starts a region through a conversion
 // that costs nothing when its input is NHWC-contiguous (ConvNeXt blocks).
 //
-// Rewrite: each anchor's weight constant is replaced by a channels-last copy
-// under the same name (the saved buffer keeps these strides; torch.jit.save
-// stores strides); one `aten::contiguous(x, memory_format=channels_last)` per
+// Rewrite: each anchor's weight is replaced by a channels-last copy, a new
+// constant `<name>_nhwc` (the old one may be shared with another method;
+// torch.jit.save keeps strides, so the saved buffer is channels-last; a
+// weight also read by a conv outside the regions stays as it is); one `aten::contiguous(x, memory_format=channels_last)` per
 // value entering a region (an anchor whose input rank is unknown converts
 // internally instead, as ATen's conv does for a channels-last weight); one
 // `aten::contiguous(x)` per channels-last value that a breaker reads (view,

@@ -31,7 +31,15 @@ namespace ptopt::rewriters {
 //                       folded away first;
 //      const-fold, cse, dce to a fixpoint, last: each can expose work for the
 //                       others and the folds leave dead constants behind.
-// -O2  -O1 (channels-last joins here).
+// -O2  -O1, then
+//      channels-last{mode=auto}
+//                       after the folds, so conv weights are folded before
+//                       they are stored channels-last (a fold after it would
+//                       build new contiguous weights), and after the cleanup
+//                       fixpoint: it needs none of its own (it erases the
+//                       conversions it collapses and creates no dead code);
+//                       it reads -O1's shape-prop metadata (ranks, spatial
+//                       sizes for mode=auto) and updates the memory formats.
 // -O3  -O2 (precision casting joins here).
 std::string presetPipeline(int level) {
   const std::string cleanup = "fixpoint{max-iter=4}(const-fold,cse,dce)";
@@ -40,7 +48,7 @@ std::string presetPipeline(int level) {
     case 1:
       return "canonicalize,remove-dropout,bn-inference,shape-prop,fold-conv-bn,fold-linear-bn,"
              "fold-conv-affine,bn-to-affine,drop-zero-bias,fuse-add-relu," + cleanup;
-    case 2: return presetPipeline(1);
+    case 2: return presetPipeline(1) + ",channels-last{mode=auto}";
     case 3: return presetPipeline(2);
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");
   }

@@ -4,6 +4,7 @@
 Usage:
     /usr/bin/python3 tests/python/check_reload.py --manifest fixtures.json \
         --original-dir D1 --exported-dir D2 [--suffix .pt] [--only NAME,...] [--seeds 2]
+        [--rtol R --atol A] [--reference NAME=OTHER] [--output-format contiguous|channels_last]
 
 For every fixture in the manifest (restricted by --only) the original
 (D1/<file>) and exported (D2/<name><suffix>) models are loaded with
@@ -159,6 +160,23 @@ def compare(a, b, path, errors):
         errors.append("%s: %r vs %r" % (path, a, b))
 
 
+def check_format(x, path, fmt, errors):
+    """Every 4-D/5-D tensor in `x` must be in memory format `fmt`."""
+    if isinstance(x, torch.Tensor):
+        if x.dim() in (4, 5):
+            want = torch.contiguous_format
+            if fmt == "channels_last":
+                want = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+            if not x.is_contiguous(memory_format=want):
+                errors.append("%s: strides %s are not %s" % (path, list(x.stride()), fmt))
+    elif isinstance(x, (tuple, list)):
+        for i, e in enumerate(x):
+            check_format(e, "%s[%d]" % (path, i), fmt, errors)
+    elif isinstance(x, dict):
+        for k, e in x.items():
+            check_format(e, "%s[%r]" % (path, k), fmt, errors)
+
+
 def check_fixture(fx, args):
     name = fx["name"]
     fname = fx.get("file", name + ".pt")
@@ -203,6 +221,8 @@ def check_fixture(fx, args):
             return "seed %d: running exported failed: %s" % (s, _exc_msg(e))
         errors = []
         compare(out_o, out_e, "out", errors)
+        if args.output_format:
+            check_format(out_e, "out", args.output_format, errors)
         if errors:
             shown = "; ".join(errors[:5])
             if len(errors) > 5:
@@ -235,6 +255,8 @@ def main(argv=None):
     ap.add_argument("--atol", type=float, default=None)
     ap.add_argument("--reference", action="append", default=[],
                     help="NAME=OTHER: compare NAME's exported model with fixture OTHER")
+    ap.add_argument("--output-format", choices=["contiguous", "channels_last"], default=None,
+                    help="also require every 4-D/5-D output tensor of the exported model in this memory format")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="print tracebacks for exceptions")
     args = ap.parse_args(argv)

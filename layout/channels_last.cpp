@@ -1,0 +1,526 @@
+#include "layout/channels_last.h"
+
+#include "ir/interpreter.h"
+#include "layout/op_layout_table.h"
+#include "rewriters/constants.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ptopt::layout {
+
+using rewriters::OptionKind;
+using rewriters::PassContext;
+using rewriters::PassResult;
+
+std::string ChannelsLastPass::contract() const {
+  return "Runs conv regions of the top-level block in channels-last (channels_last_3d for 5-D). Anchors: conv2d/3d "
+         "and conv_transpose2d/3d with a 4-D/5-D constant weight, of a kind this LibTorch computes in channels-last "
+         "(probed; 1.13 on CPU: conv2d only). Preserving ops (pointwise, batch_norm, pooling, upsample, pad, cat, "
+         "to(dtype), clone, keepdim spatial reductions) extend a region when their other operands are "
+         "broadcast-safe or same-rank tensors (converted once). Weights are stored channels-last as new constants "
+         "<name>_nhwc; one contiguous(x, memory_format=channels_last) per value entering a region; one contiguous(x) per "
+         "region value that a breaker reads (view, flatten, reshape, permute, transpose, matmul/linear, "
+         "reductions over channels, unknown ops, control flow: conversions at the block boundary), and before "
+         "outputs when keep-output-layout=true. A permute NCHW->NHWC whose users make fresh contiguous results "
+         "stays a free view; a permute back enters the region through a conversion that is free when its input is "
+         "NHWC-contiguous. Values written in place that a breaker reads are converted right after their "
+         "definition. Adjacent conversions collapse. mode=auto declines regions with < 2 convs, only small convs "
+         "(<= 16 channels), tiny outputs (<= 8x8, with metadata), or mostly grouped convs with several channels "
+         "per group. Counters: convs, weights, entries, exits, pinned, cancelled, regions.";
+}
+
+std::vector<rewriters::OptionSpec> ChannelsLastPass::optionSpecs() const {
+  return {
+      {"mode", OptionKind::Enum, "auto", "auto: per region when it pays; on: every conv region; off: nothing",
+       {"auto", "on", "off"}, {}, {}},
+      {"keep-output-layout", OptionKind::Bool, "true", "convert outputs back to the contiguous format", {}, {}, {}},
+  };
+}
+
+namespace {
+
+c10::MemoryFormat channelsLastFor(int64_t rank) {
+  return rank == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
+}
+
+// Whether this LibTorch computes the conv kind in channels-last when input
+// and weight are channels-last (probed once per kind with a tiny conv).
+bool runsChannelsLast(bool transposed, int64_t rank) {
+  static std::map<std::pair<bool, int64_t>, bool> cache;
+  auto key = std::make_pair(transposed, rank);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  at::NoGradGuard noGrad;
+  const auto format = channelsLastFor(rank);
+  std::vector<int64_t> shape = {1, 4, 6, 6}, kernel = {4, 4, 3, 3};
+  if (rank == 5) {
+    shape.push_back(6);
+    kernel.push_back(3);
+  }
+  at::Tensor x = at::ones(shape).contiguous(format);  // not randn: the global RNG stays untouched
+  at::Tensor w = at::ones(kernel).contiguous(format);
+  at::Tensor y;
+  if (rank == 4) y = transposed ? at::conv_transpose2d(x, w) : at::conv2d(x, w);
+  else y = transposed ? at::conv_transpose3d(x, w) : at::conv3d(x, w);
+  const bool ok = y.is_contiguous(format) && !y.is_contiguous();
+  cache[key] = ok;
+  return ok;
+}
+
+bool intListIs(const ir::Arg& a, const std::vector<int64_t>& want) {
+  return a.isLiteral() && a.literal().is<std::vector<int64_t>>() && a.literal().as<std::vector<int64_t>>() == want;
+}
+
+std::vector<int64_t> toNhwc(int64_t rank) { return rank == 5 ? std::vector<int64_t>{0, 2, 3, 4, 1} : std::vector<int64_t>{0, 2, 3, 1}; }
+std::vector<int64_t> toNchw(int64_t rank) { return rank == 5 ? std::vector<int64_t>{0, 4, 1, 2, 3} : std::vector<int64_t>{0, 3, 1, 2}; }
+
+bool isConversion(const ir::Node* n) { return n->is("aten::contiguous") && n->numArgs() == 2 && n->arg(1).isLiteral() && n->arg(1).literal().is<c10::MemoryFormat>(); }
+
+// An anchor: a conv in the top-level block with a constant 4-D/5-D weight.
+struct Anchor {
+  ir::Node* node;
+  int64_t rank;
+  at::Tensor weight;
+  int64_t groups;
+};
+
+struct Analysis {
+  std::unordered_map<const ir::Value*, int64_t> region;        // channels-last values and their rank
+  std::unordered_set<const ir::Node*> clNodes;                  // nodes computing in channels-last
+  std::set<std::pair<const ir::Node*, size_t>> regionDataUses;  // (user, arg) reading a region value as such
+  std::vector<std::pair<ir::Node*, size_t>> entries;            // (user, arg) converted to channels-last
+  std::unordered_set<const ir::Node*> sources;                  // permutes back to NCHW that start a region
+  std::unordered_set<const ir::Node*> freePermutes;             // NCHW -> NHWC permutes left as views
+};
+
+class Analyzer {
+ public:
+  Analyzer(ir::Block* top, const ir::MutationAnalysis& mutation) : top_(top), mutation_(mutation) {}
+
+  Analysis run(const std::unordered_map<const ir::Node*, const Anchor*>& selected,
+               const std::unordered_set<const ir::Value*>& pinned,
+               const std::unordered_set<const ir::Node*>& excludedSources) {
+    Analysis a;
+    std::unordered_map<const ir::Value*, int64_t> rankHints;
+    auto knownRank = [&](const ir::Value* v) -> std::optional<int64_t> {
+      auto r = a.region.find(v);
+      if (r != a.region.end()) return r->second;
+      if (v->meta().shape) return static_cast<int64_t>(v->meta().shape->size());
+      if (auto c = rewriters::constantTensor(v)) return c->dim();
+      auto h = rankHints.find(v);
+      if (h != rankHints.end()) return h->second;
+      return std::nullopt;
+    };
+    auto markRegion = [&](ir::Node* n, int64_t rank) {
+      a.clNodes.insert(n);
+      for (const auto& out : n->outputs()) {
+        if (!out->isTensor()) continue;
+        if (pinned.count(out.get())) rankHints[out.get()] = rank;
+        else a.region[out.get()] = rank;
+      }
+    };
+
+    for (ir::Node* n : top_->nodes()) {
+      if (!n->isCall() || !n->blocks().empty()) continue;
+      if (n->is("aten::permute") && n->numArgs() == 2 && n->arg(1).isLiteral() &&
+          n->arg(1).literal().is<std::vector<int64_t>>()) {
+        const auto& dims = n->arg(1).literal().as<std::vector<int64_t>>();
+        rankHints[n->output()] = static_cast<int64_t>(dims.size());
+        ir::Value* in = n->argValue(0);
+        auto r = in ? a.region.find(in) : a.region.end();
+        if (r != a.region.end() && dims == toNhwc(r->second) && usersMakeFreshTensors(n->output())) {
+          a.freePermutes.insert(n);
+          a.regionDataUses.insert({n, 0});
+        } else if (r == a.region.end() && in && (dims == toNchw(4) || dims == toNchw(5)) &&
+                   !mutation_.mayBeWritten(n->output()) && !pinned.count(n->output()) &&
+                   !excludedSources.count(n)) {
+          a.sources.insert(n);
+          markRegion(n, static_cast<int64_t>(dims.size()));
+        }
+        continue;
+      }
+      auto sel = selected.find(n);
+      if (sel != selected.end()) {
+        const Anchor& anchor = *sel->second;
+        ir::Value* in = n->argValue(0);
+        if (in && a.region.count(in)) a.regionDataUses.insert({n, 0});
+        else if (in && knownRank(in) == anchor.rank) a.entries.push_back({n, 0});
+        markRegion(n, anchor.rank);
+        continue;
+      }
+      // Preserving ops join when a data operand is channels-last.
+      int64_t rank = 4;
+      for (const auto& arg : n->args())
+        if (arg.isValue() && a.region.count(arg.value())) { rank = a.region.at(arg.value()); break; }
+      OpLayout op = classifyOp(n, rank);
+      if (op.cls != LayoutClass::Preserving) continue;
+      std::vector<std::pair<ir::Node*, size_t>> operands;
+      if (op.tensorList) {
+        ir::Value* list = n->argValue(0);
+        ir::Node* ln = list ? list->node() : nullptr;
+        if (!ln || !ln->is("prim::ListConstruct") || ln->owningBlock() != top_ || list->uses().size() != 1) continue;
+        for (size_t i = 0; i < ln->numArgs(); ++i) operands.push_back({ln, i});
+      } else {
+        for (size_t i : op.dataArgs)
+          if (i < n->numArgs()) operands.push_back({n, i});
+      }
+      bool anyRegion = false, ok = true;
+      std::vector<std::pair<ir::Node*, size_t>> regionUses, converts;
+      for (const auto& [holder, i] : operands) {
+        const ir::Arg& arg = holder->arg(i);
+        ir::Value* v = arg.value();
+        if (!v || !v->isTensor()) continue;  // literals and scalars broadcast
+        auto r = a.region.find(v);
+        if (r != a.region.end()) {
+          if (r->second != rank) { ok = false; break; }
+          anyRegion = true;
+          regionUses.push_back({holder, i});
+          continue;
+        }
+        if (op.inPlace && holder == n && i == 0) { ok = false; break; }  // never convert what is written
+        auto vr = knownRank(v);
+        if (!vr || *vr > rank) { ok = false; break; }
+        if (*vr < rank || spatiallyBroadcast(v)) continue;  // broadcast-safe
+        converts.push_back({holder, i});
+      }
+      if (!ok || !anyRegion) continue;
+      for (const auto& u : regionUses) a.regionDataUses.insert(u);
+      for (const auto& c : converts) a.entries.push_back(c);
+      markRegion(n, rank);
+    }
+    return a;
+  }
+
+ private:
+  // Every user produces a fresh contiguous tensor whatever the input's
+  // strides (or permutes straight back), so nobody can observe that the
+  // permuted view is contiguous here where it was strided before.
+  bool usersMakeFreshTensors(const ir::Value* v) const {
+    if (mutation_.mayBeWritten(v)) return false;
+    for (const ir::Use& u : v->uses()) {
+      const ir::Node* user = u.user;
+      if (user->owningBlock() != top_ || u.argIndex != 0) return false;
+      if (user->is("aten::layer_norm") || user->is("aten::linear") || user->is("aten::matmul")) continue;
+      if (user->is("aten::permute") && user->numArgs() == 2 &&
+          (intListIs(user->arg(1), toNchw(4)) || intListIs(user->arg(1), toNchw(5))))
+        continue;
+      if (classifyOp(user, 4).cls == LayoutClass::Sink) continue;
+      return false;
+    }
+    return true;
+  }
+
+  // A same-rank tensor whose spatial dims are all 1 ([1, C, 1, 1]) never
+  // decides the layout of a broadcasting result: known from a constant's
+  // shape or from metadata.
+  static bool spatiallyBroadcast(const ir::Value* v) {
+    std::vector<int64_t> shape;
+    if (auto c = rewriters::constantTensor(v)) shape = c->sizes().vec();
+    else if (v->meta().shape) shape = *v->meta().shape;
+    else return false;
+    for (size_t d = 2; d < shape.size(); ++d)
+      if (shape[d] != 1) return false;
+    return true;
+  }
+
+  ir::Block* top_;
+  const ir::MutationAnalysis& mutation_;
+};
+
+// Region values that may be written in place and that some non-region user
+// reads: they are converted right after their definition.
+std::unordered_set<const ir::Value*> valuesToPin(const Analysis& a, const ir::MutationAnalysis& mutation,
+                                                 ir::Block* top) {
+  std::unordered_set<const ir::Value*> pins;
+  for (const auto& [v, rank] : a.region) {
+    if (!mutation.mayBeWritten(v)) continue;
+    for (const ir::Use& u : v->uses()) {
+      if (a.regionDataUses.count({u.user, u.argIndex})) continue;
+      const ir::Node* owner = u.user->ancestorIn(top);
+      if (owner && owner->isCall() && owner->blocks().empty() && classifyOp(owner, rank).cls == LayoutClass::Sink) continue;
+      pins.insert(v);
+      break;
+    }
+  }
+  return pins;
+}
+
+struct RegionStats {
+  int64_t convs = 0;
+  int64_t largeConvs = 0;          // more than 16 input or output channels
+  double macs = 0, groupedMacs = 0;
+  std::optional<int64_t> maxOutputArea;
+  std::vector<const Anchor*> anchors;
+  std::vector<const ir::Node*> sources;
+};
+
+// Connected components of the channels-last nodes, keyed by a representative.
+std::map<const ir::Node*, RegionStats> regions(const Analysis& a,
+                                               const std::unordered_map<const ir::Node*, const Anchor*>& selected) {
+  std::unordered_map<const ir::Node*, const ir::Node*> parent;
+  std::function<const ir::Node*(const ir::Node*)> find = [&](const ir::Node* n) {
+    auto it = parent.find(n);
+    if (it == parent.end() || it->second == n) return n;
+    const ir::Node* root = find(it->second);
+    parent[n] = root;
+    return root;
+  };
+  auto unite = [&](const ir::Node* x, const ir::Node* y) { parent[find(x)] = find(y); };
+  for (const ir::Node* n : a.clNodes) parent.emplace(n, n);
+  for (const auto& [user, arg] : a.regionDataUses) {
+    const ir::Value* v = user->arg(arg).value();
+    if (!v || !v->node()) continue;
+    const ir::Node* consumer = user->is("prim::ListConstruct") ? user->output()->uses().front().user : user;
+    if (a.clNodes.count(consumer) && a.clNodes.count(v->node())) unite(consumer, v->node());
+  }
+  std::map<const ir::Node*, RegionStats> out;
+  for (const ir::Node* n : a.clNodes) {
+    RegionStats& s = out[find(n)];
+    if (a.sources.count(n)) s.sources.push_back(n);
+    auto sel = selected.find(n);
+    if (sel == selected.end()) continue;
+    const Anchor& an = *sel->second;
+    s.anchors.push_back(&an);
+    ++s.convs;
+    const bool transposed = isTransposedConv(n);
+    const int64_t cout = transposed ? an.weight.size(1) * an.groups : an.weight.size(0);
+    const int64_t cin = transposed ? an.weight.size(0) : an.weight.size(1) * an.groups;
+    if (cin > 16 || cout > 16) ++s.largeConvs;
+    double area = 1;
+    if (n->output()->meta().shape && static_cast<int64_t>(n->output()->meta().shape->size()) == an.rank) {
+      const auto& shape = *n->output()->meta().shape;
+      int64_t pixels = std::accumulate(shape.begin() + 2, shape.end(), int64_t{1}, std::multiplies<>());
+      area = static_cast<double>(pixels);
+      s.maxOutputArea = std::max(s.maxOutputArea.value_or(0), pixels);
+    }
+    const double macs = static_cast<double>(an.weight.numel()) * area;
+    s.macs += macs;
+    const int64_t perGroupIn = transposed ? an.weight.size(0) / an.groups : an.weight.size(1);
+    if (an.groups > 1 && perGroupIn > 1) s.groupedMacs += macs;
+  }
+  return out;
+}
+
+// Why auto mode declines a region, or "" when channels-last pays.
+std::string autoDecline(const RegionStats& s) {
+  if (s.convs < 2) return "only " + std::to_string(s.convs) + " conv in the region: the conversions cost more than it saves";
+  if (s.largeConvs == 0) return "every conv in the region has <= 16 channels (measured slower in channels-last)";
+  if (s.maxOutputArea && *s.maxOutputArea <= 64)
+    return "tiny spatial sizes (largest conv output " + std::to_string(*s.maxOutputArea) + " pixels)";
+  if (s.groupedMacs > 0.5 * s.macs) return "grouped convs with several channels per group carry most of the work";
+  return "";
+}
+
+ir::Value* convert(ir::Graph& g, ir::Value* v, c10::MemoryFormat format, ir::Node* before, ir::Node* after) {
+  ir::Node* c = g.createCall("aten::contiguous", {v, format}, {c10::TensorType::get()});
+  if (before) c->insertBefore(before);
+  else c->insertAfter(after);
+  ir::Value* out = c->output();
+  out->meta() = v->meta();
+  if (!out->meta().empty()) out->meta().memoryFormat = format;
+  if (!v->name().empty()) out->setName(v->name() + (format == c10::MemoryFormat::Contiguous ? ".nchw" : ".nhwc"));
+  if (before) { c->setScope(before->scope()); c->setSourceLocation(before->sourceLocation()); }
+  else { c->setScope(after->scope()); c->setSourceLocation(after->sourceLocation()); }
+  return out;
+}
+
+}  // namespace
+
+PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
+  const std::string mode = options().getString("mode");
+  const bool keepOutputLayout = options().getBool("keep-output-layout");
+  ir::Block* top = graph.block();
+  if (mode == "off") {
+    ctx.decline(name(), top->outputNode(), "mode=off");
+    return unchanged();
+  }
+
+  // Anchors.
+  std::vector<Anchor> anchors;
+  graph.walk([&](ir::Node* n) {
+    if (!isConvTarget(n)) return;
+    ir::Value* w = n->numArgs() > 1 ? n->argValue(1) : nullptr;
+    auto weight = w ? rewriters::constantTensor(w) : std::nullopt;
+    if (!weight) return ctx.decline(name(), n, "the conv weight is not a constant");
+    const int64_t rank = weight->dim();
+    if (rank != 4 && rank != 5)
+      return ctx.decline(name(), n, "a " + std::to_string(rank - 2) + "-D conv: channels-last needs 4-D or 5-D");
+    if (n->owningBlock() != top) return ctx.decline(name(), n, "inside a control-flow block (left intact)");
+    if (rewriters::isWrittenAnywhere(w)) return ctx.decline(name(), n, "the weight is written in place");
+    if (!runsChannelsLast(isTransposedConv(n), rank))
+      return ctx.decline(name(), n, "this LibTorch computes this conv kind in the contiguous format only (probed)");
+    const size_t groupsArg = (n->is("aten::_convolution") || n->is("aten::convolution")) ? 8 : 6;
+    int64_t groups = 1;
+    if (groupsArg < n->numArgs() && n->arg(groupsArg).isLiteral() && n->arg(groupsArg).literal().is<int64_t>())
+      groups = n->arg(groupsArg).literal().as<int64_t>();
+    anchors.push_back({n, rank, *weight, groups});
+  });
+  if (anchors.empty()) return unchanged();
+
+  const ir::MutationAnalysis mutation(graph);
+  Analyzer analyzer(top, mutation);
+  std::unordered_map<const ir::Node*, const Anchor*> selected;
+  for (const auto& an : anchors) selected[an.node] = &an;
+  std::unordered_set<const ir::Value*> pinned;
+  std::unordered_set<const ir::Node*> excludedSources;
+  Analysis a;
+  PassResult r;
+  for (int round = 0; round < 32; ++round) {
+    a = analyzer.run(selected, pinned, excludedSources);
+    auto more = valuesToPin(a, mutation, top);
+    bool grew = false;
+    for (const ir::Value* v : more) grew |= pinned.insert(v).second;
+    if (grew) continue;
+    bool dropped = false;
+    for (const auto& [rep, stats] : regions(a, selected)) {
+      // A region needs a conv; in auto mode it must also pay.
+      std::string why = stats.anchors.empty() ? "no conv" : mode == "auto" ? autoDecline(stats) : "";
+      if (why.empty()) continue;
+      if (!stats.anchors.empty()) {
+        ctx.decline(name(), stats.anchors.front()->node, "mode=auto: " + why);
+        r.count("declined-regions");
+      }
+      for (const Anchor* an : stats.anchors) selected.erase(an->node);
+      for (const ir::Node* src : stats.sources) excludedSources.insert(src);
+      dropped = true;
+    }
+    if (!dropped) break;
+    pinned.clear();
+  }
+  if (selected.empty()) return r;
+  r.count("regions", static_cast<int64_t>(regions(a, selected).size()));
+
+  // 1. Weights stored channels-last, as new constants (`conv1.weight_nhwc`):
+  // the old tensor may still be read by another method sharing the table.
+  // A weight that a conv outside the regions also reads stays as it is
+  // (ATen's conv would return channels-last there too).
+  std::map<ir::Value*, ir::Value*> storedAs;
+  for (const auto& an : anchors) {
+    if (!selected.count(an.node)) continue;
+    ir::Value* w = an.node->argValue(1);
+    if (storedAs.count(w)) {
+      if (storedAs.at(w)) an.node->setArg(1, storedAs.at(w));
+      continue;
+    }
+    const auto format = channelsLastFor(an.rank);
+    bool onlyAnchors = true;
+    for (const ir::Use& u : w->uses()) onlyAnchors = onlyAnchors && u.argIndex == 1 && selected.count(u.user);
+    if (!onlyAnchors || an.weight.is_contiguous(format)) {
+      if (!onlyAnchors) ctx.decline(name(), an.node, "the weight is shared with a conv outside the regions: kept contiguous");
+      storedAs[w] = nullptr;
+      continue;
+    }
+    const std::string constName = w->node()->target();
+    ir::Value* nw = rewriters::addConstant(graph, constName + "_nhwc", an.weight.contiguous(format), w->node());
+    nw->meta() = w->meta();
+    if (!nw->meta().empty()) nw->meta().memoryFormat = format;
+    storedAs[w] = nw;
+    an.node->setArg(1, nw);
+    r.count("weights");
+  }
+  for (const auto& [w, nw] : storedAs)
+    if (nw) rewriters::eraseConstantIfUnused(w);
+  r.count("convs", static_cast<int64_t>(selected.size()));
+
+  // 2. Permutes back to NCHW start a region through a (usually free) conversion.
+  std::unordered_map<const ir::Value*, int64_t> region = a.region;
+  for (const ir::Node* src : a.sources) {
+    ir::Value* p = src->output();
+    const int64_t rank = region.at(p);
+    ir::Value* q = convert(graph, p, channelsLastFor(rank), nullptr, const_cast<ir::Node*>(src));
+    p->replaceUsesWithIf(q, [&](const ir::Use& u) { return u.user != q->node(); });
+    region.erase(p);
+    region[q] = rank;
+    r.count("entries");
+  }
+
+  // 3. Entry conversions, shared unless the value may be written in between.
+  std::unordered_map<const ir::Value*, ir::Value*> entryOf;
+  for (const auto& [user, arg] : a.entries) {
+    ir::Value* v = user->argValue(arg);
+    const int64_t want = [&] {
+      const ir::Node* consumer = user->is("prim::ListConstruct") ? user->output()->uses().front().user : user;
+      for (const auto& out : consumer->outputs())
+        if (region.count(out.get())) return region.at(out.get());
+      return int64_t{4};
+    }();
+    ir::Value* converted = nullptr;
+    const bool shareable = !mutation.mayBeWritten(v);
+    if (shareable && entryOf.count(v)) converted = entryOf.at(v);
+    else {
+      converted = convert(graph, v, channelsLastFor(want), user, nullptr);
+      if (shareable) entryOf[v] = converted;
+      r.count("entries");
+    }
+    user->setArg(arg, converted);
+  }
+
+  // 4. Pinned values: back to NCHW right after their definition.
+  for (const ir::Value* cv : pinned) {
+    ir::Value* v = const_cast<ir::Value*>(cv);
+    if (!v->node() || !a.clNodes.count(v->node())) continue;
+    ir::Value* n = convert(graph, v, c10::MemoryFormat::Contiguous, nullptr, v->node());
+    v->replaceUsesWithIf(n, [&](const ir::Use& u) { return u.user != n->node(); });
+    if (v->meta().shape) v->meta().memoryFormat = channelsLastFor(static_cast<int64_t>(v->meta().shape->size()));
+    r.count("pinned");
+  }
+
+  // 5. Exit conversions before breakers (and outputs), one per value.
+  std::unordered_map<const ir::Node*, size_t> position;
+  {
+    size_t i = 0;
+    for (ir::Node* n : top->nodes()) position[n] = i++;
+  }
+  std::vector<ir::Value*> regionValues;
+  for (const auto& [v, rank] : region) regionValues.push_back(const_cast<ir::Value*>(v));
+  std::sort(regionValues.begin(), regionValues.end(),
+            [&](ir::Value* x, ir::Value* y) { return position[x->node()] < position[y->node()]; });
+  for (ir::Value* v : regionValues) {
+    const int64_t rank = region.at(v);
+    if (!v->meta().empty()) v->meta().memoryFormat = channelsLastFor(rank);
+    std::vector<ir::Use> exits;
+    ir::Node* first = nullptr;
+    for (const ir::Use& u : v->uses()) {
+      if (a.regionDataUses.count({u.user, u.argIndex})) continue;
+      ir::Node* owner = u.user->ancestorIn(top);
+      if (!owner) continue;
+      if (owner->opcode() == ir::Opcode::Output && u.user == owner && !keepOutputLayout) continue;
+      if (owner->isCall() && owner->blocks().empty() && classifyOp(owner, rank).cls == LayoutClass::Sink) continue;
+      exits.push_back(u);
+      if (!first || position[owner] < position[first]) first = owner;
+    }
+    if (exits.empty()) continue;
+    ir::Value* n = convert(graph, v, c10::MemoryFormat::Contiguous, first, nullptr);
+    for (const ir::Use& u : exits) u.user->setArg(u.argIndex, n);
+    r.count("exits");
+  }
+
+  // 6. Adjacent conversions collapse.
+  for (ir::Node* n : top->nodes()) {
+    if (!n->isAttached() || !isConversion(n)) continue;
+    ir::Value* in = n->argValue(0);
+    ir::Node* inner = in ? in->node() : nullptr;
+    if (!inner || !isConversion(inner) || mutation.mayBeWritten(in)) continue;
+    ir::Value* source = inner->argValue(0);
+    if (!source || mutation.mayBeWritten(source)) continue;
+    if (inner->arg(1).literal() == n->arg(1).literal()) {
+      n->output()->replaceAllUsesWith(in);  // the same format twice
+      n->destroy();
+    } else {
+      n->setArg(0, source);
+      if (!in->hasUses()) inner->destroy();
+    }
+    r.count("cancelled");
+  }
+  r.changed = true;
+  return r;
+}
+
+}  // namespace ptopt::layout

@@ -1,0 +1,307 @@
+// channels-last: structure on real models (resnet18: one entry conversion,
+// none inside residual blocks), the view/flatten/permute-after-conv
+// fixtures, conv1d left alone, mode=auto/on/off, and -O2 on every fixture:
+// numerics within (1e-4, 1e-5), tensor outputs in the contiguous format
+// (keep-output-layout=true), files saved for the Python reload check
+// (python.reload_o2).
+#include "rewriters/constants.h"
+#include "tests/support/pass_test.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+using namespace ptopt;
+
+namespace {
+
+std::string o2Dir() { return test::exportedDir() + "_o2"; }
+
+struct Optimized {
+  Optimizer opt;
+  rewriters::RunReport report;
+  rewriters::PassContext ctx;
+  bool declined(const std::string& text) const {
+    for (const auto& d : ctx.declines())
+      if (d.find("channels-last") != std::string::npos && d.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+std::unique_ptr<Optimized> optimize(const std::string& fixture, const std::string& pipeline) {
+  const auto& f = test::fixture(fixture);
+  auto o = std::make_unique<Optimized>(Optimized{Optimizer::load(f.path), {}, {}});
+  o->ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  o->report = o->opt.run(pipeline, &o->ctx);
+  return o;
+}
+
+bool isConversionTo(const ir::Node* n, c10::MemoryFormat f) {
+  return n->is("aten::contiguous") && n->numArgs() == 2 && n->arg(1).isLiteral() &&
+         n->arg(1).literal().is<c10::MemoryFormat>() && n->arg(1).literal().as<c10::MemoryFormat>() == f;
+}
+
+std::vector<ir::Node*> conversions(const ir::Graph& g, c10::MemoryFormat f) {
+  std::vector<ir::Node*> out;
+  g.walk([&](ir::Node* n) {
+    if (isConversionTo(n, f)) out.push_back(n);
+  });
+  return out;
+}
+
+int64_t counter(const Optimized& o, const std::string& name) { return test::counter(o.report, "channels-last", name); }
+
+// Every 4-D/5-D tensor among the outputs has `format`.
+void checkOutputFormat(const c10::IValue& out, c10::MemoryFormat format) {
+  if (out.isTensor()) {
+    const at::Tensor& t = out.toTensor();
+    if (t.dim() == 4 || t.dim() == 5) {
+      INFO("output shape " << t.sizes() << " strides " << t.strides());
+      CHECK(t.is_contiguous(format));
+    }
+  } else if (out.isTuple()) {
+    for (const auto& e : out.toTupleRef().elements()) checkOutputFormat(e, format);
+  } else if (out.isList()) {
+    for (const auto& e : out.toListRef()) checkOutputFormat(e, format);
+  }
+}
+
+c10::IValue runOptimized(const Optimized& o, const std::string& fixture, uint64_t seed = 3) {
+  torch::jit::Module m = o.opt.exportModule();
+  return test::runForward(m, verify::makeInputs(test::fixture(fixture).inputs, seed));
+}
+
+}  // namespace
+
+TEST_CASE("channels-last gives resnet18 one entry conversion and none inside residual blocks") {
+  for (const char* name : {"resnet18_script", "resnet18_trace"}) {
+    DYNAMIC_SECTION(name) {
+      auto o = optimize(name, "-O2");
+      const ir::Graph& g = o->opt.model().forward();
+      CHECK(counter(*o, "convs") == 20);
+      CHECK(counter(*o, "weights") == 17);  // the three 1x1 downsample weights are channels-last already
+      auto entries = conversions(g, c10::MemoryFormat::ChannelsLast);
+      REQUIRE(entries.size() == 1);
+      CHECK(entries[0]->argValue(0)->node()->opcode() == ir::Opcode::Placeholder);
+      for (const ir::Node* n : conversions(g, c10::MemoryFormat::Contiguous)) {
+        INFO(n->scope());
+        CHECK(n->scope().rfind("layer", 0) == std::string::npos);
+      }
+      CHECK(conversions(g, c10::MemoryFormat::Contiguous).size() == 1);  // before the flatten
+      // Weights are stored channels-last.
+      g.walk([&](ir::Node* n) {
+        if (n->is("aten::conv2d")) CHECK(rewriters::constantTensor(n->argValue(1))->is_contiguous(at::MemoryFormat::ChannelsLast));
+      });
+      auto v = o->opt.verify(test::fixture(name).inputs, {1e-4, 1e-5}, 2);
+      INFO(v.summary);
+      CHECK(v.passed);
+    }
+  }
+}
+
+TEST_CASE("channels-last keeps a view, a flatten and a permute after a conv correct") {
+  for (const char* name : {"view_after_conv", "flatten_after_conv", "permute_after_conv"}) {
+    DYNAMIC_SECTION(name) {
+      auto o = optimize(name, "-O2");
+      const ir::Graph& g = o->opt.model().forward();
+      CHECK(counter(*o, "convs") >= 2);
+      // Breakers read contiguous values.
+      g.walk([&](ir::Node* n) {
+        if (n->is("aten::view") || n->is("aten::flatten") || n->is("aten::reshape")) {
+          const ir::Node* producer = n->argValue(0)->node();
+          INFO(n->qualifiedTarget());
+          CHECK((producer && isConversionTo(producer, c10::MemoryFormat::Contiguous)));
+        }
+      });
+      auto v = o->opt.verify(test::fixture(name).inputs, {1e-4, 1e-5}, 2);
+      INFO(v.summary);
+      CHECK(v.passed);
+      checkOutputFormat(runOptimized(*o, name), at::MemoryFormat::Contiguous);
+    }
+  }
+}
+
+TEST_CASE("channels-last leaves the NHWC detour of a ConvNeXt-style block as free views") {
+  auto o = optimize("permute_after_conv", "-O1,channels-last{mode=on}");
+  const ir::Graph& g = o->opt.model().forward();
+  // permute(0,2,3,1) feeding layer_norm reads the channels-last value
+  // directly; the one feeding reshape gets contiguous() first.
+  size_t direct = 0, converted = 0;
+  g.walk([&](ir::Node* n) {
+    if (!n->is("aten::permute")) return;
+    const ir::Node* producer = n->argValue(0)->node();
+    if (producer && isConversionTo(producer, c10::MemoryFormat::Contiguous)) ++converted;
+    else if (producer && producer->is("aten::conv2d")) ++direct;
+  });
+  CHECK(direct == 1);
+  CHECK(converted == 1);
+  auto v = o->opt.verify(test::fixture("permute_after_conv").inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("channels-last with keep-output-layout=false returns channels-last outputs") {
+  auto o = optimize("view_after_conv", "-O1,channels-last{mode=on,keep-output-layout=false}");
+  auto out = runOptimized(*o, "view_after_conv");
+  REQUIRE(out.isTuple());
+  const at::Tensor y = out.toTupleRef().elements()[1].toTensor();
+  CHECK(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK_FALSE(y.is_contiguous());
+  auto v = o->opt.verify(test::fixture("view_after_conv").inputs, {1e-4, 1e-5}, 1);
+  CHECK(v.passed);
+}
+
+TEST_CASE("ChannelsLastDoesNotFireOnConv1d") {
+  auto o = optimize("conv1d_bn", "-O1,channels-last{mode=on}");
+  const ir::Graph& g = o->opt.model().forward();
+  CHECK(counter(*o, "convs") == 0);
+  for (const auto& e : o->report.executions)
+    if (e.pass == "channels-last") CHECK_FALSE(e.result.changed);
+  CHECK(test::countOps(g, "aten::contiguous") == 0);
+  CHECK(o->declined("1-D conv"));
+}
+
+TEST_CASE("channels-last mode=auto declines small models that mode=on converts") {
+  for (const char* name : {"deep_stack_500", "grouped_convs", "inplace_ops"}) {
+    DYNAMIC_SECTION(name) {
+      auto autoRun = optimize(name, "-O2");
+      CHECK(counter(*autoRun, "convs") == 0);
+      CHECK(autoRun->declined("mode=auto"));
+      auto on = optimize(name, "-O1,channels-last{mode=on}");
+      CHECK(counter(*on, "convs") > 0);
+      auto v = on->opt.verify(test::fixture(name).inputs, {1e-4, 1e-5}, 2);
+      INFO(v.summary);
+      CHECK(v.passed);
+      checkOutputFormat(runOptimized(*on, name), at::MemoryFormat::Contiguous);
+    }
+  }
+}
+
+TEST_CASE("channels-last mode=off changes nothing") {
+  auto o = optimize("resnet18_script", "-O1,channels-last{mode=off}");
+  CHECK(test::countOps(o->opt.model().forward(), "aten::contiguous") == 0);
+  CHECK(o->declined("mode=off"));
+}
+
+TEST_CASE("O2 keeps every fixture's numerics and output format, and mode=on does too") {
+  std::filesystem::create_directories(o2Dir());
+  for (const auto& f : test::allFixtures()) {
+    DYNAMIC_SECTION(f.name) {
+      for (const char* pipeline : {"-O2", "-O1,channels-last{mode=on}"}) {
+        INFO(pipeline);
+        auto o = optimize(f.name, pipeline);
+        if (f.name == "train_mode_trace") {
+          // Traced in training mode: compare with the same weights in eval semantics (as o1_test does).
+          torch::jit::Module reference = torch::jit::load(test::fixture("train_mode_eval_reference").path);
+          reference.eval();
+          auto inputs = verify::makeInputs(f.inputs, 3);
+          torch::jit::Module optimized = o->opt.exportModule();
+          auto cmp = verify::compareOutputs(test::runForward(optimized, inputs), test::runForward(reference, inputs),
+                                            {1e-4, 1e-5});
+          INFO(cmp.summary());
+          CHECK(cmp.withinTolerance());
+        } else {
+          auto v = o->opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+          INFO(v.summary);
+          CHECK(v.passed);
+        }
+        checkOutputFormat(runOptimized(*o, f.name), at::MemoryFormat::Contiguous);
+        if (std::string(pipeline) == "-O2") o->opt.save(o2Dir() + "/" + f.name + ".pt");
+      }
+    }
+  }
+}
+
+namespace {
+
+struct Built {
+  std::unique_ptr<ir::Graph> graph;
+  std::shared_ptr<ir::ConstantTable> constants;
+};
+
+Built buildGraph(const std::string& text) {
+  Built b;
+  b.constants = std::make_shared<ir::ConstantTable>();
+  b.constants->set("c1.weight", torch::randn({32, 3, 3, 3}));
+  b.constants->set("c2.weight", torch::randn({32, 32, 3, 3}));
+  ir::ParseOptions opts;
+  opts.constants = b.constants;
+  b.graph = ir::parseGraph(text, opts);
+  return b;
+}
+
+void checkSameOutputs(const c10::IValue& a, const c10::IValue& b) {
+  auto cmp = verify::compareOutputs(a, b, {1e-4, 1e-5});
+  INFO(cmp.summary());
+  CHECK(cmp.withinTolerance());
+}
+
+}  // namespace
+
+TEST_CASE("channels-last converts a value written in place right after its definition") {
+  // %v views %y, then relu_ writes %y: %v must see the write. A contiguous()
+  // copy taken just before the view would not, so %y leaves the region at
+  // its definition instead (pinned).
+  auto b = buildGraph(
+      "graph(%x : Tensor):\n"
+      "  %w1 : Tensor = get_attr[\"c1.weight\"]\n"
+      "  %w2 : Tensor = get_attr[\"c2.weight\"]\n"
+      "  %y : Tensor = aten::conv2d(%x, %w1, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %v : Tensor = aten::view(%y, [2, -1])\n"
+      "  %r : Tensor = aten::relu_(%y)\n"
+      "  %z : Tensor = aten::conv2d(%r, %w2, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %t : (Tensor, Tensor) = prim::TupleConstruct(%v, %z)\n"
+      "  output(%t)\n");
+  auto x = torch::randn({2, 3, 8, 8});
+  auto expected = test::runGraph(*b.graph, {x});
+  rewriters::PassContext ctx;
+  auto report = test::runPipeline(*b.graph, "channels-last{mode=on}", &ctx);
+  CHECK(test::counter(report, "channels-last", "pinned") == 1);
+  const ir::Node* view = nullptr;
+  b.graph->walk([&](ir::Node* n) {
+    if (n->is("aten::view")) view = n;
+  });
+  REQUIRE(view);
+  const ir::Node* producer = view->argValue(0)->node();
+  CHECK(isConversionTo(producer, c10::MemoryFormat::Contiguous));
+  CHECK(producer->argValue(0)->node()->is("aten::conv2d"));  // right after the conv
+  checkSameOutputs(test::runGraph(*b.graph, {x}), expected);
+}
+
+TEST_CASE("channels-last keeps control-flow blocks intact with conversions at their boundary") {
+  auto b = buildGraph(
+      "graph(%x : Tensor, %c : bool):\n"
+      "  %w1 : Tensor = get_attr[\"c1.weight\"]\n"
+      "  %w2 : Tensor = get_attr[\"c2.weight\"]\n"
+      "  %y : Tensor = aten::conv2d(%x, %w1, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %r : Tensor = aten::relu(%y)\n"
+      "  %z : Tensor = aten::conv2d(%r, %w2, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %o : Tensor = prim::If(%c)\n"
+      "    block0():\n"
+      "      %a : Tensor = aten::view(%z, [2, -1])\n"
+      "      output(%a)\n"
+      "    block1():\n"
+      "      %f : Tensor = aten::flatten(%r, 1, -1)\n"
+      "      output(%f)\n"
+      "  output(%o)\n");
+  auto x = torch::randn({2, 3, 8, 8});
+  auto expectedTrue = test::runGraph(*b.graph, {x, true});
+  auto expectedFalse = test::runGraph(*b.graph, {x, false});
+  const std::string blocksBefore = [&] {
+    std::string s;
+    b.graph->walk([&](ir::Node* n) {
+      if (n->owningBlock() != b.graph->block()) s += n->qualifiedTarget() + ";";
+    });
+    return s;
+  }();
+  auto report = test::runPipeline(*b.graph, "channels-last{mode=on}");
+  CHECK(test::counter(report, "channels-last", "convs") == 2);
+  CHECK(test::counter(report, "channels-last", "exits") == 2);  // %z and %r, before the prim::If
+  std::string blocksAfter;
+  b.graph->walk([&](ir::Node* n) {
+    if (n->owningBlock() != b.graph->block()) blocksAfter += n->qualifiedTarget() + ";";
+  });
+  CHECK(blocksAfter == blocksBefore);
+  checkSameOutputs(test::runGraph(*b.graph, {x, true}), expectedTrue);
+  checkSameOutputs(test::runGraph(*b.graph, {x, false}), expectedFalse);
+}

@@ -1,12 +1,14 @@
 #include "tools/api.h"
 
 #include "fusion/register.h"
+#include "quant/register.h"
 
 namespace ptopt {
 
 void registerAllPasses(rewriters::PassRegistry& registry) {
   rewriters::registerGenericPasses(registry);
   fusion::registerFusionPasses(registry);
+  quant::registerQuantPasses(registry);
 }
 
 const rewriters::PassRegistry& defaultRegistry() {

@@ -6,6 +6,7 @@
 
 #include "ir/model.h"
 #include "ir/text.h"
+#include "quant/precision_check.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -39,6 +40,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--bisect-limit", o.bisectLimit, "Run only the first N pass executions");
   app.add_flag("--verify-each", o.verifyEach, "Lint the IR before and after every pass");
   app.add_flag("--explain", o.explain, "Print why passes declined rewrites");
+  app.add_flag("--prefer-bf16", o.preferBf16, "-O3 / cast{dtype=auto}: bf16 on CUDA targets too");
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail");
 }
@@ -154,6 +156,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
 
   rewriters::PassContext ctx;
   if (o.explain) ctx.explain = &std::cout;
+  ctx.preferBf16 = o.preferBf16;
   if (!specs.empty()) {
     try {
       ctx.exampleInputs = verify::makeInputs(specs, o.seed);
@@ -184,6 +187,9 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   say(fmt::format("pipeline: {}\n", canonical.empty() ? "(empty)" : canonical));
   if (!report.countersSummary().empty()) say(report.countersSummary());
   if (o.timePasses) std::cout << report.timingTable();
+  // Lower precision is verified with its dtype's criterion (quant/precision_check.h).
+  const auto lowp = quant::lowPrecisionRun(pipeline, ctx, report);
+  if (lowp && lowp->signatureChanged) say("note: " + lowp->signatureNote() + "\n");
 
   sw.reset();
   torch::jit::Module exported = opt.exportModule();
@@ -209,7 +215,15 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
         throw ir::InputError("the original model fails on the given --input-shape: " + ir::torchErrorMessage(e));
       }
       torch::manual_seed(seed);
-      c10::IValue actual = exported.forward(verify::cloneInputs(inputs));
+      c10::IValue actual = exported.forward(lowp ? lowp->adaptInputs(verify::cloneInputs(inputs)) : verify::cloneInputs(inputs));
+      if (lowp && !o.rtol && !o.atol) {
+        auto check = quant::checkLowPrecision(actual, expected, lowp->tolerance);
+        bitwise = false;
+        if (!check.passed) verdict = fmt::format("FAILED (seed {}, {}):\n{}", seed, lowp->criterion(), check.summary);
+        else if (o.verbose) say(check.summary);
+        ok = check.passed;
+        continue;
+      }
       auto cmp = verify::compareOutputs(actual, expected, tol);
       bitwise = bitwise && cmp.bitwiseEqual();
       if (!cmp.withinTolerance()) {
@@ -219,7 +233,9 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
         say(cmp.summary());
       }
     }
-    if (ok)
+    if (ok && lowp && !o.rtol && !o.atol)
+      verdict = fmt::format("passed the {} ({} seeded runs)", lowp->criterion(), o.verifyIters);
+    else if (ok)
       verdict = fmt::format("{} ({} seeded runs, rtol {:g}, atol {:g})",
                             bitwise ? "passed, bitwise equal" : "passed within tolerance", o.verifyIters, tol.rtol, tol.atol);
   }

@@ -38,6 +38,7 @@ struct OptimizeOptions {
   bool timePasses = false;
   bool verifyEach = false;
   bool explain = false;
+  bool preferBf16 = false;
   long bisectLimit = -1;
   std::optional<double> rtol, atol;
 };

@@ -52,6 +52,24 @@ std::optional<c10::ScalarType> lowestPrecisionIntroduced(const rewriters::Pipeli
   return lowest;
 }
 
+namespace {
+void emulate(std::vector<rewriters::PipelineElement>& elements) {
+  for (auto& e : elements) {
+    emulate(e.children);
+    if (e.name != "cast") continue;
+    bool set = false;
+    for (auto& [k, v] : e.options)
+      if (k == "emulate") v = "true", set = true;
+    if (!set) e.options.emplace_back("emulate", "true");
+  }
+}
+}  // namespace
+
+rewriters::Pipeline withEmulatedCasts(rewriters::Pipeline pipeline) {
+  emulate(pipeline.elements);
+  return pipeline;
+}
+
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model) {
   std::optional<c10::ScalarType> lowest;
   for (const auto& [name, value] : model.constants->entries())

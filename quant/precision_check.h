@@ -32,6 +32,12 @@ std::optional<c10::ScalarType> lowestPrecisionIntroduced(const rewriters::Pipeli
 // below fp32); nullopt when everything is float32 or wider.
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model);
 
+// The same pipeline with emulate=true on every cast pass: fp16 cannot run
+// on a CPU with LibTorch 1.13, so fp16 results are verified on CPU by
+// running this pipeline on a copy of the model (fp16 rounding, fp32 compute)
+// and saying so.
+rewriters::Pipeline withEmulatedCasts(rewriters::Pipeline pipeline);
+
 struct PrecisionTolerance {
   double rtol = 1e-4, atol = 1e-5;
   double minCosine = 0.0;  // 0: elementwise criterion (fp32)

@@ -164,6 +164,8 @@ TEST_CASE("-O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16 is pre
   CHECK_FALSE(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("-O1"), cpu).has_value());
   CHECK(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=fp16,emulate=true}"), cpu) ==
         c10::ScalarType::Half);
+  const std::string emulated = rewriters::printPipeline(quant::withEmulatedCasts(pipeline));
+  CHECK(emulated == rewriters::presetPipeline(2) + ",cast{dtype=auto,emulate=true}");
 }
 
 TEST_CASE("cast runs resnet18's folded convs and its linear in bf16 with one cast in and one out") {

@@ -71,6 +71,8 @@ class PassContext {
   std::optional<std::vector<c10::IValue>> exampleInputs;
   // "cpu" or "cuda": passes that emit device-specific ops check it.
   std::string targetDevice = "cpu";
+  // cast{dtype=auto} picks bf16 on CUDA targets too (--prefer-bf16).
+  bool preferBf16 = false;
   // When set, every decline is also printed here as it happens.
   std::ostream* explain = nullptr;
 

@@ -40,7 +40,15 @@ namespace ptopt::rewriters {
 //                       conversions it collapses and creates no dead code);
 //                       it reads -O1's shape-prop metadata (ranks, spatial
 //                       sizes for mode=auto) and updates the memory formats.
-// -O3  -O2 (precision casting joins here).
+// -O3  -O2 + cast{dtype=auto}: bf16 on CPU targets, fp16 on CUDA targets
+//      (--prefer-bf16 picks bf16 there too);
+//      cast             after every fold and the cleanup: it converts the
+//                       folded weights offline (converting before folding
+//                       would fold in low precision, and a cast between a
+//                       conv and its BatchNorm would hide the pair); after
+//                       channels-last, so the weights it converts already
+//                       have their final layout. It removes the constants
+//                       it replaces itself, so no cleanup follows.
 std::string presetPipeline(int level) {
   const std::string cleanup = "fixpoint{max-iter=4}(const-fold,cse,dce)";
   switch (level) {
@@ -49,7 +57,7 @@ std::string presetPipeline(int level) {
       return "canonicalize,remove-dropout,bn-inference,shape-prop,fold-conv-bn,fold-linear-bn,"
              "fold-conv-affine,bn-to-affine,drop-zero-bias,fuse-add-relu," + cleanup;
     case 2: return presetPipeline(1) + ",channels-last{mode=auto}";
-    case 3: return presetPipeline(2);
+    case 3: return presetPipeline(2) + ",cast{dtype=auto}";
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");
   }
 }

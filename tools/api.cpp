@@ -2,6 +2,7 @@
 
 #include "fusion/register.h"
 #include "layout/register.h"
+#include "quant/register.h"
 
 namespace ptopt {
 
@@ -9,6 +10,7 @@ void registerAllPasses(rewriters::PassRegistry& registry) {
   rewriters::registerGenericPasses(registry);
   fusion::registerFusionPasses(registry);
   layout::registerLayoutPasses(registry);
+  quant::registerQuantPasses(registry);
 }
 
 const rewriters::PassRegistry& defaultRegistry() {

@@ -22,6 +22,7 @@
 
 #include "ir/model.h"
 #include "ir/text.h"
+#include "quant/precision_check.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -60,6 +61,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_flag("--progress", o.progress, "Show per-pass progress on stderr (default when stderr is a terminal)");
   app.add_option("--dot-dir", o.dotDir, "Write drawings of the graph to DIR: before, after each pass that changed it "
                  "(as a diff), after");
+  app.add_flag("--prefer-bf16", o.preferBf16, "-O3 / cast{dtype=auto}: bf16 on CUDA targets too");
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail (per-output metrics, counters)");
   app.footer(
@@ -142,27 +144,6 @@ void checkOutputPath(const OptimizeOptions& o) {
     throw UsageError("the folder of OUT, '" + dir.string() + "', does not exist; create it first");
   if (::access(dir.c_str(), W_OK) != 0)
     throw UsageError("cannot write into '" + dir.string() + "' (permission denied); choose another output folder");
-}
-
-// The lowest precision the pipeline introduces (for default tolerances).
-c10::ScalarType pipelinePrecision(const std::vector<rewriters::PipelineElement>& elements, const std::string& device) {
-  c10::ScalarType lowest = c10::ScalarType::Float;
-  for (const auto& e : elements) {
-    if (e.isFixpoint()) {
-      const auto inner = pipelinePrecision(e.children, device);
-      if (inner != c10::ScalarType::Float) lowest = inner;
-      continue;
-    }
-    if (e.name != "cast") continue;
-    std::string dtype = "auto";
-    for (const auto& [k, v] : e.options)
-      if (k == "dtype") dtype = v;
-    if (dtype == "auto") dtype = device.rfind("cuda", 0) == 0 ? "fp16" : "bf16";
-    // fp16 has the tighter defaults; keep the looser bf16 when both appear.
-    if (dtype == "bf16" || dtype == "bfloat16") lowest = c10::ScalarType::BFloat16;
-    else if ((dtype == "fp16" || dtype == "float16") && lowest != c10::ScalarType::BFloat16) lowest = c10::ScalarType::Half;
-  }
-  return lowest;
 }
 
 // Per-pass progress on stderr: one rewritten line on a terminal, one line per
@@ -267,7 +248,9 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   rewriters::PassContext ctx;
   ctx.targetDevice = device.is_cuda() ? "cuda" : "cpu";
   if (o.explain) ctx.explain = &std::cout;
-  const c10::ScalarType precision = pipelinePrecision(pipeline.elements, ctx.targetDevice);
+  ctx.preferBf16 = o.preferBf16;
+  const c10::ScalarType precision =
+      quant::lowestPrecisionIntroduced(pipeline, ctx).value_or(c10::ScalarType::Float);
   const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
   InputPlan plan = planInputs(o.verify, opt.model().forward());
   if (!plan.source) {
@@ -352,6 +335,12 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   record.passes = report;
   say(fmt::format("pipeline: {}\n", canonical.empty() ? "(empty)" : canonical));
   if (!report.countersSummary().empty()) say(report.countersSummary());
+  // Lower precision: a changed signature takes converted inputs; fp16 cannot
+  // run on a CPU with LibTorch 1.13, so there it is checked by emulation.
+  const auto lowp = quant::lowPrecisionRun(pipeline, ctx, report);
+  if (lowp && lowp->signatureChanged) say("note: " + lowp->signatureNote() + "\n");
+  if (runner && lowp && lowp->signatureChanged)
+    runner->inputAdapter = [lowp](std::vector<c10::IValue> in) { return lowp->adaptInputs(std::move(in)); };
 
   sw.reset();
   torch::jit::Module exported = opt.exportModule();
@@ -363,7 +352,23 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   std::string verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + record.verificationSkipped + ")";
   if (verifying) {
     sw.reset();
-    verify::VerifyReport v = runner->check(exported);
+    const bool emulate = lowp && lowp->dtype == c10::ScalarType::Half && !device.is_cuda();
+    verify::VerifyReport v;
+    if (emulate) {
+      // The same pipeline with emulated casts (fp16 rounding, fp32 compute)
+      // on a fresh import of the original.
+      Optimizer emulated = Optimizer::fromModule(opt.original(), ir::ImportOptions{o.preserveMethods});
+      rewriters::PassContext emuCtx;
+      emuCtx.targetDevice = ctx.targetDevice;
+      emuCtx.exampleInputs = ctx.exampleInputs;
+      emulated.run(quant::withEmulatedCasts(pipeline), &emuCtx);
+      runner->notes.push_back("fp16 checked by emulation on the CPU (fp16 rounding at every cast, fp32 compute): "
+                              "LibTorch cannot run fp16 convolutions on a CPU");
+      v = runner->check(emulated.exportModule());
+    } else {
+      v = runner->check(exported);
+    }
+    for (const auto& note : v.notes) say("note: " + note + "\n");
     record.stageMs["verify"] = sw.ms();
     ok = v.passed && !record.blamedPass;
     verdict = v.verdict();

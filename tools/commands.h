@@ -49,6 +49,7 @@ struct OptimizeOptions {
   bool timePasses = false;
   bool verifyEach = false;
   bool explain = false;
+  bool preferBf16 = false;
   long bisectLimit = -1;
   std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)
 };

@@ -116,7 +116,9 @@ VerifyReport ReferenceRunner::check(torch::jit::Module candidate) const {
     IterationResult r;
     r.seed = inputs_.seedFor(i);
     try {
-      c10::IValue actual = runSeeded(candidate, onDevice(inputs_.inputsFor(i), device_), r.seed);
+      std::vector<c10::IValue> in = inputs_.inputsFor(i);
+      if (inputAdapter) in = inputAdapter(std::move(in));
+      c10::IValue actual = runSeeded(candidate, onDevice(in, device_), r.seed);
       r.comparison = compareOutputs(actual, referenceOutputs_[static_cast<size_t>(i)], tolerances_);
     } catch (const std::exception& e) {
       r.runError = ir::torchErrorMessage(e);

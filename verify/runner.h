@@ -17,6 +17,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/script.h>
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -86,6 +87,9 @@ class ReferenceRunner {
   void setTolerances(ToleranceSet t) { tolerances_ = std::move(t); }
   c10::Device device() const { return device_; }
   std::vector<std::string> notes;  // copied into every report
+  // Converts the inputs for the candidate (a model whose signature changed,
+  // e.g. cast{keep-io=false}); identity when empty.
+  std::function<std::vector<c10::IValue>(std::vector<c10::IValue>)> inputAdapter;
 
  private:
   InputSource inputs_;

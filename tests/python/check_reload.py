@@ -14,6 +14,12 @@ right before each model call).  Outputs are compared recursively; tensors must
 be equal bitwise (same dtype, shape and values; NaNs are accepted only where
 both sides have NaN).  One line per fixture: `OK name` / `FAIL name: reason`.
 Exit status 1 if anything failed, 0 otherwise.
+
+With --rtol/--atol, floating-point tensors pass elementwise within
+atol + rtol*|b|.  With --lowp bf16|fp16 (models computed in lower precision),
+they pass when cosine >= 0.99 and max|a-b| <= atol + rtol*max|b| with the
+precision's (rtol, atol): bf16 (5e-2, 1e-2), fp16 (1e-2, 1e-3); the same
+criterion as ptopt's own verification (quant/precision_check.h).
 """
 
 import argparse
@@ -60,6 +66,24 @@ def _is_namedtuple(x):
 
 # (rtol, atol) when --rtol/--atol are given; bitwise equality otherwise.
 TOLERANCE = {}
+# (rtol, atol, min cosine) with --lowp.
+LOWP_CRITERIA = {"bf16": (5e-2, 1e-2, 0.99), "fp16": (1e-2, 1e-3, 0.99)}
+LOWP = {}
+
+
+def lowp_mismatch(a, b):
+    """None when a (actual) is within the low-precision criterion of b."""
+    rtol, atol, min_cos = LOWP["value"]
+    ad, bd = a.double().flatten(), b.double().flatten()
+    if ad.numel() == 0:
+        return None
+    max_abs = (ad - bd).abs().max().item()
+    allowed = atol + rtol * bd.abs().max().item()
+    na, nb = ad.norm().item(), bd.norm().item()
+    cos = 1.0 if na == 0 and nb == 0 else (0.0 if na == 0 or nb == 0 else (ad @ bd).item() / (na * nb))
+    if max_abs <= allowed and cos >= min_cos:
+        return None
+    return "cosine %.6f (min %g), max abs diff %.4g (allowed %.4g)" % (cos, min_cos, max_abs, allowed)
 
 
 def compare(a, b, path, errors):
@@ -85,6 +109,11 @@ def compare(a, b, path, errors):
         a = a.detach().cpu()
         b = b.detach().cpu()
         if torch.equal(a, b):
+            return
+        if LOWP and a.is_floating_point():
+            why = lowp_mismatch(b, a)  # a is the original's output
+            if why:
+                errors.append("%s: %s" % (path, why))
             return
         tol = TOLERANCE.get("value")
         if tol and a.is_floating_point() and torch.allclose(a, b, rtol=tol[0], atol=tol[1], equal_nan=True):
@@ -253,6 +282,9 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--rtol", type=float, default=None, help="compare within tolerance (default: bitwise)")
     ap.add_argument("--atol", type=float, default=None)
+    ap.add_argument("--lowp", choices=sorted(LOWP_CRITERIA), default=None,
+                    help="compare floats with the low-precision criterion of this dtype")
+    ap.add_argument("--skip", default="", help="comma-separated fixture names not to check")
     ap.add_argument("--reference", action="append", default=[],
                     help="NAME=OTHER: compare NAME's exported model with fixture OTHER")
     ap.add_argument("--output-format", choices=["contiguous", "channels_last"], default=None,
@@ -262,6 +294,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.rtol is not None or args.atol is not None:
         TOLERANCE["value"] = (args.rtol or 0.0, args.atol or 0.0)
+    if args.lowp:
+        LOWP["value"] = LOWP_CRITERIA[args.lowp]
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
 
     with open(args.manifest) as fh:
         manifest = json.load(fh)
@@ -282,6 +317,8 @@ def main(argv=None):
         failed += 1
     for fx in fixtures:
         if only is not None and fx["name"] not in only:
+            continue
+        if fx["name"] in skip:
             continue
         checked += 1
         try:

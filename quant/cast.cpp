@@ -1,0 +1,653 @@
+#include "quant/cast.h"
+
+#include "ir/interpreter.h"
+#include "ir/literal.h"
+#include "quant/precision_policy.h"
+#include "rewriters/constants.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace ptopt::quant {
+
+using namespace rewriters;
+
+std::string CastPass::contract() const {
+  return "Gives every fp32 tensor a precision following one op-policy table: LowPrecision ops (conv, linear, "
+         "matmul, bmm, addmm, einsum, prelu, rnn cells, sdpa) run in the target dtype; Fp32 ops (softmax, "
+         "log_softmax, layer_norm, group_norm, batch_norm, exp, log, pow, rsqrt, reductions, norms, losses, "
+         "upsample) and unknown ops get their inputs back in the original dtype; Follow ops take their first "
+         "float input's precision; Promote ops with mixed precisions go to the widest. Weights of "
+         "low-precision ops are converted offline into new constants (conv1.weight_bf16; run after the "
+         "folds); activations get aten::to right before the op that needs them, memoized per (value, dtype) "
+         "where it dominates and the value is never written in place; adjacent casts cancel. Integer, bool "
+         "and float64 tensors are untouched; unknown dtypes are left alone except next to an fp32 operand of "
+         "a LowPrecision op. x.to(torch.float32) of a low-precision x becomes x.to(target); factory ops "
+         "whose float32 result is only read in low precision get the target dtype literal; type_as follows "
+         "its source. In-place ops work in the precision of the tensor they write; unknown view ops follow "
+         "their input. Values cross If/Loop blocks, containers and prim::dtype in their original dtype. "
+         "Options: dtype=auto|bf16|fp16 (auto: bf16 on CPU, fp16 on CUDA unless prefer-bf16), keep-io "
+         "(false: float32 inputs/outputs become the target dtype), clamp (fp16: weights beyond 65504 are "
+         "clamped instead of keeping their op in fp32), fp32-ops / lowp-ops (per-run table changes, "
+         "'a;b'), emulate (fp32 compute with fp16/bf16 rounding at every cast point, op result and weight). "
+         "Counters: lowered, casts, weights, literals, fp32, out-of-range, clamped, io-changed.";
+}
+
+std::vector<OptionSpec> CastPass::optionSpecs() const {
+  return {
+      {"dtype", OptionKind::Enum, "auto", "target precision (auto: bf16 on CPU, fp16 on CUDA)",
+       {"auto", "bf16", "fp16"}, {}, {}},
+      {"keep-io", OptionKind::Bool, "true", "keep the dtypes of the graph's inputs and outputs", {}, {}, {}},
+      {"clamp", OptionKind::Bool, "false", "fp16: clamp out-of-range weights instead of keeping their op fp32",
+       {}, {}, {}},
+      {"prefer-bf16", OptionKind::Bool, "false", "dtype=auto picks bf16 on CUDA targets too", {}, {}, {}},
+      {"fp32-ops", OptionKind::String, "", "operators to keep in fp32, e.g. 'gelu;softmax'", {}, {}, {}},
+      {"lowp-ops", OptionKind::String, "", "operators to run in low precision, e.g. 'avg_pool2d'", {}, {}, {}},
+      {"emulate", OptionKind::Bool, "false", "compute in fp32, rounding through the target dtype (fp16 on CPU)",
+       {}, {}, {}},
+  };
+}
+
+c10::ScalarType resolveCastDtype(const std::string& option, const std::string& targetDevice, bool preferBf16) {
+  if (option == "bf16") return c10::ScalarType::BFloat16;
+  if (option == "fp16") return c10::ScalarType::Half;
+  if (option != "auto") throw std::invalid_argument("cast: unknown dtype '" + option + "'");
+  return targetDevice == "cuda" && !preferBf16 ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
+}
+
+namespace {
+
+constexpr auto kFloat = c10::ScalarType::Float;
+
+// What the pass knows about one value.
+struct ValueState {
+  std::optional<c10::ScalarType> original;  // dtype in the original program
+  bool lowered = false;  // holds the target dtype now (emulate: rounded through it)
+  bool weak = false;     // a constant or factory result: adapts to its consumers
+};
+
+// A tensor input of a node: a direct argument, or an element of a
+// prim::ListConstruct the node consumes alone (cat, stack, einsum).
+struct Input {
+  ir::Node* owner;
+  size_t index;
+  ir::Value* value() const { return owner->argValue(index); }
+};
+
+std::string shortName(const ir::Value* v) { return "%" + v->name(); }
+
+bool writesFirstArgument(const ir::Node* n) {
+  const auto* s = n->schema();
+  if (!s || s->arguments().empty() || n->numArgs() == 0) return false;
+  const auto& alias = s->arguments()[0].alias_info();
+  return alias && alias->isWrite();
+}
+
+// An operator whose result is a view of its first argument (`Tensor(a) self`
+// returning `Tensor(a)`) works in any dtype.
+bool returnsViewOfFirstArgument(const ir::Node* n) {
+  const auto* s = n->schema();
+  if (!s || s->arguments().empty() || s->returns().size() != 1) return false;
+  const auto& in = s->arguments()[0].alias_info();
+  const auto& out = s->returns()[0].alias_info();
+  return in && !in->isWrite() && out && !out->isWrite() && s->returns()[0].type()->kind() == c10::TypeKind::TensorType;
+}
+
+const ir::Literal* literalArg(const ir::Node* n, const std::string& name) {
+  auto i = n->argIndex(name);
+  if (!i || *i >= n->numArgs() || !n->arg(*i).isLiteral()) return nullptr;
+  return &n->arg(*i).literal();
+}
+
+class Caster {
+ public:
+  struct Config {
+    c10::ScalarType target;
+    bool keepIo = true, clamp = false, emulate = false;
+    PrecisionPolicy policy;
+  };
+
+  Caster(ir::Graph& g, PassContext& ctx, std::string passName, Config cfg)
+      : g_(g), ctx_(ctx), pass_(std::move(passName)), cfg_(std::move(cfg)), mutation_(g) {}
+
+  PassResult run() {
+    processBlock(g_.block(), /*top=*/true);
+    sinkFactoryCasts();
+    for (ir::Value* v : convertedSources_) eraseConstantIfUnused(v);
+    size_t casts = 0;
+    g_.walk([&](ir::Node* n) { casts += castNodes_.count(n) != 0; });
+    if (lowered_ + weights_ + literals_ + ioChanged_ + casts > 0) r_.changed = true;
+    r_.count("lowered", lowered_);
+    r_.count("casts", static_cast<int64_t>(casts));
+    r_.count("weights", weights_);
+    r_.count("literals", literals_);
+    r_.count("fp32", fp32Kept_);
+    if (outOfRange_) r_.count("out-of-range", outOfRange_);
+    if (clamped_) r_.count("clamped", clamped_);
+    if (ioChanged_) r_.count("io-changed", ioChanged_);
+    if (split_) r_.count("split", split_);
+    return r_;
+  }
+
+ private:
+  // ------------------------------------------------------------ states
+
+  ValueState& state(const ir::Value* v) { return states_[v]; }
+  bool isFloat32(const ir::Value* v) { return state(v).original == kFloat; }
+  // A tensor that is (or may be) floating point: known float32, or unknown.
+  bool floatOrUnknown(const ir::Value* v) { return v->isTensor() && (!state(v).original || isFloat32(v)); }
+
+  void markLowered(ir::Value* v) {
+    auto& s = state(v);
+    s.original = kFloat;
+    s.lowered = true;
+    s.weak = false;
+    if (!cfg_.emulate && v->meta().dtype) v->meta().dtype = cfg_.target;
+  }
+
+  std::optional<c10::ScalarType> metaOrType(const ir::Value* v) {
+    if (v->meta().dtype) return v->meta().dtype;
+    if (auto t = v->type() ? v->type()->cast<c10::TensorType>() : nullptr)
+      if (auto st = t->scalarType()) return *st;  // c10::optional in LibTorch 1.13
+    return std::nullopt;
+  }
+
+  // ------------------------------------------------------------ walk
+
+  void processBlock(ir::Block* b, bool top) {
+    for (ir::Node* n : b->nodes()) {
+      switch (n->opcode()) {
+        case ir::Opcode::Placeholder: visitPlaceholder(n); break;
+        case ir::Opcode::GetAttr: visitGetAttr(n); break;
+        case ir::Opcode::Output:
+          if (top && !cfg_.keepIo) {
+            for (size_t i = 0; i < n->numArgs(); ++i)
+              if (n->arg(i).isValue() && state(n->argValue(i)).lowered) ++ioChanged_;
+          } else {
+            restoreAll(n);
+          }
+          break;
+        case ir::Opcode::CallFunction:
+          if (!n->blocks().empty()) visitControlFlow(n);
+          else visitCall(n);
+          break;
+      }
+    }
+  }
+
+  void visitPlaceholder(ir::Node* n) {
+    ir::Value* v = n->output();
+    state(v).original = metaOrType(v);
+    if (!cfg_.keepIo && isFloat32(v)) {
+      markLowered(v);
+      ++ioChanged_;
+    }
+  }
+
+  void visitGetAttr(ir::Node* n) {
+    ir::Value* v = n->output();
+    auto t = constantTensor(v);
+    if (!t) return;
+    auto& s = state(v);
+    s.original = t->scalar_type();
+    s.weak = s.original == kFloat && !mutation_.mayBeWritten(v);
+  }
+
+  void visitControlFlow(ir::Node* n) {
+    restoreAll(n);
+    for (const auto& b : n->blocks()) {
+      for (const auto& p : b->params()) state(p.get()).original = metaOrType(p.get());
+      processBlock(b.get(), false);
+    }
+    for (const auto& out : n->outputs()) state(out.get()).original = metaOrType(out.get());
+  }
+
+  void visitCall(ir::Node* n) {
+    if (n->is("prim::ListConstruct") && absorbedByConsumer(n)) return;  // its consumer casts the elements
+    if (n->is("aten::to") || n->is("aten::type_as")) return visitTo(n);
+    if (writesFirstArgument(n) && n->argValue(0)) return visitInPlace(n);
+    OpPrecision cls = cfg_.policy.classify(*n);
+    if (cls == OpPrecision::Fp32 && !listed(n) && returnsViewOfFirstArgument(n)) cls = OpPrecision::Follow;
+    switch (cls) {
+      case OpPrecision::LowPrecision: return visitLowPrecision(n);
+      case OpPrecision::Follow:
+      case OpPrecision::Promote: return visitElementwise(n, cls);
+      case OpPrecision::Factory: return visitFactory(n);
+      case OpPrecision::Neutral: return;
+      case OpPrecision::Fp32: return visitFp32(n);
+    }
+  }
+
+  bool listed(const ir::Node* n) const { return cfg_.policy.knows(n->target()); }
+
+  // A list built only for one op that casts its elements itself.
+  bool absorbedByConsumer(const ir::Node* list) {
+    const ir::Value* v = list->output();
+    if (v->uses().size() != 1) return false;
+    const ir::Node* user = v->uses()[0].user;
+    if (!user->isCall() || !user->blocks().empty() || writesFirstArgument(user)) return false;
+    const OpPrecision cls = cfg_.policy.classify(*user);
+    return cls == OpPrecision::LowPrecision || cls == OpPrecision::Promote || cls == OpPrecision::Follow;
+  }
+
+  std::vector<Input> tensorInputs(ir::Node* n) {
+    std::vector<Input> out;
+    for (size_t i = 0; i < n->numArgs(); ++i) {
+      ir::Value* v = n->argValue(i);
+      if (!v) continue;
+      if (v->isTensor()) {
+        out.push_back({n, i});
+      } else if (v->node() && v->node()->is("prim::ListConstruct") && absorbedByConsumer(v->node())) {
+        ir::Node* list = v->node();
+        for (size_t j = 0; j < list->numArgs(); ++j)
+          if (list->argValue(j) && list->argValue(j)->isTensor()) out.push_back({list, j});
+      }
+    }
+    return out;
+  }
+
+  // Every lowered input goes back to its original dtype.
+  void restoreAll(ir::Node* n) {
+    for (const Input& in : tensorInputs(n)) restore(in);
+    // Lists consumed whole (not absorbed) were restored when visited.
+  }
+
+  void restore(const Input& in) {
+    ir::Value* v = in.value();
+    if (!state(v).lowered) return;
+    in.owner->setArg(in.index, toOriginal(v, in.owner));
+  }
+
+  void setOutputsOriginal(ir::Node* n, std::optional<c10::ScalarType> inferred) {
+    for (const auto& out : n->outputs()) {
+      auto& s = state(out.get());
+      s.original = out->meta().dtype ? out->meta().dtype : (n->numOutputs() == 1 && out->isTensor() ? inferred : std::nullopt);
+    }
+  }
+
+  void visitFp32(ir::Node* n) {
+    bool floatIn = false;
+    for (const Input& in : tensorInputs(n)) {
+      floatIn = floatIn || state(in.value()).lowered || isFloat32(in.value());
+      restore(in);
+    }
+    std::optional<c10::ScalarType> inferred;
+    if (listed(n)) {
+      if (n->numArgs() && n->argValue(0)) inferred = state(n->argValue(0)).original;
+      if (const ir::Literal* d = literalArg(n, "dtype"); d && d->is<c10::ScalarType>()) inferred = d->as<c10::ScalarType>();
+      if (floatIn) ++fp32Kept_;
+    }
+    setOutputsOriginal(n, inferred);
+  }
+
+  void visitLowPrecision(ir::Node* n) {
+    const auto inputs = tensorInputs(n);
+    bool anyFloat = false;
+    std::string why;
+    for (const Input& in : inputs) {
+      const ir::Value* v = in.value();
+      const auto& s = state(v);
+      if (s.lowered || s.original == kFloat) anyFloat = true;
+      else if (s.original && why.empty())
+        why = "input " + shortName(v) + " is " + ir::dtypeName(*s.original) + ", not float32";
+    }
+    if (!anyFloat && why.empty()) why = "no input is known to be float32 (run shape-prop with --input-shape)";
+    if (why.empty()) why = checkWeakConversions(n, inputs, /*count=*/true);
+    if (!why.empty()) {
+      ctx_.decline(pass_, n, "stays fp32: " + why);
+      visitFp32(n);
+      return;
+    }
+    // Kernels require equal dtypes: an unknown input next to a float32 one is float32.
+    for (const Input& in : inputs) lower(in);
+    ++lowered_;
+    finishLoweredOutputs(n);
+  }
+
+  void finishLoweredOutputs(ir::Node* n) {
+    for (const auto& out : n->outputs()) {
+      if (!out->isTensor()) continue;
+      markLowered(out.get());
+      if (cfg_.emulate) roundResult(out.get());
+    }
+  }
+
+  // Follow (first float input leads) and Promote (widest wins).
+  void visitElementwise(ir::Node* n, OpPrecision cls) {
+    const auto inputs = tensorInputs(n);
+    std::vector<Input> strong, weak;
+    for (const Input& in : inputs) {
+      const ir::Value* v = in.value();
+      if (!floatOrUnknown(v) && !state(v).lowered) continue;  // integer / bool / float64: untouched
+      (state(v).weak ? weak : strong).push_back(in);
+    }
+    bool low = false;
+    if (!strong.empty() && n->numOutputs() == 1) {
+      if (cls == OpPrecision::Follow) {
+        low = state(strong[0].value()).lowered;
+        for (size_t i = 1; i < strong.size() && low; ++i) {
+          const auto& s = state(strong[i].value());
+          low = s.lowered || s.original == kFloat;  // an unknown dtype must not be cast
+        }
+      } else {
+        low = true;
+        for (const Input& in : strong) low = low && state(in.value()).lowered;
+      }
+    }
+    if (low && !checkWeakConversions(n, weak, /*count=*/false).empty()) low = false;
+    if (low) {
+      for (const Input& in : inputs)
+        if (state(in.value()).lowered || isFloat32(in.value())) lower(in);
+      if (n->output()->isTensor()) markLowered(n->output());
+      splitWithoutLowPrecisionKernel(n);
+      return;
+    }
+    for (const Input& in : inputs) restore(in);
+    std::optional<c10::ScalarType> inferred;
+    if (!inputs.empty()) {
+      inferred = state(inputs[0].value()).original;
+      if (cls == OpPrecision::Promote)
+        for (const Input& in : inputs) {
+          const auto& o = state(in.value()).original;
+          inferred = (inferred && o) ? std::optional<c10::ScalarType>(c10::promoteTypes(*inferred, *o)) : std::nullopt;
+        }
+    }
+    setOutputsOriginal(n, inferred);
+    if (n->numOutputs() == 1 && strong.empty() && !weak.empty() && isFloat32(n->output()))
+      state(n->output()).weak = true;  // arithmetic on constants stays a constant
+  }
+
+  void visitFactory(ir::Node* n) {
+    std::optional<c10::ScalarType> dtype;
+    const ir::Literal* d = literalArg(n, "dtype");
+    if (d && d->is<c10::ScalarType>()) dtype = d->as<c10::ScalarType>();
+    else if (d && d->isNone()) {
+      static const std::set<std::string> kDefaultFloat = {"aten::zeros", "aten::ones", "aten::empty", "aten::rand",
+                                                          "aten::randn", "aten::eye"};
+      if (kDefaultFloat.count(n->target())) dtype = kFloat;
+    }
+    // A `like` tensor argument only gives shape and device: no cast needed.
+    setOutputsOriginal(n, dtype);
+    if (n->numOutputs() == 1 && isFloat32(n->output()) && d && !cfg_.emulate) {
+      state(n->output()).weak = true;
+      factories_.push_back(n);
+    }
+  }
+
+  // `x.to(dtype)`, `x.to(other)`, `x.type_as(other)`.
+  void visitTo(ir::Node* n) {
+    ir::Value* x = n->argValue(0);
+    ir::Value* out = n->output();
+    if (!x) return setOutputsOriginal(n, std::nullopt);
+    const auto& sx = state(x);
+    // A dtype from another tensor: follows it at run time.
+    if (n->is("aten::type_as") || n->overload() == "other") {
+      ir::Value* other = n->argValue(1);
+      if (!other) {
+        restoreAll(n);
+        return setOutputsOriginal(n, std::nullopt);
+      }
+      const ValueState so = state(other);
+      if (so.lowered) return markLowered(out);
+      setOutputsOriginal(n, so.original);
+      return;
+    }
+    const ir::Literal* d = literalArg(n, "dtype");
+    const bool hasDtypeArg = n->argIndex("dtype").has_value();
+    if (hasDtypeArg && !d) {  // a dtype computed at run time
+      restoreAll(n);
+      return setOutputsOriginal(n, std::nullopt);
+    }
+    if (!d || d->isNone()) {  // a device or memory-format change: follows x
+      if (sx.lowered) return markLowered(out);
+      return setOutputsOriginal(n, sx.original);
+    }
+    const c10::ScalarType to = d->as<c10::ScalarType>();
+    if (to == kFloat && sx.lowered) {
+      // A no-op in the original (float32 to float32): keep the precision.
+      if (!cfg_.emulate) {
+        n->setArg(*n->argIndex("dtype"), ir::Literal(cfg_.target));
+        ++literals_;
+      }
+      return markLowered(out);
+    }
+    // Any other conversion reads x as it is (to() converts from any dtype).
+    setOutputsOriginal(n, to);
+  }
+
+  void visitInPlace(ir::Node* n) {
+    ir::Value* self = n->argValue(0);
+    const bool low = state(self).lowered;
+    for (const Input& in : tensorInputs(n)) {
+      if (in.owner == n && in.index == 0) continue;
+      ir::Value* v = in.value();
+      if (low && (isFloat32(v) || state(v).lowered)) {
+        if (!checkWeakConversions(n, {in}, false).empty()) continue;  // mixed, in-place ops convert on write
+        lower(in);
+      } else if (!low) {
+        restore(in);
+      }
+    }
+    if (low) {
+      for (const auto& out : n->outputs())
+        if (out->isTensor()) markLowered(out.get());
+      splitWithoutLowPrecisionKernel(n);
+    } else {
+      setOutputsOriginal(n, state(self).original);
+    }
+  }
+
+  // `_add_relu` has no fp16/bf16 kernel (LibTorch 1.13 and 2.x): in low
+  // precision it becomes add then an in-place relu on the fresh sum.
+  void splitWithoutLowPrecisionKernel(ir::Node* n) {
+    if (cfg_.emulate || !(n->is("aten::_add_relu") || n->is("aten::_add_relu_")) || n->overload() != "Tensor" ||
+        n->numArgs() != 3)
+      return;
+    const bool inPlace = n->is("aten::_add_relu_");
+    ir::Builder b(n);
+    ir::Value* sum = b.call(inPlace ? "aten::add_.Tensor" : "aten::add.Tensor", {n->arg(0), n->arg(1), n->arg(2)});
+    ir::Value* out = b.call("aten::relu_", {sum});
+    for (ir::Value* v : {sum, out}) {
+      v->meta() = n->output()->meta();
+      markLowered(v);
+    }
+    if (mutation_.mayBeWritten(n->output())) written_.insert(sum), written_.insert(out);
+    out->node()->setScope(n->scope());
+    sum->node()->setScope(n->scope());
+    n->output()->replaceAllUsesWith(out);
+    n->destroy();
+    ++split_;
+  }
+
+  bool mayBeWritten(const ir::Value* v) const { return mutation_.mayBeWritten(v) || written_.count(v); }
+
+  // ------------------------------------------------------------ conversions
+
+  // Why a weak constant input cannot be converted (fp16 range), or "".
+  std::string checkWeakConversions(ir::Node* n, const std::vector<Input>& inputs, bool count) {
+    if (cfg_.target != c10::ScalarType::Half) return "";
+    for (const Input& in : inputs) {
+      ir::Value* v = in.value();
+      if (!state(v).weak) continue;
+      auto t = constantTensor(v);
+      if (!t || t->scalar_type() != kFloat || t->numel() == 0) continue;
+      const double maxAbs = t->abs().max().item<double>();
+      if (maxAbs <= kFp16Max || cfg_.clamp) continue;
+      if (count) ++outOfRange_;
+      return fmt::format("weight {} is outside the fp16 range (max |w| = {:g} > 65504); clamp=true converts it clamped",
+                         v->node()->target(), maxAbs);
+    }
+    return "";
+  }
+
+  void lower(const Input& in) {
+    ir::Value* v = in.value();
+    if (state(v).lowered) return;
+    in.owner->setArg(in.index, toLow(v, in.owner));
+  }
+
+  ir::Value* toLow(ir::Value* v, ir::Node* user) {
+    if (state(v).weak && constantTensor(v)) return convertedConstant(v);
+    if (auto it = castSource_.find(v); it != castSource_.end() && state(it->second).lowered) return it->second;
+    return cast(v, cfg_.target, user, /*lowered=*/true);
+  }
+
+  ir::Value* toOriginal(ir::Value* v, ir::Node* user) {
+    if (cfg_.emulate) return v;  // emulated values are float32 already
+    const c10::ScalarType to = state(v).original.value_or(kFloat);
+    if (auto it = castSource_.find(v); it != castSource_.end() && !state(it->second).lowered) return it->second;
+    return cast(v, to, user, /*lowered=*/false);
+  }
+
+  // `aten::to(v, dtype)` before `user`, reused where an earlier one dominates.
+  ir::Value* cast(ir::Value* v, c10::ScalarType to, ir::Node* user, bool lowered) {
+    // A value written in place is cast afresh at every use (a cast copies).
+    const bool memoizable = !mayBeWritten(v);
+    const auto key = std::make_pair(v, lowered);
+    if (memoizable) {
+      auto range = castMemo_.equal_range(key);
+      for (auto it = range.first; it != range.second; ++it)
+        if (dominates(it->second, user)) return it->second->output();
+    }
+    ir::Builder b(user);
+    ir::Value* c;
+    if (cfg_.emulate) {
+      ir::Value* down = b.call("aten::to.dtype", {v, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
+      castNodes_.insert(down->node());
+      c = b.call("aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
+    } else {
+      c = b.call("aten::to.dtype", {v, to, false, false, ir::Literal(ir::NoneLiteral{})});
+    }
+    castNodes_.insert(c->node());
+    c->meta() = v->meta();
+    if (!cfg_.emulate && c->meta().dtype) c->meta().dtype = to;
+    if (lowered) markLowered(c);
+    else state(c).original = to;
+    castSource_[c] = v;
+    if (memoizable) castMemo_.emplace(key, c->node());
+    return c;
+  }
+
+  // True when `earlier` (already in the graph) runs before `n` on every path:
+  // same block and earlier, or an ancestor block of n's.
+  static bool dominates(const ir::Node* earlier, const ir::Node* n) {
+    const ir::Block* b = earlier->owningBlock();
+    const ir::Node* anc = n->ancestorIn(b);
+    return anc && (anc == earlier || earlier->isBefore(anc));
+  }
+
+  // Emulation: the op's result rounded through the target dtype.
+  void roundResult(ir::Value* out) {
+    ir::Node* n = out->node();
+    ir::Node* next = n->next();
+    ir::Builder b(next);
+    ir::Value* down = b.call("aten::to.dtype", {out, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
+    ir::Value* up = b.call("aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
+    castNodes_.insert(down->node());
+    castNodes_.insert(up->node());
+    out->replaceUsesWithIf(up, [&](const ir::Use& u) { return u.user != down->node(); });
+    up->meta() = out->meta();
+    markLowered(up);
+  }
+
+  // The weight as a new constant in the target dtype (emulate: rounded, float32).
+  ir::Value* convertedConstant(ir::Value* v) {
+    if (auto it = convertedValues_.find(v); it != convertedValues_.end()) return it->second;
+    const std::string& name = v->node()->target();
+    std::string& newName = convertedNames_[name];
+    if (newName.empty()) {
+      at::Tensor t = *constantTensor(v);
+      if (cfg_.target == c10::ScalarType::Half && cfg_.clamp) {
+        const double maxAbs = t.numel() ? t.abs().max().item<double>() : 0.0;
+        if (maxAbs > kFp16Max) {
+          t = t.clamp(-kFp16Max, kFp16Max);
+          ++clamped_;
+          ctx_.decline(pass_, v->node(), fmt::format("weight {} clamped to the fp16 range (max |w| was {:g})", name, maxAbs));
+        }
+      }
+      at::Tensor converted = t.to(cfg_.target);
+      if (cfg_.emulate) converted = converted.to(kFloat);
+      const char* suffix = cfg_.target == c10::ScalarType::Half ? "_fp16" : "_bf16";
+      newName = g_.constants().uniqueName(name + suffix);
+      g_.constants().set(newName, converted.contiguous());
+      ++weights_;
+    }
+    ir::Node* get = g_.createGetAttr(newName, c10::TensorType::get());
+    get->insertAfter(v->node());
+    ir::Value* nv = get->output();
+    nv->meta() = v->meta();
+    if (!cfg_.emulate && nv->meta().dtype) nv->meta().dtype = cfg_.target;
+    markLowered(nv);
+    convertedValues_[v] = nv;
+    convertedSources_.push_back(v);
+    return nv;
+  }
+
+  // A float32 factory result read only through casts to the target dtype
+  // gets the target dtype literal instead.
+  void sinkFactoryCasts() {
+    for (ir::Node* f : factories_) {
+      ir::Value* out = f->output();
+      if (!out->hasUses()) continue;
+      bool allCasts = true;
+      for (const ir::Use& u : out->uses())
+        allCasts = allCasts && castNodes_.count(u.user) && state(u.user->output()).lowered && u.argIndex == 0;
+      if (!allCasts) continue;
+      const auto idx = f->argIndex("dtype");
+      if (!idx) continue;
+      f->setArg(*idx, ir::Literal(cfg_.target));
+      ++literals_;
+      for (const ir::Use& u : std::vector<ir::Use>(out->uses())) {
+        ir::Node* c = u.user;
+        c->output()->replaceAllUsesWith(out);
+        castNodes_.erase(c);
+        c->destroy();
+      }
+      markLowered(out);
+    }
+  }
+
+  ir::Graph& g_;
+  PassContext& ctx_;
+  std::string pass_;
+  Config cfg_;
+  ir::MutationAnalysis mutation_;
+  PassResult r_;
+  std::unordered_map<const ir::Value*, ValueState> states_;
+  std::multimap<std::pair<ir::Value*, bool>, ir::Node*> castMemo_;
+  std::unordered_map<ir::Value*, ir::Value*> castSource_;
+  std::set<ir::Node*> castNodes_;
+  std::unordered_map<ir::Value*, ir::Value*> convertedValues_;
+  std::map<std::string, std::string> convertedNames_;
+  std::vector<ir::Value*> convertedSources_;
+  std::vector<ir::Node*> factories_;
+  int64_t lowered_ = 0, weights_ = 0, literals_ = 0, fp32Kept_ = 0, outOfRange_ = 0, clamped_ = 0, ioChanged_ = 0, split_ = 0;
+  std::set<const ir::Value*> written_;  // new values standing for values written in place
+};
+
+}  // namespace
+
+PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
+  Caster::Config cfg;
+  cfg.target = resolveCastDtype(options().getString("dtype"), ctx.targetDevice,
+                                options().getBool("prefer-bf16") || ctx.preferBf16);
+  cfg.keepIo = options().getBool("keep-io") || options().getBool("emulate");  // emulation keeps float32 io
+  cfg.clamp = options().getBool("clamp");
+  cfg.emulate = options().getBool("emulate");
+  cfg.policy = PrecisionPolicy::defaults();
+  try {
+    for (const auto& op : PrecisionPolicy::parseOpList(options().getString("fp32-ops")))
+      cfg.policy.set(op, OpPrecision::Fp32);
+    for (const auto& op : PrecisionPolicy::parseOpList(options().getString("lowp-ops")))
+      cfg.policy.set(op, OpPrecision::LowPrecision);
+  } catch (const std::invalid_argument& e) {
+    throw PassError("cast: " + std::string(e.what()));
+  }
+  return Caster(graph, ctx, name(), std::move(cfg)).run();
+}
+
+}  // namespace ptopt::quant

@@ -1,0 +1,413 @@
+// cast: which ops run in low precision, where the casts go, dtype literals,
+// fp16 range, keep-io, and numerics within the bf16 / fp16 criteria on every
+// fixture. The bf16 outputs are saved for the Python reload check
+// (python.reload_cast).
+#include "quant/cast.h"
+#include "quant/precision_check.h"
+#include "quant/precision_policy.h"
+#include "rewriters/pipeline.h"
+#include "tests/support/ir_check.h"
+#include "tests/support/pass_test.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <set>
+
+using namespace ptopt;
+
+namespace {
+
+std::string castDir() { return test::exportedDir() + "_cast"; }
+
+const char* kO1Bf16 = "-O1";  // the folds first, then cast (as in -O3)
+
+struct CastRun {
+  Optimizer opt;
+  rewriters::RunReport report;
+  rewriters::PassContext ctx;
+  int64_t counter(const std::string& name) const { return test::counter(report, "cast", name); }
+  bool declined(const std::string& text) const {
+    for (const auto& d : ctx.declines())
+      if (d.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+// Loads a fixture, runs -O1 and then `cast` (options in braces).
+CastRun runCast(const test::Fixture& f, const std::string& castOptions) {
+  CastRun r{Optimizer::load(f.path), {}, {}};
+  r.ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  r.opt.run(kO1Bf16, &r.ctx);
+  r.report = r.opt.run("cast" + castOptions, &r.ctx);
+  return r;
+}
+
+// Re-runs shape-prop on the result, so every value's metadata holds the
+// dtype it really has now.
+void annotate(CastRun& r) {
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = r.ctx.exampleInputs;
+  r.opt.run("shape-prop", &ctx);
+}
+
+// Nodes whose floating-point tensor inputs have more than one dtype
+// (conversions excepted: mixing is their job).
+std::vector<std::string> mixedFloatInputs(const ir::Graph& g) {
+  std::vector<std::string> out;
+  g.walk([&](ir::Node* n) {
+    if (!n->isCall() || n->is("aten::to") || n->is("aten::type_as") || n->is("prim::TupleConstruct")) return;
+    std::set<c10::ScalarType> dtypes;
+    for (const auto& a : n->args())
+      if (a.isValue() && a.value()->meta().dtype && at::isFloatingType(*a.value()->meta().dtype))
+        dtypes.insert(*a.value()->meta().dtype);
+    if (dtypes.size() > 1) out.push_back(rewriters::describeNode(n));
+  });
+  return out;
+}
+
+// Number of `op` nodes whose first result has dtype `dtype` (after annotate()).
+size_t countWithDtype(const ir::Graph& g, const std::string& op, c10::ScalarType dtype) {
+  size_t count = 0;
+  g.walk([&](ir::Node* n) {
+    count += n->isCall() && n->target() == op && n->numOutputs() && n->output()->meta().dtype == dtype;
+  });
+  return count;
+}
+
+// Dtype of the first input of every `op` node.
+std::set<c10::ScalarType> inputDtypes(const ir::Graph& g, const std::string& op) {
+  std::set<c10::ScalarType> out;
+  g.walk([&](ir::Node* n) {
+    if (n->isCall() && n->target() == op && n->argValue(0) && n->argValue(0)->meta().dtype)
+      out.insert(*n->argValue(0)->meta().dtype);
+  });
+  return out;
+}
+
+size_t countCasts(const ir::Graph& g, c10::ScalarType to) {
+  size_t count = 0;
+  g.walk([&](ir::Node* n) {
+    count += n->is("aten::to") && n->overload() == "dtype" && n->arg(1).isLiteral() &&
+             n->arg(1).literal() == ir::Literal(to);
+  });
+  return count;
+}
+
+// The reference outputs: the original (eval semantics for the model traced
+// in training mode, as in the -O1 test).
+c10::IValue reference(const test::Fixture& f, const std::vector<c10::IValue>& inputs) {
+  const std::string path =
+      f.name == "train_mode_trace" ? test::fixture("train_mode_eval_reference").path : f.path;
+  torch::jit::Module m = torch::jit::load(path);
+  m.eval();
+  return test::runForward(m, inputs);
+}
+
+quant::PrecisionCheck checkNumerics(CastRun& r, const test::Fixture& f, c10::ScalarType dtype, uint64_t seed,
+                                    bool signatureChanged = false) {
+  auto inputs = verify::makeInputs(f.inputs, seed);
+  torch::jit::Module optimized = r.opt.exportModule();
+  quant::LowPrecisionRun run{dtype, quant::toleranceFor(dtype), signatureChanged};
+  auto actual = test::runForward(optimized, run.adaptInputs(verify::cloneInputs(inputs)));
+  return quant::checkLowPrecision(actual, reference(f, inputs), run.tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("the op-policy table puts the issue's op groups in their classes") {
+  auto p = quant::PrecisionPolicy::defaults();
+  using quant::OpPrecision;
+  for (const char* op : {"conv2d", "conv_transpose2d", "linear", "matmul", "bmm", "addmm", "baddbmm", "einsum",
+                         "prelu", "lstm_cell", "scaled_dot_product_attention"})
+    CHECK(p.classify(std::string("aten::") + op) == OpPrecision::LowPrecision);
+  for (const char* op : {"softmax", "log_softmax", "layer_norm", "group_norm", "exp", "log1p", "pow", "rsqrt",
+                         "reciprocal", "sum", "prod", "cumsum", "mean", "norm", "mse_loss", "cosine_similarity",
+                         "logsumexp", "upsample_bilinear2d"})
+    CHECK(p.classify(std::string("aten::") + op) == OpPrecision::Fp32);
+  CHECK(p.classify("aten::relu") == OpPrecision::Follow);
+  CHECK(p.classify("aten::relu_") == OpPrecision::Follow);  // in-place variants share the class
+  CHECK(p.classify("aten::max_pool2d") == OpPrecision::Follow);
+  CHECK(p.classify("aten::view") == OpPrecision::Follow);
+  CHECK(p.classify("aten::add") == OpPrecision::Promote);
+  CHECK(p.classify("aten::cat") == OpPrecision::Promote);
+  CHECK(p.classify("aten::zeros") == OpPrecision::Factory);
+  CHECK(p.classify("aten::size") == OpPrecision::Neutral);
+  CHECK(p.classify("aten::some_unknown_op") == OpPrecision::Fp32);
+  CHECK_FALSE(p.knows("aten::some_unknown_op"));
+
+  p.set("softmax", OpPrecision::LowPrecision);
+  p.set("aten::linear", OpPrecision::Fp32);
+  CHECK(p.classify("aten::softmax") == OpPrecision::LowPrecision);
+  CHECK(p.classify("aten::linear") == OpPrecision::Fp32);
+  CHECK(quant::PrecisionPolicy::parseOpList("gelu; aten::softmax,linear") ==
+        std::vector<std::string>{"gelu", "aten::softmax", "linear"});
+  CHECK(quant::PrecisionPolicy::parseOpList("").empty());
+  CHECK_THROWS_AS(quant::PrecisionPolicy::parseOpList("gelu;;softmax"), std::invalid_argument);
+}
+
+TEST_CASE("-O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16 is preferred") {
+  const std::string o3 = rewriters::presetPipeline(3);
+  CHECK(o3 == rewriters::presetPipeline(2) + ",cast{dtype=auto}");
+  CHECK(quant::resolveCastDtype("auto", "cpu", false) == c10::ScalarType::BFloat16);
+  CHECK(quant::resolveCastDtype("auto", "cuda", false) == c10::ScalarType::Half);
+  CHECK(quant::resolveCastDtype("auto", "cuda", true) == c10::ScalarType::BFloat16);
+  CHECK(quant::resolveCastDtype("fp16", "cpu", false) == c10::ScalarType::Half);
+
+  rewriters::PassContext cpu, cuda, cudaBf16;
+  cuda.targetDevice = cudaBf16.targetDevice = "cuda";
+  cudaBf16.preferBf16 = true;
+  const auto pipeline = parsePipelineOrPreset("-O3");
+  CHECK(quant::lowestPrecisionIntroduced(pipeline, cpu) == c10::ScalarType::BFloat16);
+  CHECK(quant::lowestPrecisionIntroduced(pipeline, cuda) == c10::ScalarType::Half);
+  CHECK(quant::lowestPrecisionIntroduced(pipeline, cudaBf16) == c10::ScalarType::BFloat16);
+  CHECK_FALSE(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("-O1"), cpu).has_value());
+  CHECK(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=fp16,emulate=true}"), cpu) ==
+        c10::ScalarType::Half);
+  const std::string emulated = rewriters::printPipeline(quant::withEmulatedCasts(pipeline));
+  CHECK(emulated == rewriters::presetPipeline(2) + ",cast{dtype=auto,emulate=true}");
+}
+
+TEST_CASE("cast runs resnet18's folded convs and its linear in bf16 with one cast in and one out") {
+  const auto& f = test::fixture("resnet18_script");
+  CastRun r = runCast(f, "{dtype=bf16}");
+  CHECK(r.counter("lowered") == 21);  // 20 convs + fc
+  CHECK(r.counter("weights") == 42);  // their weights and (folded) biases
+  CHECK(r.counter("casts") == 2);     // the image in, the logits out
+  CHECK(r.counter("split") == 8);     // _add_relu_ has no bf16 kernel
+  const ir::Graph& g = r.opt.model().forward();
+  CHECK(test::countOps(g, "aten::batch_norm") == 0);  // folded before the cast, in fp32
+  for (const auto& [name, value] : r.opt.model().constants->entries())
+    if (value.isTensor() && name.find("_bf16") != std::string::npos)
+      CHECK(value.toTensor().scalar_type() == c10::ScalarType::BFloat16);
+  annotate(r);
+  CHECK(countWithDtype(g, "aten::conv2d", c10::ScalarType::BFloat16) == 20);
+  CHECK(inputDtypes(g, "aten::linear") == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+  CHECK(g.outputs()[0]->meta().dtype == c10::ScalarType::Float);
+  CHECK(mixedFloatInputs(g).empty());
+  for (uint64_t seed : {0, 1}) {
+    auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, seed);
+    INFO(check.summary);
+    CHECK(check.passed);
+  }
+}
+
+TEST_CASE("cast keeps softmax and layer_norm of a transformer block in fp32") {
+  const auto& f = test::fixture("transformer_block");
+  CastRun r = runCast(f, "{dtype=bf16}");
+  CHECK(r.counter("lowered") == 8);  // 6 linears, 2 matmuls
+  CHECK(r.counter("fp32") == 3);     // 2 layer_norms, softmax
+  const ir::Graph& g = r.opt.model().forward();
+  // Down: ln1 output (shared by q, k, v: one cast), softmax output, ln2
+  // output. Up: attention scores for softmax, the two residual branches.
+  CHECK(countCasts(g, c10::ScalarType::BFloat16) == 3);
+  CHECK(countCasts(g, c10::ScalarType::Float) == 3);
+  CHECK(r.counter("casts") == 6);
+  annotate(r);
+  CHECK(inputDtypes(g, "aten::softmax") == std::set<c10::ScalarType>{c10::ScalarType::Float});
+  CHECK(inputDtypes(g, "aten::layer_norm") == std::set<c10::ScalarType>{c10::ScalarType::Float});
+  CHECK(countWithDtype(g, "aten::linear", c10::ScalarType::BFloat16) == 6);
+  CHECK(countWithDtype(g, "aten::matmul", c10::ScalarType::BFloat16) == 2);
+  CHECK(countWithDtype(g, "aten::gelu", c10::ScalarType::BFloat16) == 1);  // follows fc1
+  CHECK(mixedFloatInputs(g).empty());
+  auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 3);
+  INFO(check.summary);
+  CHECK(check.passed);
+}
+
+TEST_CASE("fp32-ops and lowp-ops change the table for one run") {
+  const auto& f = test::fixture("transformer_block");
+  CastRun fp32Linear = runCast(f, "{dtype=bf16,fp32-ops=linear}");
+  CHECK(fp32Linear.counter("lowered") == 2);  // the matmuls only
+  CastRun lowSoftmax = runCast(f, "{dtype=bf16,lowp-ops=\"softmax\"}");
+  CHECK(lowSoftmax.counter("lowered") == 8 + 1);
+  annotate(lowSoftmax);
+  CHECK(countWithDtype(lowSoftmax.opt.model().forward(), "aten::softmax", c10::ScalarType::BFloat16) == 1);
+}
+
+TEST_CASE("fp16 stores the weights in fp16 and casts at the same boundaries") {
+  // fp16 convolutions and matmuls do not run on a CPU with LibTorch 1.13:
+  // structure only here, numerics by emulation below.
+  const auto& f = test::fixture("transformer_block");
+  CastRun r = runCast(f, "{dtype=fp16}");
+  CHECK(r.counter("lowered") == 8);
+  const ir::Graph& g = r.opt.model().forward();
+  CHECK(countCasts(g, c10::ScalarType::Half) == 3);
+  CHECK(countCasts(g, c10::ScalarType::Float) == 3);
+  size_t halfWeights = 0;
+  for (const auto& [name, value] : r.opt.model().constants->entries()) {
+    if (!value.isTensor()) continue;
+    if (name.find("_fp16") != std::string::npos) {
+      CHECK(value.toTensor().scalar_type() == c10::ScalarType::Half);
+      ++halfWeights;
+    } else {
+      CHECK(value.toTensor().scalar_type() == c10::ScalarType::Float);  // layer_norm's stay fp32
+    }
+  }
+  CHECK(halfWeights == 12);
+  CHECK(quant::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::Half);
+}
+
+TEST_CASE("integer inputs and embeddings stay untouched") {
+  const auto& f = test::fixture("embedding_int64");
+  CastRun r = runCast(f, "{dtype=bf16}");
+  CHECK(r.counter("lowered") == 1);  // the linear; embedding is an fp32 op
+  const ir::Graph& g = r.opt.model().forward();
+  ir::Value* idx = g.inputs().at(0);
+  for (const auto& u : idx->uses()) CHECK_FALSE(u.user->is("aten::to"));
+  annotate(r);
+  CHECK(idx->meta().dtype == c10::ScalarType::Long);
+  CHECK(countWithDtype(g, "aten::embedding", c10::ScalarType::Float) == 1);
+  CHECK(mixedFloatInputs(g).empty());
+  auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 1);
+  INFO(check.summary);
+  CHECK(check.passed);
+}
+
+TEST_CASE("float32 dtype literals and factory ops follow the precision they are read in") {
+  const auto& f = test::fixture("dtype_literals");
+  CastRun r = runCast(f, "{dtype=bf16}");
+  CHECK(r.counter("lowered") == 2);
+  // conv(x).to(float32) -> to(bfloat16); ones, arange, full, zeros -> bfloat16
+  CHECK(r.counter("literals") == 5);
+  const ir::Graph& g = r.opt.model().forward();
+  test::checkIR(g.str(), R"(
+    # CHECK: aten::conv2d
+    # CHECK: aten::to.dtype({{.*}}torch.bfloat16
+    # CHECK: aten::ones({{.*}}torch.bfloat16
+    # CHECK: aten::linear
+    # CHECK: aten::arange{{.*}}torch.bfloat16
+    # CHECK: aten::full({{.*}}torch.bfloat16
+  )");
+  // The mask comes from a comparison: to(float32) of a bool stays float32.
+  test::checkIR(g.str(), R"(
+    # CHECK: aten::gt
+    # CHECK-NEXT: aten::to.dtype({{.*}}torch.float32
+  )");
+  annotate(r);
+  CHECK(mixedFloatInputs(g).empty());
+  auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 2);
+  INFO(check.summary);
+  CHECK(check.passed);
+}
+
+TEST_CASE("a weight outside the fp16 range keeps its op in fp32 unless clamp=true") {
+  const auto& f = test::fixture("fp16_range_weight");
+  CastRun r = runCast(f, "{dtype=fp16,emulate=true}");
+  CHECK(r.counter("lowered") == 1);
+  CHECK(r.counter("out-of-range") == 1);
+  CHECK(r.declined("outside the fp16 range"));
+  auto check = checkNumerics(r, f, c10::ScalarType::Half, 0);
+  INFO(check.summary);
+  CHECK(check.passed);
+
+  CastRun clamped = runCast(f, "{dtype=fp16,clamp=true}");
+  CHECK(clamped.counter("lowered") == 2);
+  CHECK(clamped.counter("clamped") == 1);
+  for (const auto& [name, value] : clamped.opt.model().constants->entries())
+    if (value.isTensor() && name.find("_fp16") != std::string::npos)
+      CHECK(value.toTensor().abs().max().item<double>() <= quant::kFp16Max);
+
+  // bf16 has fp32's range: nothing to report.
+  CastRun bf16 = runCast(f, "{dtype=bf16}");
+  CHECK(bf16.counter("lowered") == 2);
+  CHECK(bf16.counter("out-of-range") == 0);
+}
+
+TEST_CASE("keep-io=false makes float32 inputs and outputs bf16") {
+  const auto& f = test::fixture("transformer_block");
+  CastRun r = runCast(f, "{dtype=bf16,keep-io=false}");
+  CHECK(r.counter("io-changed") == 2);
+  auto run = quant::lowPrecisionRun(parsePipelineOrPreset("cast{dtype=bf16,keep-io=false}"), r.ctx, r.report);
+  REQUIRE(run);
+  CHECK(run->signatureChanged);
+  auto inputs = verify::makeInputs(f.inputs, 0);
+  torch::jit::Module m = r.opt.exportModule();
+  auto out = test::runForward(m, run->adaptInputs(inputs));
+  CHECK(out.toTensor().scalar_type() == c10::ScalarType::BFloat16);
+  auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 0, /*signatureChanged=*/true);
+  INFO(check.summary);
+  CHECK(check.passed);
+}
+
+TEST_CASE("casts are memoized per value and dtype") {
+  auto constants = std::make_shared<ir::ConstantTable>();
+  constants->set("a.weight", torch::randn({8, 8}));
+  constants->set("b.weight", torch::randn({8, 8}));
+  ir::ParseOptions opts;
+  opts.constants = constants;
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %wa : Tensor = get_attr[\"a.weight\"]\n"
+      "  %wb : Tensor = get_attr[\"b.weight\"]\n"
+      "  %ya : Tensor = aten::linear(%x, %wa, None)\n"
+      "  %yb : Tensor = aten::linear(%x, %wb, None)\n"
+      "  %s : Tensor = aten::add.Tensor(%ya, %yb, 1)\n"
+      "  %p : Tensor = aten::softmax.int(%s, 1, None)\n"
+      "  %q : Tensor = aten::log_softmax.int(%s, 1, None)\n"
+      "  %o : Tensor = aten::add.Tensor(%p, %q, 1)\n"
+      "  output(%o)\n",
+      opts);
+  auto x = torch::randn({2, 8});
+  auto expected = test::runGraph(*g, {x}).toTensor();
+  auto report = test::runPipeline(*g, "cast{dtype=bf16}");
+  CHECK(test::counter(report, "cast", "lowered") == 2);
+  CHECK(test::counter(report, "cast", "casts") == 2);  // x down once, s up once
+  test::checkIR(g->str(), R"(
+    # CHECK: aten::to.dtype(%x, torch.bfloat16
+    # CHECK: aten::linear
+    # CHECK: aten::linear
+    # CHECK: aten::add.Tensor
+    # CHECK: aten::to.dtype({{.*}}torch.float32
+    # CHECK-NOT: aten::to.dtype
+    # CHECK: output
+  )");
+  auto actual = test::runGraph(*g, {x}).toTensor();
+  CHECK(actual.scalar_type() == c10::ScalarType::Float);
+  CHECK(quant::checkLowPrecision(actual, expected, quant::toleranceFor(c10::ScalarType::BFloat16)).passed);
+}
+
+TEST_CASE("CastDoesNotTouchFloat64OrIntegerGraphs") {
+  auto constants = std::make_shared<ir::ConstantTable>();
+  constants->set("w", torch::randn({4, 4}, torch::kDouble));
+  ir::ParseOptions opts;
+  opts.constants = constants;
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor, %i : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  %j : Tensor = aten::add.Tensor(%i, %i, 1)\n"
+      "  output(%y, %j)\n",
+      opts);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 4}, torch::kDouble), torch::arange(4)};
+  auto report = test::runPipeline(*g, "shape-prop,cast{dtype=bf16}", &ctx);
+  CHECK(test::counter(report, "cast", "lowered") == 0);
+  CHECK(test::counter(report, "cast", "casts") == 0);
+  CHECK(test::countOps(*g, "aten::to") == 0);
+  bool declined = false;
+  for (const auto& d : ctx.declines()) declined = declined || d.find("float64, not float32") != std::string::npos;
+  CHECK(declined);
+}
+
+TEST_CASE("every fixture: bf16 within the bf16 criterion, fp16 emulated within the fp16 criterion") {
+  std::filesystem::create_directories(castDir());
+  for (const auto& f : test::allFixtures()) {
+    if (f.name == "train_mode_eval_reference") continue;
+    DYNAMIC_SECTION(f.name) {
+      CastRun bf16 = runCast(f, "{dtype=bf16}");
+      annotate(bf16);
+      INFO(bf16.opt.model().forward().str());
+      CHECK(mixedFloatInputs(bf16.opt.model().forward()).empty());
+      auto check = checkNumerics(bf16, f, c10::ScalarType::BFloat16, 5);
+      INFO("bf16:\n" << check.summary);
+      CHECK(check.passed);
+      bf16.opt.save(castDir() + "/" + f.name + ".pt");
+
+      CastRun fp16 = runCast(f, "{dtype=fp16,emulate=true}");
+      auto emulated = checkNumerics(fp16, f, c10::ScalarType::Half, 5);
+      INFO("fp16 emulated:\n" << emulated.summary);
+      CHECK(emulated.passed);
+    }
+  }
+}

@@ -141,7 +141,7 @@ struct Problem {
 
 [[noreturn]] void fail(std::string text) { throw Problem{std::move(text)}; }
 
-std::string quoted(const std::string& name) {
+std::string printable(const std::string& name) {
   std::string out = "'";
   for (unsigned char c : name.substr(0, 200)) {
     if (c < 0x20 || c == 0x7F) {
@@ -308,7 +308,7 @@ class Checker {
       if (cd.size() - pos - kCentralHeaderSize < nameLen + extraLen + commentLen)
         fail(which + " runs past the end of the central directory");
       entry.name.assign(reinterpret_cast<const char*>(h + kCentralHeaderSize), nameLen);
-      which = "entry " + quoted(entry.name);
+      which = "entry " + printable(entry.name);
       readZip64Extra(h + kCentralHeaderSize + nameLen, extraLen, entry, diskStart, which);
       pos += kCentralHeaderSize + nameLen + extraLen + commentLen;
 
@@ -374,7 +374,7 @@ class Checker {
   void checkEntries(std::vector<ArchiveEntry>& entries, const EndRecords& end) {
     const uint64_t dataEnd = end.cdOffset;  // entries live before the central directory
     for (auto& entry : entries) {
-      std::string which = "entry " + quoted(entry.name);
+      std::string which = "entry " + printable(entry.name);
       if (entry.headerOffset > dataEnd || dataEnd - entry.headerOffset < kLocalHeaderSize)
         fail(which + ": its local header offset " + std::to_string(entry.headerOffset) +
              " lies outside the archive's data (" + std::to_string(dataEnd) + " bytes)");
@@ -390,7 +390,7 @@ class Checker {
       std::string localName(nameLen, '\0');
       readAt(entry.headerOffset + kLocalHeaderSize, localName.data(), nameLen, "a local header");
       if (localName != entry.name)
-        fail(which + ": its local header names " + quoted(localName));
+        fail(which + ": its local header names " + printable(localName));
       if (localMethod != entry.method)
         fail(which + ": local header says compression method " + std::to_string(localMethod) +
              ", central directory " + std::to_string(entry.method));
@@ -434,14 +434,14 @@ class Checker {
     for (size_t i = 1; i < byOffset.size(); ++i) {
       const ArchiveEntry& prev = *byOffset[i - 1];
       if (byOffset[i]->headerOffset < prev.endOffset)
-        fail("entries " + quoted(prev.name) + " and " + quoted(byOffset[i]->name) + " overlap");
+        fail("entries " + printable(prev.name) + " and " + printable(byOffset[i]->name) + " overlap");
     }
 
     if (!limits_.checkCrc) return;
     for (const auto& entry : entries) {
       uint32_t crc = entry.method == kStored ? storedCrc(entry) : inflatedCrc(entry);
       if (crc != entry.crc32)
-        fail("entry " + quoted(entry.name) + ": CRC-32 mismatch (recorded " + hex32(entry.crc32) +
+        fail("entry " + printable(entry.name) + ": CRC-32 mismatch (recorded " + hex32(entry.crc32) +
              ", data has " + hex32(crc) + "): its bytes are damaged");
     }
   }
@@ -481,7 +481,7 @@ class Checker {
   // Inflates (raw deflate) chunk by chunk into a fixed buffer, CRCing the
   // output; stops as soon as it exceeds the declared size.
   uint32_t inflatedCrc(const ArchiveEntry& entry) {
-    std::string which = "entry " + quoted(entry.name);
+    std::string which = "entry " + printable(entry.name);
     z_stream zs{};
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail("zlib could not start inflating " + which);
     std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);

@@ -32,13 +32,19 @@ namespace {
 // LibTorch and reads out of bounds when used.
 void checkTensorFitsStorage(const at::Tensor& t, const std::string& where) {
   if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() || t.numel() == 0) return;
-  int64_t lowest = t.storage_offset(), highest = t.storage_offset();
+  // Sizes and strides come from the file: overflow is damage, not UB.
+  int64_t lowest = t.storage_offset(), highest = t.storage_offset(), reach = 0, elements = 0, needed = 0;
+  bool overflow = false;
   for (int64_t d = 0; d < t.dim(); ++d) {
-    int64_t reach = (t.size(d) - 1) * t.stride(d);
-    (reach < 0 ? lowest : highest) += reach;
+    overflow |= __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach);
+    int64_t& end = reach < 0 ? lowest : highest;
+    overflow |= __builtin_add_overflow(end, reach, &end);
   }
-  const auto needed = static_cast<uint64_t>(highest + 1) * t.element_size();
-  if (lowest < 0 || needed > t.storage().nbytes())
+  overflow |= __builtin_add_overflow(highest, int64_t{1}, &elements);
+  overflow |= __builtin_mul_overflow(elements, int64_t(t.element_size()), &needed);
+  if (overflow)
+    throw InputError("tensor " + where + " has sizes and strides that overflow 64 bits");
+  if (lowest < 0 || static_cast<uint64_t>(needed) > t.storage().nbytes())
     throw InputError("tensor " + where + " (" + c10::toString(t.scalar_type()) + " " + c10::str(t.sizes()) +
                      ") needs " + std::to_string(needed) + " bytes but its storage in the file holds " +
                      std::to_string(t.storage().nbytes()));

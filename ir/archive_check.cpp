@@ -304,6 +304,7 @@ class Checker {
       entry.uncompressedSize = le32(h + 24);
       size_t nameLen = le16(h + 28), extraLen = le16(h + 30), commentLen = le16(h + 32);
       uint32_t diskStart = le16(h + 34);
+      uint32_t externalAttributes = le32(h + 38);
       entry.headerOffset = le32(h + 42);
       if (cd.size() - pos - kCentralHeaderSize < nameLen + extraLen + commentLen)
         fail(which + " runs past the end of the central directory");
@@ -316,6 +317,14 @@ class Checker {
       if (!names.insert(entry.name).second) fail(which + " appears twice");
       if (diskStart != 0) fail(which + " is on another disk of a multi-part archive");
       if (entry.flags & 1) fail(which + " is encrypted");
+      // LibTorch's reader treats an entry with the MS-DOS directory attribute
+      // (0x10) as a folder and reads nothing from it; a real folder entry ends
+      // with '/' and holds no data.
+      const bool folderName = entry.name.back() == '/';
+      if ((externalAttributes & 0x10) && !folderName)
+        fail(which + " is marked as a folder in the central directory (a damaged attribute byte)");
+      if (folderName && (entry.compressedSize != 0 || entry.uncompressedSize != 0))
+        fail(which + " is a folder entry with data");
       if (entry.method != kStored && entry.method != kDeflated)
         fail(which + " uses compression method " + std::to_string(entry.method) +
              " (PyTorch writes only stored (0) and deflated (8) entries)");

@@ -138,7 +138,8 @@ std::string problemOf(const std::string& bytes, const ir::ArchiveLimits& limits 
 
 // Offsets of central-header fields (PKWARE APPNOTE).
 constexpr size_t kCdFlags = 8, kCdMethod = 10, kCdCompressed = 20, kCdUncompressed = 24, kCdOffset = 42;
-constexpr size_t kCdName = 46;
+constexpr size_t kCdName = 46, kCdExternalAttributes = 38;
+constexpr size_t kLocalCompressed = 18, kLocalUncompressed = 22;
 
 struct TempDir {
   fs::path path;
@@ -257,6 +258,12 @@ TEST_CASE("hand-made damage is named") {
     z.bytes[z.centralHeader[1] + kCdFlags] |= 1;
     CHECK_THAT(problemOf(z.bytes), Catch::Contains("'archive/code/m.py' is encrypted"));
   }
+  SECTION("a file marked as a folder (LibTorch would read nothing from it)") {
+    auto z = buildZip(twoEntries());
+    z.bytes[z.centralHeader[0] + kCdExternalAttributes] |= 0x10;
+    CHECK_THAT(problemOf(z.bytes), Catch::Contains("'archive/data.pkl' is marked as a folder"));
+    CHECK(problemOf(buildZip({{"archive/", ""}, {"archive/data.pkl", "x"}}).bytes) == "");
+  }
   SECTION("no entries") {
     std::string empty;
     put32(empty, 0x06054b50), put16(empty, 0), put16(empty, 0), put16(empty, 0), put16(empty, 0);
@@ -269,8 +276,9 @@ TEST_CASE("hand-made damage is named") {
   SECTION("overlapping entries") {
     auto z = buildZip(twoEntries());
     // The first entry claims 20 more bytes: they are the second's header.
-    set32(z.bytes, z.centralHeader[0] + kCdCompressed, 120);
-    set32(z.bytes, z.centralHeader[0] + kCdUncompressed, 120);
+    for (size_t at : {z.centralHeader[0] + kCdCompressed, z.centralHeader[0] + kCdUncompressed,
+                      z.localHeader[0] + kLocalCompressed, z.localHeader[0] + kLocalUncompressed})
+      set32(z.bytes, at, 120);
     CHECK_THAT(problemOf(z.bytes), Catch::Contains("overlap"));
   }
   SECTION("huge declared sizes") {
@@ -295,6 +303,7 @@ TEST_CASE("hand-made damage is named") {
     CHECK_THAT(problemOf(buildZip(twoEntries()).bytes, small), Catch::Contains("(limit 100)"));
     z = buildZip(twoEntries());
     set32(z.bytes, z.centralHeader[1] + kCdUncompressed, 200);  // really 300
+    set32(z.bytes, z.localHeader[1] + kLocalUncompressed, 200);
     CHECK_THAT(problemOf(z.bytes), Catch::Contains("inflates to more than its declared 200 bytes"));
   }
   SECTION("a central directory that does not match its end record") {

@@ -5,7 +5,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(PTOPT_LIBRARIES ptopt_ir ptopt_rewriters ptopt_fusion ptopt_layout ptopt_quant ptopt_verify ptopt_api)
+set(PTOPT_LIBRARIES ptopt_archive ptopt_ir ptopt_rewriters ptopt_fusion ptopt_layout ptopt_quant ptopt_verify ptopt_api)
 install(TARGETS ${PTOPT_LIBRARIES} EXPORT ptoptTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -160,8 +160,13 @@ class LineLexer {
 };
 
 // Type annotations, over the same lexer.
-c10::TypePtr parseTypeTokens(LineLexer& lx, const std::map<std::string, c10::TypePtr>& named) {
+// Nesting deeper than this is not a real type; recursion without a bound
+// would overflow the stack on a long enough line.
+constexpr int kMaxTypeDepth = 64;
+
+c10::TypePtr parseTypeTokens(LineLexer& lx, const std::map<std::string, c10::TypePtr>& named, int depth = 0) {
   Token name = lx.take();
+  if (depth > kMaxTypeDepth) lx.fail(name, "type nested more than " + std::to_string(kMaxTypeDepth) + " deep");
   if (name.kind == Tok::Ident && name.text == "None") return c10::NoneType::get();
   if (name.kind != Tok::Ident) lx.fail(name, "expected a type");
   static const std::unordered_map<std::string, c10::TypePtr> simple = {
@@ -183,18 +188,23 @@ c10::TypePtr parseTypeTokens(LineLexer& lx, const std::map<std::string, c10::Typ
   if (name.text == "Tuple" && lx.takeIf("(")) {
     lx.expect(")");  // Tuple[()]
   } else {
-    do params.push_back(parseTypeTokens(lx, named)); while (lx.takeIf(","));
+    do params.push_back(parseTypeTokens(lx, named, depth + 1)); while (lx.takeIf(","));
   }
   lx.expect("]");
   auto arity = [&](size_t n) {
     if (params.size() != n) lx.fail(name, name.text + " takes " + std::to_string(n) + " type(s)");
   };
-  if (name.text == "List") { arity(1); return c10::ListType::create(params[0]); }
-  if (name.text == "Optional") { arity(1); return c10::OptionalType::create(params[0]); }
-  if (name.text == "Future") { arity(1); return c10::FutureType::create(params[0]); }
-  if (name.text == "Dict") { arity(2); return c10::DictType::create(params[0], params[1]); }
-  if (name.text == "Tuple") return c10::TupleType::create(params);
-  if (name.text == "Union") return c10::UnionType::create(params);
+  // c10 refuses some combinations (a Dict keyed by a list): a parse error too.
+  try {
+    if (name.text == "List") { arity(1); return c10::ListType::create(params[0]); }
+    if (name.text == "Optional") { arity(1); return c10::OptionalType::create(params[0]); }
+    if (name.text == "Future") { arity(1); return c10::FutureType::create(params[0]); }
+    if (name.text == "Dict") { arity(2); return c10::DictType::create(params[0], params[1]); }
+    if (name.text == "Tuple") return c10::TupleType::create(params);
+    if (name.text == "Union") return c10::UnionType::create(params);
+  } catch (const c10::Error& e) {
+    lx.fail(name, e.what_without_backtrace());
+  }
   lx.fail(name, "unknown type '" + name.text + "'");
 }
 

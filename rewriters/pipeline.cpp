@@ -216,10 +216,13 @@ class PipelineParser {
     const size_t parenPos = pos_;
     if (take('(')) {
       if (!e.isFixpoint()) failAt(parenPos, "only fixpoint{...}(...) takes a nested pipeline");
+      // Each level is a recursive call: bound it so a long file cannot overflow the stack.
+      if (++depth_ > kMaxNesting) failAt(parenPos, "fixpoint nested more than " + std::to_string(kMaxNesting) + " deep");
       skipSpace();
       if (!atEnd() && text_[pos_] == ')') fail("fixpoint needs at least one pass inside ( )");
       e.children = parseList();
       expect(')', "to close fixpoint(...)");
+      --depth_;
     } else if (e.isFixpoint()) {
       fail("fixpoint needs a nested pipeline: fixpoint{max-iter=4}(cse,dce)");
     }
@@ -228,10 +231,12 @@ class PipelineParser {
     return e;
   }
 
+  static constexpr int kMaxNesting = 32;
   const std::string& text_;
   const PassRegistry& registry_;
   std::string source_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 bool needsQuotes(const std::string& v) {

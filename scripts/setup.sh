@@ -10,6 +10,8 @@ packages=(
   libboost-graph-dev           # Boost.Graph adaptor over the IR
   libgraphviz-dev              # optional in-process SVG/PNG rendering
   catch2 libcli11-dev nlohmann-json3-dev libfmt-dev
+  zlib1g-dev                   # inflates deflated entries in the zip pre-check
+  clang libclang-rt-14-dev     # libFuzzer and the sanitizers (scripts/fuzz.sh)
 )
 missing=()
 for p in "${packages[@]}"; do

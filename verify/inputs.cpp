@@ -11,6 +11,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -64,11 +65,18 @@ InputSpec parseInputSpec(const std::string& text) {
       if (i + 2 != parts.size() || i > 1) throw bad("a scalar is written int:VALUE");
       spec.name = i == 1 ? parts[0] : "";
       spec.kind = k == "int" ? InputSpec::Kind::Int : k == "float" ? InputSpec::Kind::Float : InputSpec::Kind::Bool;
+      const std::string& number = parts[i + 1];
+      size_t used = 0;
       try {
-        spec.scalar = std::stod(parts[i + 1]);
-      } catch (const std::exception&) {
-        throw bad("'" + parts[i + 1] + "' is not a number");
+        spec.scalar = std::stod(number, &used);
+      } catch (const std::exception&) {  // invalid_argument, or out_of_range for 1e999
+        throw bad("'" + number + "' is not a finite number");
       }
+      if (used != number.size() || !std::isfinite(spec.scalar)) throw bad("'" + number + "' is not a finite number");
+      // An int must be a whole number that fits int64 (str() prints it as one).
+      if (spec.kind == InputSpec::Kind::Int &&
+          (spec.scalar != std::trunc(spec.scalar) || std::fabs(spec.scalar) >= 9.2e18))
+        throw bad("'" + number + "' is not a 64-bit integer");
       return spec;
     }
   }
@@ -78,9 +86,19 @@ InputSpec parseInputSpec(const std::string& text) {
     shapeIdx = 1;
   }
   if (shapeIdx >= parts.size() || !looksLikeShape(parts[shapeIdx])) throw bad("no shape");
-  for (const auto& d : split(parts[shapeIdx], ',')) {
+  int64_t elements = 1;
+  for (const auto& item : split(parts[shapeIdx], ',')) {
+    // Digits with optional spaces around them: "1, 3" but not "1 3".
+    const size_t first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
+    const std::string d = first == std::string::npos ? "" : item.substr(first, last - first + 1);
     if (d.empty()) throw bad("empty dimension");
-    spec.shape.push_back(std::stoll(d));
+    if (d.find(' ') != std::string::npos) throw bad("'" + d + "' is not one number (a ',' missing?)");
+    int64_t dim = 0;
+    for (char c : d)
+      if (__builtin_mul_overflow(dim, int64_t{10}, &dim) || __builtin_add_overflow(dim, int64_t(c - '0'), &dim))
+        throw bad("dimension '" + d + "' is too large");
+    if (__builtin_mul_overflow(elements, dim, &elements)) throw bad("the shape has more elements than fit in 64 bits");
+    spec.shape.push_back(dim);
   }
   if (shapeIdx + 1 < parts.size()) {
     auto dt = ir::dtypeFromName(parts[shapeIdx + 1]);

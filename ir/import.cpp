@@ -66,9 +66,12 @@ torch::jit::Module loadTorchScript(const std::string& path) {
       std::string op = msg.substr(pos + 20);
       op = op.substr(0, op.find_first_of(".\n "));
       hint = "\nthe model calls operator '" + op +
-             "' that no loaded library registers: load the library that defines it first";
+             "', which no loaded library registers: load the library that defines it first with "
+             "--load-ops LIB.so (C++ API: ptopt::loadOperatorLibrary)";
       if (op.rfind("torchvision::", 0) == 0)
-        hint += " (torchvision's C++ ops library, libtorchvision.so, provides torchvision:: ops)";
+        hint += "; torchvision's C++ ops library provides torchvision:: operators (Debian's python3-torchvision "
+                "installs it as /usr/lib/python3/dist-packages/torchvision/_C.cpython-*.so; it loads without "
+                "Python)";
     }
     throw InputError("cannot load TorchScript '" + path + "': " + msg + hint);
   }
@@ -229,6 +232,9 @@ class Converter {
   // whose results are immutable scalars (e.g. `not self.training`), so the
   // branches they decide fold away.
   bool tryFoldLiterals(ts::Node* n) {
+    // Only aten:: and prim:: operators: opaque ones (torchvision::, custom
+    // ops) are never evaluated, see ir/dead_code.h.
+    if (!n->kind().is_aten() && !n->kind().is_prim()) return false;
     const c10::FunctionSchema* schema = n->maybeSchema();
     if (!schema || schema->is_mutable() || !n->blocks().empty() || n->outputs().empty()) return false;
     for (ts::Value* out : n->outputs()) {

@@ -220,7 +220,9 @@ ResolvedOp resolve(const Node& n) {
     return r;
   }
   if (auto viaNode = resolveThroughTorchScriptNode(n)) return *viaNode;
-  if (ops.empty()) fail(n, "no implementation of operator '" + n.target() + "' is registered");
+  if (ops.empty())
+    fail(n, "no implementation of operator '" + n.target() +
+                "' is registered (load the library that defines it: --load-ops LIB.so)");
   fail(n, "operator '" + n.qualifiedTarget() + "' has no implementation for these arguments");
 }
 

@@ -2,6 +2,7 @@
 // file parses the command line (CLI11) and maps failures to exit codes:
 // 0 success, 2 usage error or bad input, 3 verification failed, 1 otherwise.
 #include "tools/commands.h"
+#include "tools/load_ops.h"
 
 #include "ir/model.h"
 #include "rewriters/pass.h"
@@ -39,6 +40,18 @@ int main(int argc, char** argv) {
   auto* passesCmd = app.add_subcommand("passes", "List every pass with its options and contract");
   registerPassesOptions(*passesCmd, passes);
 
+  // --load-ops, before or after the subcommand, on every command that loads a model.
+  std::vector<std::string> opsLibraries;
+  for (CLI::App* cmd : {&app, showCmd, verifyCmd, benchCmd}) {
+    cmd->add_option_function<std::vector<std::string>>(
+           "--load-ops",
+           [&](const std::vector<std::string>& libs) { opsLibraries.insert(opsLibraries.end(), libs.begin(), libs.end()); },
+           "Load a shared library that registers TorchScript operators (e.g. torchvision's ops) before the "
+           "model; repeatable")
+        ->type_name("LIB.so")
+        ->allow_extra_args(false);  // one library per --load-ops: never swallow IN OUT
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -53,6 +66,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (const auto& lib : opsLibraries) loadOperatorLibrary(lib);
     if (*showCmd) return runShow(show);
     if (*passesCmd) return runPasses(passes);
     if (*verifyCmd) return runVerify(verifyOpts);

@@ -73,6 +73,9 @@ bool hasSideEffects(const Node* n) {
     return !(n->schema() && n->schema()->aliasAnalysis() == c10::AliasAnalysisKind::PURE_FUNCTION &&
              !n->schema()->is_mutable());
   if (isEffectful(t) || drawsRandomNumbers(t)) return true;
+  // A read of module state (no object argument): it must stay where it is
+  // relative to the prim::SetAttr that writes the same attribute.
+  if (t == "prim::GetAttr" && n->numArgs() == 0) return true;
   if (const auto* schema = n->schema()) {
     if (schema->is_mutable()) return true;
   } else if (!isPureSchemaless(t)) {

@@ -2,7 +2,8 @@
 //
 // A node is removable when none of its outputs is used and it has no side
 // effects. Side effects: writing an input (a mutable schema: relu_, add_,
-// append, copy_), raising, printing, warning, drawing random numbers (removing
+// append, copy_), writing or reading module state (prim::SetAttr, and
+// prim::GetAttr without an object argument, whose order matters), raising, printing, warning, drawing random numbers (removing
 // an unused dropout in training mode would shift the RNG stream that later
 // random ops see), calls that could not be inlined, operators without a schema
 // that ptopt does not know to be pure, opaque operators (below) unless their

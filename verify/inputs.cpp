@@ -305,7 +305,7 @@ std::string pythonExample(const c10::TypePtr& type) {
     case c10::TypeKind::StringType: return "'text'";
     case c10::TypeKind::NoneType: return "None";
     case c10::TypeKind::OptionalType:
-      return pythonExample(type->castRaw<c10::OptionalType>()->getElementType()) + " (or None)";
+      return pythonExample(type->castRaw<c10::OptionalType>()->getElementType());  // or None
     case c10::TypeKind::ListType: {
       const auto element = type->castRaw<c10::ListType>()->getElementType();
       // Images for detection models are C x H x W, without a batch dimension.

@@ -23,6 +23,27 @@ expect() {
 }
 field() { "$py" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]] or '')" "$dir/detection.json" "$1"; }
 
+# 0. Inputs that are not plain tensors (List, Optional, Tuple, Dict; no torchvision needed).
+cm=$dir/container_inputs.pt
+expect 0 "cannot build input 'xs' \(List\[Tensor\]\), 'bias' \(Optional\[Tensor\]\), 'pair' \(Tuple\[Tensor, Tensor\]\), 'named' \(Dict\[str, Tensor\]\)" -- \
+  "$ptopt" "$cm" "$work/c_nov.pt" -O1
+grep -qF "torch.save(([torch.rand(3, 224, 224)], torch.rand(1, 3, 224, 224), (torch.rand(1, 3, 224, 224), torch.rand(1, 3, 224, 224)), {'text': torch.rand(1, 3, 224, 224)}), 'inputs.pt')" <<<"$last_output" \
+  || fail "no example torch.save line: $last_output"
+expect 0 "bitwise" -- "$ptopt" "$cm" "$work/c0.pt" --passes '' --inputs "$dir/container_inputs.inputs.pt"
+expect 0 "bitwise" -- "$ptopt" "$cm" "$work/c0n.pt" --passes '' --inputs "$dir/container_inputs.none.pt"
+expect 0 "passed" -- "$ptopt" "$cm" "$work/c1.pt" -O1 --inputs "$dir/container_inputs.inputs.pt" --report "$work/c1.json"
+"$py" -c "import json,sys; r=json.load(open(sys.argv[1])); assert sum(p['counters'].get('folded',0) for p in r['passes'] if p['pass']=='fold-conv-bn')==1" "$work/c1.json" \
+  || fail "container model: fold-conv-bn did not fold the conv in the loop"
+expect 0 "^PASSED" -- "$ptopt" verify "$cm" "$work/c1.pt" --inputs "$dir/container_inputs.none.pt"
+"$py" - "$cm" "$work/c0.pt" "$work/c1.pt" "$dir/container_inputs.inputs.pt" <<'PY' || fail "container model: python reload"
+import sys, torch
+orig, o0, o1 = (torch.jit.load(p) for p in sys.argv[1:4])
+args = torch.load(sys.argv[4])
+(ra, rb), (a, b), (c, d) = orig(*args), o0(*args), o1(*args)
+assert all(torch.equal(x, y) for x, y in zip(ra, a)) and torch.equal(rb, b)
+assert all(torch.allclose(x, y, rtol=1e-4, atol=1e-5) for x, y in zip(ra, c)) and torch.allclose(rb, d)
+PY
+
 skip=$(field skip)
 if [ -n "$skip" ]; then echo "SKIPPED: $skip"; exit 77; fi
 model=$(field model); inputs=$(field inputs); lib=$(field ops_library)
@@ -44,7 +65,7 @@ expect 0 "cannot build input 'images' \(List\[Tensor\]\).*--inputs" -- \
   "$ptopt" "$model" "$work/noverify.pt" -O1 --load-ops "$lib"
 expect 2 "cannot build input 'images'" -- \
   "$ptopt" "$model" "$work/shape.pt" -O1 --load-ops "$lib" --input-shape 1,3,320,320
-expect 2 "--inputs FILE|--input-shape" -- "$ptopt" verify "$model" "$model" --load-ops "$lib"
+expect 2 "cannot build input 'images'.*--inputs" -- "$ptopt" verify "$model" "$model" --load-ops "$lib"
 
 # 4. Empty pipeline: bitwise equal on the saved images.
 expect 0 "bitwise" -- "$ptopt" "$model" "$work/o0.pt" --passes '' --load-ops "$lib" --inputs "$inputs" \

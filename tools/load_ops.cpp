@@ -2,7 +2,6 @@
 
 #include "ir/model.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <dlfcn.h>

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (const auto& lib : opsLibraries) loadOperatorLibrary(lib);
+    for (const auto& lib : opsLibraries) ptopt::loadOperatorLibrary(lib);
     if (*showCmd) return runShow(show);
     if (*passesCmd) return runPasses(passes);
     if (*verifyCmd) return runVerify(verifyOpts);

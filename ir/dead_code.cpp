@@ -53,10 +53,29 @@ size_t eliminateInBlock(Block& b) {
 
 }  // namespace
 
+bool isOpaque(const Node* n) {
+  if (!n->isCall()) return false;
+  const std::string& t = n->target();
+  return t.rfind("aten::", 0) != 0 && t.rfind("prim::", 0) != 0;
+}
+
+bool opaqueMayWriteAll(const Node* n) {
+  if (!isOpaque(n)) return false;
+  if (!n->schema()) return true;
+  const auto kind = n->schema()->aliasAnalysis();
+  return kind != c10::AliasAnalysisKind::FROM_SCHEMA && kind != c10::AliasAnalysisKind::PURE_FUNCTION;
+}
+
 bool hasSideEffects(const Node* n) {
   if (n->opcode() != Opcode::CallFunction) return n->opcode() == Opcode::Output;
   const std::string& t = n->target();
+  if (isOpaque(n))
+    return !(n->schema() && n->schema()->aliasAnalysis() == c10::AliasAnalysisKind::PURE_FUNCTION &&
+             !n->schema()->is_mutable());
   if (isEffectful(t) || drawsRandomNumbers(t)) return true;
+  // A read of module state (no object argument): it must stay where it is
+  // relative to the prim::SetAttr that writes the same attribute.
+  if (t == "prim::GetAttr" && n->numArgs() == 0) return true;
   if (const auto* schema = n->schema()) {
     if (schema->is_mutable()) return true;
   } else if (!isPureSchemaless(t)) {

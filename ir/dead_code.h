@@ -2,15 +2,43 @@
 //
 // A node is removable when none of its outputs is used and it has no side
 // effects. Side effects: writing an input (a mutable schema: relu_, add_,
-// append, copy_), raising, printing, warning, drawing random numbers (removing
+// append, copy_), writing or reading module state (prim::SetAttr, and
+// prim::GetAttr without an object argument, whose order matters), raising, printing, warning, drawing random numbers (removing
 // an unused dropout in training mode would shift the RNG stream that later
 // random ops see), calls that could not be inlined, operators without a schema
-// that ptopt does not know to be pure, and any of these inside a nested block.
+// that ptopt does not know to be pure, opaque operators (below) unless their
+// registration declares them pure, and any of these inside a nested block.
+//
+// Opaque operators. A call_function whose operator lives outside the aten::
+// and prim:: namespaces (torchvision::nms, an operator a project registers
+// with TORCH_LIBRARY and loads with --load-ops) is opaque: ptopt knows only
+// its schema, not what it computes or whether it keeps hidden state (a
+// counter, a log, a random stream). Every pass treats it so:
+//  - it is kept exactly: target, overload, schema, arguments, attributes;
+//  - it has side effects (so dce keeps it even when its results are unused,
+//    cse never merges two calls, const-fold and the importer never evaluate
+//    it), unless its registration says AliasAnalysisKind::PURE_FUNCTION; even
+//    then cse and const-fold leave it alone (isOpaque is checked directly);
+//  - its alias annotations are trusted when the operator was registered from
+//    its schema (TORCH_LIBRARY's default, FROM_SCHEMA): `Tensor(a!)` writes,
+//    `Tensor(a)` aliases. An operator registered CONSERVATIVE may write and
+//    alias every mutable argument (opaqueMayWriteAll);
+//  - nothing is moved across it: no pass moves a node with side effects, and
+//    rewrites insert their replacement where the matched nodes were;
+//  - layout and precision passes must give it tensors in the layout and dtype
+//    the original model gave it: they put a conversion at its boundary.
 #pragma once
 
 #include "ir/ir.h"
 
 namespace ptopt::ir {
+
+// A call_function outside aten:: and prim:: (see above).
+bool isOpaque(const Node* n);
+// An opaque operator whose schema's alias annotations cannot be trusted (it
+// was not registered FROM_SCHEMA or PURE_FUNCTION, or it has no schema): it
+// may write and alias every mutable argument.
+bool opaqueMayWriteAll(const Node* n);
 
 bool hasSideEffects(const Node* n);
 // Removes dead nodes in every block; returns how many were removed.

@@ -38,6 +38,19 @@ std::vector<std::string> splitPath(const std::string& name) {
   return parts;
 }
 
+}  // namespace
+
+const std::string* statePath(const Node& n) {
+  const bool read = n.is("prim::GetAttr") && n.numArgs() == 0;
+  const bool write = n.is("prim::SetAttr") && n.numArgs() == 1;
+  if (!read && !write) return nullptr;
+  const AttrValue* name = n.attr("name");
+  const Literal* lit = name ? std::get_if<Literal>(name) : nullptr;
+  return lit && lit->is<std::string>() ? &lit->as<std::string>() : nullptr;
+}
+
+namespace {
+
 // Holds the constants a model uses as module attributes.
 //
 // Flat (the default): every constant is an attribute of the root module under
@@ -53,9 +66,10 @@ std::vector<std::string> splitPath(const std::string& name) {
 class AttributeTree {
  public:
   AttributeTree(std::shared_ptr<torch::jit::CompilationUnit> cu, torch::jit::Module root,
-                const ConstantTable& constants, const std::set<std::string>& used, bool nested)
+                const ConstantTable& constants, const std::set<std::string>& used,
+                const std::set<std::string>& state, bool nested)
       : cu_(std::move(cu)), nested_(nested) {
-    for (const auto& name : used) insert(name, constants.at(name));
+    for (const auto& name : used) insert(name, constants.at(name), state.count(name) != 0);
     signature(root_);
     build(root_, std::move(root), "");
   }
@@ -71,8 +85,11 @@ class AttributeTree {
     size_t signature = 0;
   };
 
-  void insert(const std::string& name, const c10::IValue& value) {
-    std::vector<std::string> segments = nested_ ? splitPath(name) : std::vector<std::string>{name};
+  // Module state (assigned by prim::SetAttr) needs a Python identifier as
+  // its last segment: TorchScript prints an assignment as `obj.name = v`.
+  void insert(const std::string& name, const c10::IValue& value, bool state) {
+    std::vector<std::string> segments = nested_ ? splitPath(name)
+                                        : std::vector<std::string>{state ? sanitizeSegment(name) : name};
     if (!tryInsert(segments, value)) {
       // Clashes with another constant's path: a flat name at the root.
       std::string flat = "_" + sanitizeSegment(name);
@@ -180,6 +197,7 @@ class GraphEmitter {
   void hoistConstants(const Block& b) {
     for (const Node* n : b) {
       if (n->opcode() == Opcode::GetAttr) attribute(n->target());
+      if (const std::string* state = statePath(*n)) stateOwner(*state);
       for (const Arg& a : n->args())
         if (a.isLiteral()) literal(a.literal());
       for (const auto& nested : n->blocks()) hoistConstants(*nested);
@@ -214,6 +232,42 @@ class GraphEmitter {
     return attrValues_[name] = cur;
   }
 
+  // The module that holds state attribute `name` (self, or a submodule in
+  // the nested layout), read once at the top like the constants.
+  ts::Value* stateOwner(const std::string& name) {
+    const auto& segments = attrs_.path(name);
+    ts::Value* cur = self_;
+    std::string prefix;
+    for (size_t i = 0; i + 1 < segments.size(); ++i) {
+      prefix += (prefix.empty() ? "" : ".") + segments[i];
+      auto cached = prefixValues_.find(prefix);
+      if (cached != prefixValues_.end()) { cur = cached->second; continue; }
+      ts::Node* get = out_->insertNode(out_->create(c10::prim::GetAttr, {cur}, 1));
+      get->s_(c10::attr::name, segments[i]);
+      cur = get->output();
+      cur->setType(attrs_.typeAt(prefix));
+      setName(cur, "self_" + prefix);
+      prefixValues_[prefix] = cur;
+    }
+    return cur;
+  }
+
+  // A read or write of module state: emitted where it is, on its owner.
+  void emitState(const Node& n, const std::string& name, ts::Block* tb) {
+    ts::Value* owner = stateOwner(name);
+    ts::Node* node = nullptr;
+    if (n.target() == "prim::GetAttr") {
+      node = out_->create(c10::prim::GetAttr, {owner}, 1);
+      node->output()->setType(n.output()->type());
+      setName(node->output(), n.output()->name());
+      env_[n.output()] = node->output();
+    } else {
+      node = out_->create(c10::prim::SetAttr, {owner, valueOf(n.arg(0))}, 0);
+    }
+    node->s_(c10::attr::name, attrs_.path(name).back());
+    tb->appendNode(node);
+  }
+
   ts::Value* valueOf(const Arg& a) { return a.isValue() ? env_.at(a.value()) : literal(a.literal()); }
 
   void emitBlock(const Block& b, ts::Block* tb) {
@@ -242,6 +296,7 @@ class GraphEmitter {
   }
 
   void emitCall(const Node& n, ts::Block* tb) {
+    if (const std::string* state = statePath(n)) return emitState(n, *state, tb);
     std::vector<ts::Value*> inputs;
     for (const Arg& a : n.args()) inputs.push_back(valueOf(a));
     ts::Node* node = out_->create(c10::Symbol::fromQualString(n.target()), inputs, n.numOutputs());
@@ -300,12 +355,16 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
   auto cu = std::make_shared<torch::jit::CompilationUnit>();
   torch::jit::Module root(c10::QualifiedName("__torch__." + options.className), cu,
                           /*shouldMangle=*/true);
-  std::set<std::string> used;
+  std::set<std::string> used, state;
   for (const auto& [name, graph] : model.methods)
     graph->walk([&](Node* n) {
       if (n->opcode() == Opcode::GetAttr) used.insert(n->target());
+      if (const std::string* path = statePath(*n)) {
+        used.insert(*path);
+        state.insert(*path);
+      }
     });
-  AttributeTree attrs(cu, root, *model.constants, used, options.nestedAttributes);
+  AttributeTree attrs(cu, root, *model.constants, used, state, options.nestedAttributes);
   for (const auto& [name, graph] : model.methods) {
     GraphEmitter emitter(*graph, root.type(), attrs);
     auto tsGraph = emitter.emit();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <system_error>
+#include <set>
 #include <sys/stat.h>
 #include <unordered_map>
 #include <unordered_set>
@@ -150,9 +151,12 @@ torch::jit::Module loadTorchScript(const std::string& path) {
       std::string op = msg.substr(pos + 20);
       op = op.substr(0, op.find_first_of(".\n "));
       hint = "\nthe model calls operator '" + op +
-             "' that no loaded library registers: load the library that defines it first";
+             "', which no loaded library registers: load the library that defines it first with "
+             "--load-ops LIB.so (C++ API: ptopt::loadOperatorLibrary)";
       if (op.rfind("torchvision::", 0) == 0)
-        hint += " (torchvision's C++ ops library, libtorchvision.so, provides torchvision:: ops)";
+        hint += "; torchvision's C++ ops library provides torchvision:: operators (Debian's python3-torchvision "
+                "installs it as /usr/lib/python3/dist-packages/torchvision/_C.cpython-*.so; it loads without "
+                "Python)";
     }
     throw InputError("cannot load TorchScript '" + path + "': " + msg + hint);
   }
@@ -219,11 +223,15 @@ struct Binding {
   std::string modulePath;
 };
 
+// Thrown when conversion meets the first assignment to a module attribute:
+// the import starts over, treating that attribute as state.
+struct RestartWithState {};
+
 class Converter {
  public:
   Converter(Model& model, const torch::jit::Module& root,
-            std::unordered_map<c10::TensorImpl*, std::string>& tensorNames)
-      : model_(model), root_(root), tensorNames_(tensorNames) {}
+            std::unordered_map<c10::TensorImpl*, std::string>& tensorNames, std::set<std::string>& statePaths)
+      : model_(model), root_(root), tensorNames_(tensorNames), statePaths_(statePaths) {}
 
   std::unique_ptr<Graph> convert(ts::Graph& tsGraph, const std::string& method) {
     method_ = method;
@@ -343,6 +351,9 @@ class Converter {
   // whose results are immutable scalars (e.g. `not self.training`), so the
   // branches they decide fold away.
   bool tryFoldLiterals(ts::Node* n) {
+    // Only aten:: and prim:: operators: opaque ones (torchvision::, custom
+    // ops) are never evaluated, see ir/dead_code.h.
+    if (!n->kind().is_aten() && !n->kind().is_prim()) return false;
     const c10::FunctionSchema* schema = n->maybeSchema();
     if (!schema || schema->is_mutable() || !n->blocks().empty() || n->outputs().empty()) return false;
     for (ts::Value* out : n->outputs()) {
@@ -371,6 +382,20 @@ class Converter {
     return true;
   }
 
+  // A read or write of module state: `prim::GetAttr[name=path]()` or
+  // `prim::SetAttr[name=path](value)`; the initial value is in the constant
+  // table under the path (a deep copy: the original module keeps its own).
+  Node* stateNode(ts::Node* n, const char* target, const std::string& path, const c10::IValue& initial,
+                  Builder& builder) {
+    if (!model_.constants->contains(path)) model_.constants->set(path, initial.deepcopy());
+    Node* node = graph_->createNode(Opcode::CallFunction, target, "");
+    node->setAttr("name", Literal(path));
+    node->setScope(scopes_.back());
+    node->setSourceLocation(sourceLocationOf(n));
+    builder.insert(node);
+    return node;
+  }
+
   void convertNode(ts::Node* n, Builder& builder) {
     if (n->kind() == c10::prim::Constant) {
       ts::Value* out = n->output();
@@ -396,6 +421,11 @@ class Converter {
         const std::string path = joinPath(owner.modulePath, name);
         c10::IValue attr = owner.module->getAttr(name);
         Binding b;
+        if (statePaths_.count(path) && !isModuleValue(attr)) {
+          env_[n->output()].value = stateNode(n, "prim::GetAttr", path, attr, builder)->addOutput(
+              normalizeType(n->output()->type()), n->output()->debugName());
+          return;
+        }
         if (isModuleValue(attr)) {
           b.module = attr.toObject().get();
           b.modulePath = path;
@@ -410,11 +440,19 @@ class Converter {
         return;
       }
     }
-    if (n->kind() == c10::prim::SetAttr && binding(n->input(0), n).module)
-      unsupported(n, "it assigns attribute '" +
-                         joinPath(binding(n->input(0), n).modulePath, n->s(c10::attr::name)) +
-                         "' (prim::SetAttr): ptopt freezes modules and cannot keep mutable module "
-                         "state; remove the assignment");
+    if (n->kind() == c10::prim::SetAttr && binding(n->input(0), n).module) {
+      const Binding& owner = binding(n->input(0), n);
+      const std::string name = n->s(c10::attr::name);
+      const std::string path = joinPath(owner.modulePath, name);
+      c10::IValue attr = owner.module->getAttr(name);
+      if (isModuleValue(attr))
+        unsupported(n, "it assigns submodule '" + path + "' (prim::SetAttr): ptopt cannot keep that");
+      // A mutable attribute: every read of it, before or after this point,
+      // must stay a read at run time. Start over knowing that.
+      if (statePaths_.insert(path).second) throw RestartWithState{};
+      stateNode(n, "prim::SetAttr", path, attr, builder)->addArg(argFor(n, 1));
+      return;
+    }
     if (n->kind() == c10::prim::CallMethod) {
       const Binding& self = binding(n->input(0), n);
       if (!self.module) unsupported(n, "prim::CallMethod on a value that is not a submodule");
@@ -481,6 +519,7 @@ class Converter {
   Model& model_;
   const torch::jit::Module& root_;
   std::unordered_map<c10::TensorImpl*, std::string>& tensorNames_;
+  std::set<std::string>& statePaths_;
   std::string method_;
   std::unique_ptr<Graph> graph_;
   std::unordered_map<ts::Value*, Binding> env_;
@@ -489,16 +528,10 @@ class Converter {
   std::vector<std::string> scopes_{""};
 };
 
-}  // namespace
-
-Model importModule(const torch::jit::Module& original, const ImportOptions& options) {
-  torch::jit::Module module = original;  // shares state; eval() only flips `training`
-  module.eval();
+Model importMethods(const torch::jit::Module& module, const std::vector<std::string>& methods,
+                    std::set<std::string>& statePaths) {
   Model model;
   std::unordered_map<c10::TensorImpl*, std::string> tensorNames;
-  std::vector<std::string> methods = {"forward"};
-  for (const auto& m : options.preserveMethods)
-    if (m != "forward") methods.push_back(m);
   for (const auto& name : methods) {
     auto method = module.find_method(name);
     if (!method)
@@ -506,11 +539,13 @@ Model importModule(const torch::jit::Module& original, const ImportOptions& opti
                        (name == "forward" ? "" : " (check --preserve-methods)"));
     // The method's own graph, not a copy: conversion only reads it, and
     // inlines calls as it goes (linear in the size of the inlined result).
-    Converter converter(model, module, tensorNames);
+    Converter converter(model, module, tensorNames, statePaths);
     std::unique_ptr<Graph> graph;
     try {
       graph = converter.convert(*method->graph(), name);
     } catch (const InputError&) {
+      throw;
+    } catch (const RestartWithState&) {
       throw;
     } catch (const std::exception& e) {
       throw InputError("cannot import method '" + name + "': " + torchErrorMessage(e));
@@ -519,6 +554,25 @@ Model importModule(const torch::jit::Module& original, const ImportOptions& opti
     model.methods.emplace_back(name, std::move(graph));
   }
   return model;
+}
+
+}  // namespace
+
+Model importModule(const torch::jit::Module& original, const ImportOptions& options) {
+  torch::jit::Module module = original;  // shares state; eval() only flips `training`
+  module.eval();
+  std::vector<std::string> methods = {"forward"};
+  for (const auto& m : options.preserveMethods)
+    if (m != "forward") methods.push_back(m);
+  // Attributes that some method assigns (prim::SetAttr) stay module state;
+  // each one found restarts the import (rare: a few per model at most).
+  std::set<std::string> statePaths;
+  while (true) {
+    try {
+      return importMethods(module, methods, statePaths);
+    } catch (const RestartWithState&) {
+    }
+  }
 }
 
 }  // namespace ptopt::ir

@@ -125,9 +125,16 @@ std::vector<c10::IValue> objectGetAttr(const Node& n, Stack& args) {
   const auto* name = n.attr("name");
   const auto* lit = name ? std::get_if<Literal>(name) : nullptr;
   if (!lit || !lit->is<std::string>()) fail(n, "prim::GetAttr has no `name` attribute");
+  // A read of module state: its value at import (the interpreter does not
+  // carry writes from one run to the next).
+  if (args.empty() && n.graph().constants().contains(lit->as<std::string>()))
+    return {n.graph().constants().at(lit->as<std::string>())};
   if (args.size() != 1 || !args[0].isObject()) fail(n, "prim::GetAttr expects an object");
   return {args[0].toObjectRef().getAttr(lit->as<std::string>())};
 }
+
+// A write of module state: runs see the value at import (see objectGetAttr).
+std::vector<c10::IValue> moduleSetAttr(const Node& n, Stack&) { return {}; }
 
 const std::map<std::string, PrimFn>& handWrittenPrims() {
   static const std::map<std::string, PrimFn> prims = {
@@ -136,7 +143,7 @@ const std::map<std::string, PrimFn>& handWrittenPrims() {
       {"prim::TupleIndex", tupleIndex},         {"prim::DictConstruct", dictConstruct},
       {"prim::unchecked_cast", uncheckedCast},  {"prim::Uninitialized", uninitialized},
       {"prim::RaiseException", raiseException}, {"prim::isinstance", isInstance},
-      {"prim::GetAttr", objectGetAttr},
+      {"prim::GetAttr", objectGetAttr},         {"prim::SetAttr", moduleSetAttr},
   };
   return prims;
 }
@@ -220,7 +227,9 @@ ResolvedOp resolve(const Node& n) {
     return r;
   }
   if (auto viaNode = resolveThroughTorchScriptNode(n)) return *viaNode;
-  if (ops.empty()) fail(n, "no implementation of operator '" + n.target() + "' is registered");
+  if (ops.empty())
+    fail(n, "no implementation of operator '" + n.target() +
+                "' is registered (load the library that defines it: --load-ops LIB.so)");
   fail(n, "operator '" + n.qualifiedTarget() + "' has no implementation for these arguments");
 }
 

@@ -8,8 +8,12 @@
 // become named get_attr constants such as `layer1.0.conv1.weight`, other
 // attributes become literals), folds the branches that depend on
 // `self.training` (the module is put in eval mode) and other operators whose
-// inputs are all literals, removes dead code, and refuses methods that assign
-// attributes (`prim::SetAttr`). LibTorch's own freeze_module and Inline are
+// inputs are all literals, and removes dead code. An attribute that a method
+// assigns (`self.cell_anchors = ...`, prim::SetAttr) stays module state: its
+// value at import goes into the constant table under its path, and every read
+// and write of it becomes `prim::GetAttr[name=path]()` /
+// `prim::SetAttr[name=path](value)` at its place in the program (ordered like
+// side effects; never folded). LibTorch's own freeze_module and Inline are
 // not used: both are quadratic in model depth. Numerics are untouched: an
 // empty pipeline exports a module whose outputs are bitwise equal to the
 // original's.
@@ -68,6 +72,10 @@ struct ExportOptions {
   bool nestedAttributes = false;
 };
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options = {});
+
+// The attribute path of a read or write of module state
+// (`prim::GetAttr[name=path]()`, `prim::SetAttr[name=path](value)`), or null.
+const std::string* statePath(const Node& n);
 
 // Saves `module` to `path` without ever leaving a partial file: writes a
 // temporary file in the same folder, flushes it, reloads it to check that it

@@ -1,5 +1,6 @@
 #include "rewriters/canonicalize.h"
 
+#include "ir/dead_code.h"
 #include "rewriters/cse.h"
 
 #include <functional>
@@ -103,7 +104,7 @@ std::optional<Literal> constantList(const Node* n, ElemKind kind) {
 std::string listUseProblem(const ir::Use& u, ElemKind kind) {
   const Node* user = u.user;
   const c10::FunctionSchema* s = user->schema();
-  if (!user->isCall() || !s)
+  if (!user->isCall() || !s || ir::opaqueMayWriteAll(user))
     return "it is used by " + describeNode(user) + ", which could keep the list";
   if (u.argIndex >= s->arguments().size()) return "it is a vararg of " + describeNode(user);
   const c10::Argument& formal = s->arguments()[u.argIndex];

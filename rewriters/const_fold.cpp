@@ -119,6 +119,9 @@ class Folder {
 
   std::optional<std::string> refusal(const ir::Node* n) const {
     if (!n->blocks().empty()) return std::string("it owns nested blocks");
+    if (ir::isOpaque(n))
+      return "it calls opaque operator " + n->qualifiedTarget() +
+             ": ptopt never evaluates operators it does not know (they may keep state or have side effects)";
     if (ir::hasSideEffects(n)) return sideEffectReason(n);
     if (returnsUninitialized(n->target())) return std::string("its result is uninitialized memory");
     for (const ir::Arg& a : n->args()) {

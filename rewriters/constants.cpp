@@ -1,5 +1,7 @@
 #include "rewriters/constants.h"
 
+#include "ir/dead_code.h"
+
 namespace ptopt::rewriters {
 
 std::optional<at::Tensor> constantTensor(const ir::Value* v) {
@@ -21,6 +23,7 @@ bool isWrittenAnywhere(const ir::Value* v) {
     const ir::Node* user = u.user;
     if (user->opcode() != ir::Opcode::CallFunction) continue;
     const auto* schema = user->schema();
+    if (ir::opaqueMayWriteAll(user)) return true;  // its annotations are not to be trusted
     if (!schema) {
       static const char* kReadOnly[] = {"prim::ListConstruct", "prim::TupleConstruct", "prim::If",
                                          "prim::Loop", "prim::unchecked_cast", "prim::DictConstruct"};

@@ -235,7 +235,9 @@ void MutationAnalysis::visit(const ir::Node* n) {
     touchesContainer = touchesContainer || isContainerOfMutable(v->type());
   };
 
-  if (const c10::FunctionSchema* schema = n->schema()) {
+  // An opaque operator registered without trusted alias annotations is
+  // handled like a schema-less one: it may alias and write every argument.
+  if (const c10::FunctionSchema* schema = n->schema(); schema && !ir::opaqueMayWriteAll(n)) {
     const auto& formals = schema->arguments();
     for (size_t i = 0; i < n->numArgs(); ++i) {
       const ir::Value* v = n->argValue(i);
@@ -334,13 +336,21 @@ PassResult CsePass::run(ir::Graph& graph, PassContext& ctx) {
       for (const auto& nested : n->blocks()) processBlock(nested.get());
 
       const bool getAttr = n->opcode() == ir::Opcode::GetAttr;
-      if (!getAttr && !isPureCall(n)) { n = next; continue; }
+      // Opaque operators (torchvision::nms, custom ops) are never merged:
+      // ptopt cannot know that two calls give the same result.
+      const bool opaque = ir::isOpaque(n) && n->blocks().empty() && n->numOutputs() > 0;
+      if (!getAttr && !opaque && !isPureCall(n)) { n = next; continue; }
 
-      if (touchesMutation(n)) {
+      std::string keepReason;
+      if (opaque)
+        keepReason = "it calls opaque operator " + n->qualifiedTarget() +
+                     ", which ptopt does not know to be free of side effects";
+      else if (touchesMutation(n))
+        keepReason = "an input or result may be mutated in place (or compared by identity)";
+      if (!keepReason.empty()) {
         auto it = blocked.find(n);
         if (it != blocked.end())
-          ctx.decline(name(), n, "equal to " + describeNode(*it) +
-                                     " but an input or result may be mutated in place (or compared by identity)");
+          ctx.decline(name(), n, "equal to " + describeNode(*it) + " but " + keepReason);
         else if (blocked.insert(n).second)
           addedBlocked.push_back(n);
         n = next;

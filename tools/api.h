@@ -11,6 +11,7 @@
 #include "ir/model.h"
 #include "rewriters/pass_manager.h"
 #include "rewriters/registry.h"
+#include "tools/load_ops.h"  // ptopt::loadOperatorLibrary: call it before load() for custom operators
 #include "verify/compare.h"
 #include "verify/inputs.h"
 #include "verify/runner.h"

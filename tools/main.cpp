@@ -3,6 +3,7 @@
 // 0 success, 2 usage error or bad input, 3 verification failed, 1 otherwise.
 #include "tools/cmd_dot.h"
 #include "tools/commands.h"
+#include "tools/load_ops.h"
 
 #include "ir/model.h"
 #include "rewriters/pass.h"
@@ -44,6 +45,17 @@ int main(int argc, char** argv) {
   DotCommandOptions dot;
   auto* dotCmd = app.add_subcommand("dot", "Draw a model's graph with GraphViz (.dot/.svg/.png), or a diff of two");
   registerDotOptions(*dotCmd, dot);
+  // --load-ops, before or after the subcommand, on every command that loads a model.
+  std::vector<std::string> opsLibraries;
+  for (CLI::App* cmd : {&app, showCmd, verifyCmd, benchCmd, dotCmd}) {
+    cmd->add_option_function<std::vector<std::string>>(
+           "--load-ops",
+           [&](const std::vector<std::string>& libs) { opsLibraries.insert(opsLibraries.end(), libs.begin(), libs.end()); },
+           "Load a shared library that registers TorchScript operators (e.g. torchvision's ops) before the "
+           "model; repeatable")
+        ->type_name("LIB.so")
+        ->allow_extra_args(false);  // one library per --load-ops: never swallow IN OUT
+  }
 
   try {
     app.parse(argc, argv);
@@ -59,6 +71,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (const auto& lib : opsLibraries) ptopt::loadOperatorLibrary(lib);
     if (*showCmd) return runShow(show);
     if (*passesCmd) return runPasses(passes);
     if (*verifyCmd) return runVerify(verifyOpts);

@@ -47,6 +47,27 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
     plan.source = source;
     return plan;
   }
+  // Inputs that no --input-shape can describe (List[Tensor], Optional,
+  // tuples, dicts, strings) come only from a file saved in Python.
+  std::vector<std::string> unbuildable, examples;
+  const auto inputs = forward.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!verify::isBuildableInputType(inputs[i]->type()))
+      unbuildable.push_back(fmt::format("'{}' ({})", names[i], inputs[i]->type()->annotation_str()));
+    examples.push_back(verify::pythonExample(inputs[i]->type()));
+  }
+  if (!unbuildable.empty()) {
+    const std::string howTo = fmt::format(
+        "save the inputs from Python, in order, as a tuple: torch.save(({}{}), 'inputs.pt'), and pass "
+        "--inputs inputs.pt",
+        fmt::join(examples, ", "), examples.size() == 1 ? "," : "");
+    const std::string what = fmt::format("ptopt cannot build input {} from a shape",
+                                         fmt::join(unbuildable, ", "));
+    if (!o.inputShapes.empty()) throw UsageError(fmt::format("--input-shape: {}; {}", what, howTo));
+    plan.message = fmt::format("verification skipped: {}; {}", what, howTo);
+    return plan;
+  }
+
   std::vector<verify::InputSpec> specs;
   try {
     for (const auto& s : o.inputShapes) specs.push_back(verify::parseInputSpec(s));

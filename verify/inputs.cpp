@@ -302,6 +302,48 @@ std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
   return out;
 }
 
+bool isBuildableInputType(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType:
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string pythonExample(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType: return "torch.rand(1, 3, 224, 224)";
+    case c10::TypeKind::IntType: return "1";
+    case c10::TypeKind::FloatType: return "1.0";
+    case c10::TypeKind::BoolType: return "True";
+    case c10::TypeKind::StringType: return "'text'";
+    case c10::TypeKind::NoneType: return "None";
+    case c10::TypeKind::OptionalType:
+      return pythonExample(type->castRaw<c10::OptionalType>()->getElementType());  // or None
+    case c10::TypeKind::ListType: {
+      const auto element = type->castRaw<c10::ListType>()->getElementType();
+      // Images for detection models are C x H x W, without a batch dimension.
+      return "[" + (element->kind() == c10::TypeKind::TensorType ? std::string("torch.rand(3, 224, 224)")
+                                                                  : pythonExample(element)) + "]";
+    }
+    case c10::TypeKind::TupleType: {
+      std::vector<std::string> parts;
+      for (const auto& e : type->containedTypes()) parts.push_back(pythonExample(e));
+      return "(" + fmt::format("{}", fmt::join(parts, ", ")) + (parts.size() == 1 ? ",)" : ")");
+    }
+    case c10::TypeKind::DictType: {
+      const auto* d = type->castRaw<c10::DictType>();
+      return "{" + pythonExample(d->getKeyType()) + ": " + pythonExample(d->getValueType()) + "}";
+    }
+    default:
+      return "<a " + type->annotation_str() + ">";
+  }
+}
+
 std::vector<c10::IValue> makeInputs(const std::vector<InputSpec>& specs, uint64_t seed) {
   at::Generator gen = at::detail::createCPUGenerator(seed);
   std::vector<c10::IValue> out;

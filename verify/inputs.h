@@ -74,6 +74,14 @@ struct InferredInputs {
 };
 std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward);
 
+// True for the model input types an InputSpec can build: Tensor, int,
+// float, bool. Lists, tuples, dicts, optionals, strings and objects come
+// from --inputs FILE only.
+bool isBuildableInputType(const c10::TypePtr& type);
+// A Python expression that builds an example value of `type`, for messages
+// (`[torch.rand(3, 224, 224)]` for List[Tensor], `None` for Optional[...]).
+std::string pythonExample(const c10::TypePtr& type);
+
 std::vector<c10::IValue> makeInputs(const std::vector<InputSpec>& specs, uint64_t seed);
 // Deep copy (tensors cloned), so in-place ops in one run cannot leak into the next.
 std::vector<c10::IValue> cloneInputs(const std::vector<c10::IValue>& inputs);

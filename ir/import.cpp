@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <system_error>
@@ -31,8 +32,14 @@ namespace {
 // A tensor whose sizes and strides reach past its storage (a data/N record
 // shorter than data.pkl says, CRC intact) loads without complaint in
 // LibTorch and reads out of bounds when used.
-void checkTensorFitsStorage(const at::Tensor& t, const std::string& where) {
-  if (!t.defined() || t.layout() != at::kStrided || !t.has_storage() || t.numel() == 0) return;
+// Storage sizes seen (LibTorch sizes a loaded storage by the element count
+// data.pkl declares, not by the bytes its data/N record holds).
+using StorageSizes = std::unordered_map<const void*, uint64_t>;
+
+void checkTensorFitsStorage(const at::Tensor& t, const std::string& where, StorageSizes& storages) {
+  if (!t.defined() || t.layout() != at::kStrided || !t.has_storage()) return;
+  storages[t.storage().unsafeGetStorageImpl()] = t.storage().nbytes();
+  if (t.numel() == 0) return;
   // Sizes and strides come from the file: overflow is damage, not UB.
   int64_t lowest = t.storage_offset(), highest = t.storage_offset(), reach = 0, elements = 0, needed = 0;
   bool overflow = false;
@@ -52,36 +59,53 @@ void checkTensorFitsStorage(const at::Tensor& t, const std::string& where) {
 }
 
 void checkTensorsIn(const c10::IValue& v, const std::string& where, std::unordered_set<const void*>& seen,
-                    int depth) {
+                    StorageSizes& storages, int depth) {
   if (depth > 200) throw InputError("attribute " + where + " is nested more than 200 levels deep");
   if (v.isTensor()) {
-    checkTensorFitsStorage(v.toTensor(), "'" + where + "'");
+    checkTensorFitsStorage(v.toTensor(), "'" + where + "'", storages);
   } else if (v.isObject()) {
     const auto& object = v.toObjectRef();
     if (!seen.insert(&object).second) return;
     for (size_t i = 0; i < object.slots().size(); ++i)
-      checkTensorsIn(object.getSlot(i), where + "." + object.type()->getAttributeName(i), seen, depth + 1);
+      checkTensorsIn(object.getSlot(i), where + "." + object.type()->getAttributeName(i), seen, storages, depth + 1);
   } else if (v.isList()) {
     auto list = v.toListRef();
     for (size_t i = 0; i < list.size(); ++i)
-      checkTensorsIn(list[i], where + "[" + std::to_string(i) + "]", seen, depth + 1);
+      checkTensorsIn(list[i], where + "[" + std::to_string(i) + "]", seen, storages, depth + 1);
   } else if (v.isTuple()) {
     const auto& elements = v.toTupleRef().elements();
     for (size_t i = 0; i < elements.size(); ++i)
-      checkTensorsIn(elements[i], where + "[" + std::to_string(i) + "]", seen, depth + 1);
+      checkTensorsIn(elements[i], where + "[" + std::to_string(i) + "]", seen, storages, depth + 1);
   } else if (v.isGenericDict()) {
-    for (const auto& item : v.toGenericDict()) checkTensorsIn(item.value(), where + "[...]", seen, depth + 1);
+    for (const auto& item : v.toGenericDict()) checkTensorsIn(item.value(), where + "[...]", seen, storages, depth + 1);
   }
 }
 
 // Tensor constants of the code (constants.pkl) live in the method graphs.
-void checkGraphConstants(torch::jit::Block* block, const std::string& method) {
+void checkGraphConstants(torch::jit::Block* block, const std::string& method, StorageSizes& storages) {
   for (torch::jit::Node* n : block->nodes()) {
     if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
       if (auto value = torch::jit::toIValue(n->output()))
-        checkTensorFitsStorage(value->toTensor(), "constant %" + n->output()->debugName() + " of " + method);
-    for (torch::jit::Block* b : n->blocks()) checkGraphConstants(b, method);
+        checkTensorFitsStorage(value->toTensor(), "constant %" + n->output()->debugName() + " of " + method,
+                               storages);
+    for (torch::jit::Block* b : n->blocks()) checkGraphConstants(b, method, storages);
   }
+}
+
+// Each storage was read from its own record (data/N, constants/N). If the
+// storages, largest first, cannot each be matched to a record at least as
+// large (records largest first), some storage claims more bytes than its
+// record holds: LibTorch would read past the record's buffer.
+void checkStoragesFitRecords(const StorageSizes& storages, std::vector<uint64_t> records) {
+  std::vector<uint64_t> claimed;
+  for (const auto& [impl, bytes] : storages)
+    if (bytes > 0) claimed.push_back(bytes);
+  std::sort(claimed.rbegin(), claimed.rend());
+  std::sort(records.rbegin(), records.rend());
+  for (size_t i = 0; i < claimed.size(); ++i)
+    if (i >= records.size() || claimed[i] > records[i])
+      throw InputError("data.pkl declares a tensor storage of " + std::to_string(claimed[i]) +
+                       " bytes, larger than the tensor records in the archive hold");
 }
 
 }  // namespace
@@ -126,12 +150,15 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     throw InputError("'" + path + "' is damaged or truncated: " + archive.problem +
                      "; re-export it with torch.jit.save, or download it again");
   bool hasCode = false, hasDataPickle = false;
+  std::vector<uint64_t> tensorRecordSizes;
   for (const auto& entry : archive.entries) {
     const std::string& name = entry.name;
     auto slash = name.find('/');
     std::string record = slash == std::string::npos ? name : name.substr(slash + 1);
     if (record.rfind("code/", 0) == 0 || record == "constants.pkl") hasCode = true;
     if (record == "data.pkl") hasDataPickle = true;
+    if (record.rfind("data/", 0) == 0 || record.rfind("constants/", 0) == 0 || record.rfind("tensors/", 0) == 0)
+      tensorRecordSizes.push_back(entry.uncompressedSize);
   }
   if (!hasCode && hasDataPickle)
     throw InputError("'" + path + "' is a torch.save() checkpoint (a state_dict or a pickled nn.Module), "
@@ -162,10 +189,12 @@ torch::jit::Module loadTorchScript(const std::string& path) {
   }
   try {
     std::unordered_set<const void*> seen;
-    checkTensorsIn(module._ivalue(), "self", seen, 0);
+    StorageSizes storages;
+    checkTensorsIn(module._ivalue(), "self", seen, storages, 0);
     for (const auto& sub : module.modules())
       for (const auto& method : sub.get_methods())
-        checkGraphConstants(method.graph()->block(), method.name());
+        checkGraphConstants(method.graph()->block(), method.name(), storages);
+    checkStoragesFitRecords(storages, tensorRecordSizes);
   } catch (const InputError& e) {
     throw InputError("'" + path + "' is damaged: " + e.what() + "; re-export it, or download it again");
   }

@@ -38,11 +38,19 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
-    if (set.values.size() != names.size())
+    // Trailing Optional inputs the file leaves out are None (a detection
+    // model's `targets`), as when Python calls forward without them.
+    const auto modelInputs = forward.inputs();
+    size_t given = set.values.size();
+    while (given < names.size() && modelInputs[given]->type()->kind() == c10::TypeKind::OptionalType) ++given;
+    if (set.values.size() > names.size() || given != names.size())
       throw UsageError(fmt::format("--inputs '{}' holds {} value(s), the model takes {} input(s) ({})", o.inputsFile,
                                    set.values.size(), names.size(), fmt::join(names, ", ")));
     verify::InputSource source;
     source.fixed = verify::orderInputs(set, names);
+    source.fixed->resize(names.size(), c10::IValue());
+    for (size_t i = 0; i < names.size(); ++i)
+      (*source.fixed)[i] = verify::retypeInput((*source.fixed)[i], modelInputs[i]->type());
     source.seed = o.seed;
     plan.source = source;
     return plan;
@@ -51,7 +59,9 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
   // tuples, dicts, strings) come only from a file saved in Python.
   std::vector<std::string> unbuildable, examples;
   const auto inputs = forward.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  size_t required = inputs.size();  // trailing Optional inputs may be left out (None)
+  while (required > 0 && inputs[required - 1]->type()->kind() == c10::TypeKind::OptionalType) --required;
+  for (size_t i = 0; i < required; ++i) {
     if (!verify::isBuildableInputType(inputs[i]->type()))
       unbuildable.push_back(fmt::format("'{}' ({})", names[i], inputs[i]->type()->annotation_str()));
     examples.push_back(verify::pythonExample(inputs[i]->type()));

@@ -302,6 +302,39 @@ std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
   return out;
 }
 
+c10::IValue retypeInput(const c10::IValue& value, const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::OptionalType:
+      return value.isNone() ? value : retypeInput(value, type->castRaw<c10::OptionalType>()->getElementType());
+    case c10::TypeKind::ListType: {
+      if (!value.isList()) return value;
+      const c10::TypePtr element = type->castRaw<c10::ListType>()->getElementType();
+      c10::impl::GenericList out(element);
+      for (const c10::IValue& e : value.toListRef()) out.push_back(retypeInput(e, element));
+      return out;
+    }
+    case c10::TypeKind::DictType: {
+      if (!value.isGenericDict()) return value;
+      const auto* d = type->castRaw<c10::DictType>();
+      c10::impl::GenericDict out(d->getKeyType(), d->getValueType());
+      for (const auto& entry : value.toGenericDict())
+        out.insert(retypeInput(entry.key(), d->getKeyType()), retypeInput(entry.value(), d->getValueType()));
+      return out;
+    }
+    case c10::TypeKind::TupleType: {
+      if (!value.isTuple()) return value;
+      const auto& elements = value.toTupleRef().elements();
+      const auto contained = type->containedTypes();
+      if (elements.size() != contained.size()) return value;
+      std::vector<c10::IValue> out;
+      for (size_t i = 0; i < elements.size(); ++i) out.push_back(retypeInput(elements[i], contained[i]));
+      return c10::ivalue::Tuple::create(std::move(out));
+    }
+    default:
+      return value;
+  }
+}
+
 bool isBuildableInputType(const c10::TypePtr& type) {
   switch (type->kind()) {
     case c10::TypeKind::TensorType:

@@ -74,6 +74,12 @@ struct InferredInputs {
 };
 std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward);
 
+// `value` with its containers typed as `type` says: LibTorch's unpickler
+// reads a saved list as List[Any] (a generic dict as Dict[Any, Any]), which
+// a method declared `List[Tensor]` rejects. Elements are retyped
+// recursively; values are shared, not copied.
+c10::IValue retypeInput(const c10::IValue& value, const c10::TypePtr& type);
+
 // True for the model input types an InputSpec can build: Tensor, int,
 // float, bool. Lists, tuples, dicts, optionals, strings and objects come
 // from --inputs FILE only.

@@ -51,7 +51,7 @@ TEST_CASE("O1 keeps every fixture's numerics and removes foldable BatchNorms and
         torch::jit::Module optimized = opt.exportModule();
         auto inputs = verify::makeInputs(f.inputs, 3);
         auto cmp = verify::compareOutputs(test::runForward(optimized, inputs), test::runForward(reference, inputs),
-                                          {1e-4, 1e-5});
+                                          verify::Tolerance{1e-4, 1e-5});
         INFO(cmp.summary());
         CHECK(cmp.withinTolerance());
       } else {

@@ -197,7 +197,7 @@ TEST_CASE("O2 keeps every fixture's numerics and output format, and mode=on does
           auto inputs = verify::makeInputs(f.inputs, 3);
           torch::jit::Module optimized = o->opt.exportModule();
           auto cmp = verify::compareOutputs(test::runForward(optimized, inputs), test::runForward(reference, inputs),
-                                            {1e-4, 1e-5});
+                                            verify::Tolerance{1e-4, 1e-5});
           INFO(cmp.summary());
           CHECK(cmp.withinTolerance());
         } else {
@@ -231,7 +231,7 @@ Built buildGraph(const std::string& text) {
 }
 
 void checkSameOutputs(const c10::IValue& a, const c10::IValue& b) {
-  auto cmp = verify::compareOutputs(a, b, {1e-4, 1e-5});
+  auto cmp = verify::compareOutputs(a, b, verify::Tolerance{1e-4, 1e-5});
   INFO(cmp.summary());
   CHECK(cmp.withinTolerance());
 }

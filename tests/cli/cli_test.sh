@@ -3,17 +3,8 @@
 # Usage: cli_test.sh PTOPT FIXTURES_DIR PYTHON
 set -u
 ptopt=$1; fx=$2; py=$3
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-# expect CODE PATTERN -- command...   (PATTERN matched against stdout+stderr)
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [ "$rc" = "$code" ] || fail "expected exit $code, got $rc: $*"$'\n'"$out"
-  [ -z "$pattern" ] || grep -qE -- "$pattern" <<<"$out" || fail "output of '$*' lacks /$pattern/:"$'\n'"$out"
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # The empty pipeline writes a model that loads; verification is bitwise.
 expect 0 "bitwise equal" -- "$ptopt" "$fx/resnet18_script.pt" "$work/r.pt" --passes '' --input-shape 1,3,64,64

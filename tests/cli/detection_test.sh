@@ -10,17 +10,8 @@
 # Usage: detection_test.sh PTOPT DETECTION_FIXTURES_DIR PYTHON
 set -u
 ptopt=$1; dir=$2; py=$3
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [ "$rc" = "$code" ] || fail "expected exit $code, got $rc: $*"$'\n'"$out"
-  [ -z "$pattern" ] || grep -qE -- "$pattern" <<<"$out" || fail "output of '$*' lacks /$pattern/:"$'\n'"$out"
-  last_output=$out
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 field() { "$py" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]] or '')" "$dir/detection.json" "$1"; }
 
 # 0. Inputs that are not plain tensors (List, Optional, Tuple, Dict; no torchvision needed).

@@ -3,17 +3,8 @@
 # Usage: dot_test.sh PTOPT FIXTURES_DIR HAVE_GRAPHVIZ(0|1)
 set -u
 ptopt=$1; fx=$2; gv=$3
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-# expect CODE PATTERN -- command...   (PATTERN matched against stdout+stderr)
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [ "$rc" = "$code" ] || fail "expected exit $code, got $rc: $*"$'\n'"$out"
-  [ -z "$pattern" ] || grep -qE -- "$pattern" <<<"$out" || fail "output of '$*' lacks /$pattern/:"$'\n'"$out"
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # DOT text: to a file, or to stdout.
 expect 0 "wrote" -- "$ptopt" dot "$fx/resnet18_script.pt" -o "$work/r.dot"

@@ -4,16 +4,8 @@
 # Usage: verify_test.sh PTOPT FIXTURES_DIR PYTHON
 set -u
 ptopt=$1; fx=$2; py=$3
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-expect() {
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [ "$rc" = "$code" ] || fail "expected exit $code, got $rc: $*"$'\n'"$out"
-  [ -z "$pattern" ] || grep -qE -- "$pattern" <<<"$out" || fail "output of '$*' lacks /$pattern/:"$'\n'"$out"
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 img=(--input-shape 1,3,64,64)
 
 # A correct pipeline passes, with the metrics of every output under -v.

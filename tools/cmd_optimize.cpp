@@ -261,7 +261,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     if (plan.inferred) say("note: " + plan.message + "\n");
     try {
       sw.reset();
-      runner.emplace(reference, *plan.source, tolerances, device, modelInputNames(opt.model().forward()));
+      runner.emplace(reference, *plan.source, tolerances, device, verify::inputNames(opt.model().forward()));
       record.stageMs["reference"] = sw.ms();
     } catch (const verify::ReferenceError& e) {
       if (!plan.inferred) throw ir::InputError(e.what());
@@ -278,7 +278,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
       verify::InputSource once = *plan.source;
       once.iterations = 1;
       try {
-        verify::ReferenceRunner(reference, once, tolerances, device, modelInputNames(opt.model().forward()));
+        verify::ReferenceRunner(reference, once, tolerances, device, verify::inputNames(opt.model().forward()));
       } catch (const verify::ReferenceError& e) {
         throw ir::InputError(e.what());
       }

@@ -43,7 +43,7 @@ int runVerify(const VerifyOptions& o) {
   const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance{});
   std::optional<verify::ReferenceRunner> runner;
   try {
-    runner.emplace(a, *plan.source, tolerances, device, modelInputNames(imported.forward()));
+    runner.emplace(a, *plan.source, tolerances, device, verify::inputNames(imported.forward()));
   } catch (const verify::ReferenceError& e) {
     throw ir::InputError(fmt::format("{}: {}", o.reference, e.what()));
   }

@@ -24,10 +24,8 @@ void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o) {
   app.add_option("--atol", o.atol, "Absolute tolerance, for all outputs (1e-4) or one (out1:1e-4); repeatable");
 }
 
-std::vector<std::string> modelInputNames(const ir::Graph& forward) { return verify::inputNames(forward); }
-
 InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
-  const auto names = modelInputNames(forward);
+  const auto names = verify::inputNames(forward);
   InputPlan plan;
   if (!o.inputsFile.empty() && !o.inputShapes.empty())
     throw UsageError("give either --inputs or --input-shape, not both");

@@ -25,9 +25,6 @@ struct VerifyCliOptions {
 };
 void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o);
 
-// The model's input names for messages (`x`, not the IR's `x.1`).
-std::vector<std::string> modelInputNames(const ir::Graph& forward);
-
 // What verification will run on, and what was assumed to get there.
 struct InputPlan {
   std::optional<verify::InputSource> source;  // nullopt: cannot verify

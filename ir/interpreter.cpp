@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <functional>
 #include <map>
 #include <unordered_set>
 
@@ -310,6 +311,15 @@ void MutationAnalysis::unite(const Value* a, const Value* b) {
 
 MutationAnalysis::MutationAnalysis(const Graph& g) {
   std::vector<const Value*> written;
+  // A TupleConstruct whose result goes only to the top-level outputs (also
+  // through other such tuples).
+  const Node* graphOutput = g.block()->outputNode();
+  std::function<bool(const Node*)> onlyReturned = [&](const Node* n) {
+    if (!n->is("prim::TupleConstruct") || n->numOutputs() != 1 || !n->output()->hasUses()) return false;
+    for (const Use& u : n->output()->uses())
+      if (u.user != graphOutput && !onlyReturned(u.user)) return false;
+    return true;
+  };
   g.walk([&](Node* n) {
     if (!n->isCall()) return;
     std::vector<const Value*> operands;
@@ -359,7 +369,9 @@ MutationAnalysis::MutationAnalysis(const Graph& g) {
       return;
     }
     if (isContainerPrim(n->target())) {
-      uniteAll();
+      // A tuple that only the graph returns is never read inside it: its
+      // elements do not alias each other through it.
+      if (!onlyReturned(n)) uniteAll();
       return;
     }
     if (isPureScalarPrim(n->target())) return;

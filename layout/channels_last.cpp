@@ -331,6 +331,16 @@ ir::Value* convert(ir::Graph& g, ir::Value* v, c10::MemoryFormat format, ir::Nod
   return out;
 }
 
+// True when `user` only passes its operand on to the graph outputs: the
+// output node itself, or tuples whose every use is (recursively) an output.
+bool onlyReachesOutputs(const ir::Node* user) {
+  if (user->opcode() == ir::Opcode::Output) return true;
+  if (!user->is("prim::TupleConstruct")) return false;
+  for (const ir::Use& u : user->output()->uses())
+    if (!onlyReachesOutputs(u.user)) return false;
+  return user->output()->hasUses();
+}
+
 }  // namespace
 
 PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
@@ -491,7 +501,7 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
       if (a.regionDataUses.count({u.user, u.argIndex})) continue;
       ir::Node* owner = u.user->ancestorIn(top);
       if (!owner) continue;
-      if (owner->opcode() == ir::Opcode::Output && u.user == owner && !keepOutputLayout) continue;
+      if (!keepOutputLayout && u.user == owner && onlyReachesOutputs(owner)) continue;
       if (owner->isCall() && owner->blocks().empty() && classifyOp(owner, rank).cls == LayoutClass::Sink) continue;
       exits.push_back(u);
       if (!first || position[owner] < position[first]) first = owner;

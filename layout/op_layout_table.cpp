@@ -29,7 +29,10 @@ struct Entry {
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = [] {
     std::unordered_map<std::string, Entry> m;
-    for (const char* conv : {"aten::conv2d", "aten::conv3d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+    // conv1d/conv_transpose1d are anchors too, so that the pass can say why
+    // it declines them (3-D tensors have no channels-last format).
+    for (const char* conv : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
+                             "aten::conv_transpose2d", "aten::conv_transpose3d",
                              "aten::_convolution", "aten::convolution"})
       m[conv] = {Rule::Conv};
     for (const char* unary :

@@ -103,11 +103,52 @@ const ir::Literal* literalArg(const ir::Node* n, const std::string& name) {
   return &n->arg(*i).literal();
 }
 
+// Transposed convolutions (conv_transpose*d, or _convolution/convolution
+// with transposed=true), by spatial rank; 0 when `n` is not one.
+int64_t transposedConvRank(const ir::Node* n) {
+  const std::string& t = n->target();
+  for (int64_t d = 1; d <= 3; ++d)
+    if (t == "aten::conv_transpose" + std::to_string(d) + "d") return d;
+  if ((t == "aten::_convolution" || t == "aten::convolution") && n->numArgs() > 6 && n->arg(6).isLiteral() &&
+      n->arg(6).literal().is<bool>() && n->arg(6).literal().as<bool>()) {
+    auto w = n->numArgs() > 1 ? constantTensor(n->argValue(1)) : std::nullopt;
+    return w ? w->dim() - 2 : 2;
+  }
+  return 0;
+}
+
+// Whether this LibTorch runs a transposed conv of `rank` spatial dims in
+// `dtype` on the CPU, probed once with a tiny example. LibTorch 1.13 has no
+// bf16 or fp16 transposed conv on the CPU (bf16 fails a shape check), so
+// such ops stay fp32 there.
+bool cpuRunsTransposedConv(int64_t rank, c10::ScalarType dtype) {
+  static std::map<std::pair<int64_t, c10::ScalarType>, bool> probed;
+  auto key = std::make_pair(rank, dtype);
+  if (auto it = probed.find(key); it != probed.end()) return it->second;
+  bool ok = false;
+  try {
+    // 2 channels in, 3 out: a square weight would pass the buggy check.
+    std::vector<int64_t> x{1, 2}, w{2, 3};
+    for (int64_t d = 0; d < rank; ++d) x.push_back(4), w.push_back(3);
+    auto run = [rank](const at::Tensor& xt, const at::Tensor& wt) {
+      return rank == 1 ? at::conv_transpose1d(xt, wt) : rank == 2 ? at::conv_transpose2d(xt, wt) : at::conv_transpose3d(xt, wt);
+    };
+    const at::Tensor xt = at::ones(x), wt = at::ones(w);
+    const at::Tensor expected = run(xt, wt);
+    const at::Tensor y = run(xt.to(dtype), wt.to(dtype));
+    ok = y.scalar_type() == dtype && y.sizes() == expected.sizes() && at::allclose(y.to(at::kFloat), expected);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  return probed[key] = ok;
+}
+
 class Caster {
  public:
   struct Config {
     c10::ScalarType target;
     bool keepIo = true, clamp = false, emulate = false;
+    bool cpuKernelsOnly = false;  // bf16 for a CPU target: ops without a CPU kernel in it stay fp32
     PrecisionPolicy policy;
   };
 
@@ -297,6 +338,10 @@ class Caster {
     }
     if (!anyFloat && why.empty()) why = "no input is known to be float32 (run shape-prop with --input-shape)";
     if (why.empty()) why = checkWeakConversions(n, inputs, /*count=*/true);
+    if (why.empty() && cfg_.cpuKernelsOnly) {
+      if (int64_t rank = transposedConvRank(n); rank && !cpuRunsTransposedConv(rank, cfg_.target))
+        why = "this LibTorch has no " + ir::dtypeName(cfg_.target) + " transposed conv on the CPU (probed)";
+    }
     if (!why.empty()) {
       ctx_.decline(pass_, n, "stays fp32: " + why);
       visitFp32(n);
@@ -638,6 +683,7 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   cfg.keepIo = options().getBool("keep-io") || options().getBool("emulate");  // emulation keeps float32 io
   cfg.clamp = options().getBool("clamp");
   cfg.emulate = options().getBool("emulate");
+  cfg.cpuKernelsOnly = !cfg.emulate && cfg.target == c10::ScalarType::BFloat16 && ctx.targetDevice != "cuda";
   cfg.policy = PrecisionPolicy::defaults();
   try {
     for (const auto& op : PrecisionPolicy::parseOpList(options().getString("fp32-ops")))

@@ -45,6 +45,8 @@
 // the target dtype at every cast point, every low-precision op's result and
 // every converted weight (stored as fp32): the numerics of fp16 storage on a
 // CPU without fp16 kernels. Does not fire on graphs without fp32 values.
+// bf16 for a CPU target: an op this LibTorch has no CPU kernel for in bf16
+// (transposed convs in 1.13, probed once) stays fp32, declined.
 // Counters: lowered (ops in low precision), casts (cast nodes in the
 // result), weights (constants converted), literals (dtype literals
 // rewritten), fp32 (listed fp32 ops that kept full precision), out-of-range,

@@ -82,85 +82,11 @@ std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model) {
   return lowest;
 }
 
-PrecisionTolerance toleranceFor(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::BFloat16: return {5e-2, 1e-2, 0.99, false};
-    case c10::ScalarType::Half: return {1e-2, 1e-3, 0.99, false};
-    default: return {};
-  }
-}
-
-namespace {
-
-void compareLeaf(const c10::IValue& a, const c10::IValue& b, const std::string& path, const PrecisionTolerance& tol,
-                 PrecisionCheck& out) {
-  auto fail = [&](const std::string& why) {
-    out.passed = false;
-    out.summary += path + ": " + why + "\n";
-  };
-  if (a.isTensor() && b.isTensor()) {
-    at::Tensor x = a.toTensor(), y = b.toTensor();
-    if (x.sizes() != y.sizes()) return fail("shape differs");
-    if (!y.is_floating_point() || !x.is_floating_point()) {
-      if (x.scalar_type() != y.scalar_type()) return fail("dtype " + std::string(c10::toString(x.scalar_type())) + " vs " + c10::toString(y.scalar_type()));
-      if (!at::equal(x, y)) return fail("non-float values differ");
-      out.summary += path + ": equal\n";
-      return;
-    }
-    at::Tensor xd = x.to(at::kDouble).flatten(), yd = y.to(at::kDouble).flatten();
-    const double maxAbs = xd.numel() ? (xd - yd).abs().max().item<double>() : 0.0;
-    const double maxRef = yd.numel() ? yd.abs().max().item<double>() : 0.0;
-    const double allowed = tol.atol + tol.rtol * maxRef;
-    const double nx = xd.norm().item<double>(), ny = yd.norm().item<double>();
-    const double cosine = (nx == 0 || ny == 0) ? (nx == ny ? 1.0 : 0.0) : xd.dot(yd).item<double>() / (nx * ny);
-    const double mismatch = xd.numel() ? ((xd - yd).abs() > (tol.atol + tol.rtol * yd.abs())).sum().item<double>() / static_cast<double>(xd.numel()) : 0.0;
-    const bool ok = std::isfinite(maxAbs) && maxAbs <= allowed && cosine >= tol.minCosine;
-    out.summary += fmt::format("{}: {} cosine {:.6f} (min {}), max|a-b| {:.3g} (allowed {:.3g}), mismatch {:.2f}%\n", path,
-                               ok ? "ok" : "FAILED", cosine, tol.minCosine, maxAbs, allowed, 100 * mismatch);
-    if (!ok) out.passed = false;
-    return;
-  }
-  const auto listOf = [](const c10::IValue& v) -> std::optional<std::vector<c10::IValue>> {
-    std::vector<c10::IValue> out;
-    if (v.isTuple()) {
-      for (const auto& e : v.toTupleRef().elements()) out.push_back(e);
-      return out;
-    }
-    if (v.isList()) {
-      for (const auto& e : v.toListRef()) out.push_back(e);
-      return out;
-    }
-    return std::nullopt;
-  };
-  auto la = listOf(a), lb = listOf(b);
-  if (la && lb) {
-    if (la->size() != lb->size()) return fail("length differs");
-    for (size_t i = 0; i < la->size(); ++i) compareLeaf((*la)[i], (*lb)[i], path + "[" + std::to_string(i) + "]", tol, out);
-    return;
-  }
-  if (a.tagKind() != b.tagKind()) return fail("type " + a.tagKind() + " vs " + b.tagKind());
-  if (!(a == b)) return fail("values differ");
-}
-
-}  // namespace
-
-PrecisionCheck checkLowPrecision(const c10::IValue& actual, const c10::IValue& expected,
-                                 const PrecisionTolerance& tol) {
-  PrecisionCheck out;
-  compareLeaf(actual, expected, "out", tol, out);
-  return out;
-}
-
 std::vector<c10::IValue> LowPrecisionRun::adaptInputs(std::vector<c10::IValue> inputs) const {
   if (!signatureChanged) return inputs;
   for (auto& v : inputs)
     if (v.isTensor() && v.toTensor().scalar_type() == c10::ScalarType::Float) v = v.toTensor().to(dtype);
   return inputs;
-}
-
-std::string LowPrecisionRun::criterion() const {
-  return fmt::format("{} criterion: cosine >= {:g}, max|a-b| <= {:g} + {:g}*max|b|", ir::dtypeName(dtype),
-                     tolerance.minCosine, tolerance.atol, tolerance.rtol);
 }
 
 std::string LowPrecisionRun::signatureNote() const {
@@ -172,7 +98,7 @@ std::optional<LowPrecisionRun> lowPrecisionRun(const rewriters::Pipeline& pipeli
                                                const rewriters::RunReport& report) {
   auto dtype = lowestPrecisionIntroduced(pipeline, ctx);
   if (!dtype) return std::nullopt;
-  LowPrecisionRun run{*dtype, toleranceFor(*dtype)};
+  LowPrecisionRun run{*dtype};
   for (const auto& e : report.executions)
     if (e.pass == "cast" && e.result.counter("io-changed") > 0) run.signatureChanged = true;
   return run;

@@ -13,7 +13,9 @@ weights, batch 1, 224x224) this times, in one process, 1 thread, interleaved
 and prints each as a ratio to the original, plus the geomean over the
 models. -O3's numerics are checked against the original with the bf16
 criterion (cosine >= 0.99, max|a-b| <= 0.01 + 0.05 max|b|).
-Usage: /usr/bin/python3 bench/cast_latency.py [--ptopt build/tools/ptopt] [--reps 15]
+ptopt runs with --input-shape (as in channels_last.py and harness.py);
+--no-input-shape leaves it out, to show what -O3 does without shapes.
+Usage: /usr/bin/python3 bench/cast_latency.py [--ptopt build/tools/ptopt] [--reps 15] [--no-input-shape]
 """
 import argparse
 import math
@@ -58,9 +60,11 @@ def bf16_check(actual, expected):
     return cos, max_abs, allowed, cos >= 0.99 and max_abs <= allowed
 
 
-def ptopt(binary, src, out, preset):
-    subprocess.run([binary, src, out, preset, "--no-verify", "-q", "--overwrite"], check=True,
-                   stdout=subprocess.DEVNULL)
+def ptopt(binary, src, out, preset, shape):
+    cmd = [binary, src, out, preset, "--no-verify", "-q", "--overwrite"]
+    if shape:  # as channels_last.py and harness.py do: channels-last{mode=auto} decides from shapes
+        cmd += ["--input-shape", ",".join(map(str, shape))]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
 def main():
@@ -68,6 +72,8 @@ def main():
     ap.add_argument("--ptopt", default=os.path.join(HERE, "..", "build", "tools", "ptopt"))
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--models", default="resnet50,mobilenet_v2,convnext_tiny")
+    ap.add_argument("--no-input-shape", action="store_true",
+                    help="run ptopt without --input-shape (channels-last then has no shape information)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     work = tempfile.mkdtemp()
@@ -77,8 +83,9 @@ def main():
         src = os.path.join(work, name + ".pt")
         torch.jit.script(model).save(src)
         o2, o3 = os.path.join(work, name + ".o2.pt"), os.path.join(work, name + ".o3.pt")
-        ptopt(args.ptopt, src, o2, "-O2")
-        ptopt(args.ptopt, src, o3, "-O3")
+        given = None if args.no_input_shape else shape
+        ptopt(args.ptopt, src, o2, "-O2", given)
+        ptopt(args.ptopt, src, o3, "-O3", given)
         original = torch.jit.load(src).eval()
         m2 = torch.jit.load(o2).eval()
         m3 = torch.jit.load(o3).eval()
@@ -97,7 +104,8 @@ def main():
               + "  | -O3 bf16 check: cosine %.5f, max|a-b| %.3g (allowed %.3g) %s"
               % (cos, max_abs, allowed, "ok" if ok else "FAILED"), flush=True)
     geo = [math.exp(sum(math.log(r[i]) for r in rows) / len(rows)) for i in range(len(labels))]
-    print("geomean ratio vs original (1 thread, median of %d): " % args.reps
+    print("geomean ratio vs original (1 thread, median of %d, %s): " % (
+        args.reps, "without --input-shape" if args.no_input_shape else "ptopt given --input-shape")
           + "  ".join("%s %.3fx" % (l, g) for l, g in zip(labels, geo)))
 
 

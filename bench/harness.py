@@ -67,13 +67,43 @@ def benchmark_models(quick):
     yield "deep_stack_500", randomize_bn(make_stack(500)).eval(), (1, 8, 32, 32)
 
 
+# A small launcher between this process and the child.  On Linux a child's
+# ru_maxrss (from wait4) starts from the high-water mark of the memory image it
+# was forked from: subprocess forks (vfork) this Python process, which holds
+# torch and several models, so every ptopt run would read as this process's own
+# peak (~600 MiB).  The launcher is a fresh interpreter without site packages
+# (~10 MiB, the floor of the measurement); the ptopt it forks starts from that,
+# and wait4 on that one pid gives ptopt's own peak RSS (KiB on Linux).
+_LAUNCHER = r"""
+import os, sys
+out, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(out, "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_child(cmd):
-    """Runs cmd; returns (exit code, output, peak RSS in MiB)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out, usage.ru_maxrss / 1024.0
+    """Runs cmd; returns (exit code, output, peak RSS of that process in MiB)."""
+    fd, rss_file = tempfile.mkstemp(prefix="ptopt-rss-")
+    os.close(fd)
+    try:
+        proc = subprocess.run([sys.executable, "-S", "-E", "-c", _LAUNCHER, rss_file] + list(cmd),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        with open(rss_file) as fh:
+            text = fh.read().strip()
+        rss = int(text) / 1024.0 if text else float("nan")
+    finally:
+        os.unlink(rss_file)
+    return proc.returncode, proc.stdout.decode(errors="replace"), rss
 
 
 def reloads(path):

@@ -564,7 +564,14 @@ class Matcher {
       for (const Arg& a : n->args())
         if (readsConstant(a)) {
           const std::string& t = a.value()->node()->target();
-          names.push_back(isAfter ? baseConstantName(t) : t);
+          if (!isAfter) {
+            names.push_back(t);
+            continue;
+          }
+          // A constant a pass created (a folded conv's new bias) has no
+          // counterpart: only names derived from `before` identify the node.
+          const std::string base = baseConstantName(t);
+          if (beforeConstants_.count(base)) names.push_back(base);
         }
       if (names.empty()) return std::string();
       std::sort(names.begin(), names.end());

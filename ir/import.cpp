@@ -237,7 +237,8 @@ std::string scopeFromCallStack(ts::Node* n) {
     const auto& module = std::get<2>(entry);
     if (!module) continue;
     const std::string name = module->instance_name();
-    if (name.empty() || name == "INSTANCE_NAME_UNKNOWN") continue;
+    // SELF: a method called on the module it belongs to (conv's _conv_forward).
+    if (name.empty() || name == "INSTANCE_NAME_UNKNOWN" || name == "SELF") continue;
     path = joinPath(path, name);
   }
   return path;

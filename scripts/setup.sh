@@ -12,6 +12,7 @@ packages=(
   catch2 libcli11-dev nlohmann-json3-dev libfmt-dev
   zlib1g-dev                   # inflates deflated entries in the zip pre-check
   clang libclang-rt-14-dev     # libFuzzer and the sanitizers (scripts/fuzz.sh)
+  python3-matplotlib           # the PNG plot of bench/harness.py
 )
 missing=()
 for p in "${packages[@]}"; do

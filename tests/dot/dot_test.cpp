@@ -197,7 +197,7 @@ TEST_CASE("Graph stats count ops, casts, layout conversions and parameter bytes"
   CHECK(ir::writeDot(*g).find("2 casts · 1 layout conversions") != std::string::npos);
 }
 
-TEST_CASE("--depth collapses deeper scopes into one box each, with merged edges", "[.][known-failing]") {
+TEST_CASE("Option --depth collapses deeper scopes into one box each, with merged edges") {
   ir::Model m = test::importFixture(test::fixture("resnet18_script"));
   ir::DotOptions o;
   o.depth = 1;
@@ -206,14 +206,16 @@ TEST_CASE("--depth collapses deeper scopes into one box each, with merged edges"
   CHECK(c.summaries == 4);  // layer1 .. layer4
   CHECK(dot.find("<B>layer3</B> <FONT COLOR=\"#555555\">(") != std::string::npos);
   CHECK(dot.find("conv2d ×") != std::string::npos);
-  // stem conv, bn, relu, maxpool, avgpool, flatten, fc, input, output stay nodes.
-  CHECK(c.irNodes < 15);
+  // Stem conv, bn, relu, maxpool, avgpool, flatten, fc, input, output stay
+  // nodes, and bn1's input-rank check (size, len, gt, If, RaiseException,
+  // two block yields).
+  CHECK(c.irNodes == 16);
   const auto [nodes, edges] = readBack(dot);
   if (nodes >= 0) CHECK(static_cast<size_t>(nodes) == c.nodes());
   (void)edges;
 }
 
-TEST_CASE("--max-nodes keeps huge graphs drawable", "[.][known-failing]") {
+TEST_CASE("Option --max-nodes keeps huge graphs drawable") {
   ir::Model m = test::importFixture(test::fixture("deep_stack_500"));
   ir::DotOptions o;
   o.maxNodes = 200;
@@ -268,7 +270,7 @@ TEST_CASE("Node matching pairs a graph with its folded self; the diff shows the 
   CHECK(dot.find("conv1 ← fold(conv1, bn1)") != std::string::npos);
   CHECK(dot.find("layer1.0.conv1 ← fold(layer1.0.conv1, layer1.0.bn1)") != std::string::npos);
   CHECK(occurrences(dot, "fillcolor=\"#fff0a0\"") >= 20);  // changed: yellow
-  CHECK(occurrences(dot, "style=\"rounded,dashed\"") == 20);  // removed: dashed
+  CHECK(occurrences(dot, "style=\"rounded,dashed\" fillcolor") == 20);  // removed nodes: dashed
   CHECK(dot.find("weight = conv1.weight.bnfold") != std::string::npos);
   // Legend: op counts before/after.
   CHECK(dot.find("<B>before</B>") != std::string::npos);
@@ -286,13 +288,14 @@ TEST_CASE("Node matching pairs a graph with its folded self; the diff shows the 
     CHECK(fused == 8);
     CHECK(c1.added == fused);
     CHECK(c1.removed == 20 + 2 * fused);
-    CHECK(c1.changed == 20);
+    // The 20 convs, and the two pools whose int lists canonicalize shortens ([3, 3] -> [3]).
+    CHECK(c1.changed == 22);
     CHECK(d1.find("fuse(add") != std::string::npos);
     CHECK(occurrences(d1, "fillcolor=\"#c8efc8\"") >= fused);  // added: green
   }
 }
 
-TEST_CASE("The diff of two saved files matches nodes without shared names or scopes", "[.][known-failing]") {
+TEST_CASE("The diff of two saved files matches nodes without shared names or scopes") {
   Optimizer opt = Optimizer::load(test::fixture("resnet18_script").path);
   opt.run("fold-conv-bn");
   const auto dir = std::filesystem::temp_directory_path() / "ptopt_dot_test";

@@ -154,7 +154,7 @@ TEST_CASE("the op-policy table puts the issue's op groups in their classes") {
   CHECK_THROWS_AS(quant::PrecisionPolicy::parseOpList("gelu;;softmax"), std::invalid_argument);
 }
 
-TEST_CASE("-O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16 is preferred") {
+TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16 is preferred") {
   const std::string o3 = rewriters::presetPipeline(3);
   CHECK(o3 == rewriters::presetPipeline(2) + ",cast{dtype=auto}");
   CHECK(quant::resolveCastDtype("auto", "cpu", false) == c10::ScalarType::BFloat16);

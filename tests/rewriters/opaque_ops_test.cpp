@@ -255,7 +255,7 @@ TEST_CASE("alias annotations are trusted only for operators registered from thei
   CHECK(test::counter(test::runPipeline(*conservative, "cse"), "cse", "eliminated") == 0);
 }
 
-TEST_CASE("-O1 and the generic passes keep opaque calls exactly, in place", "[.][known-failing]") {
+TEST_CASE("Preset -O1 and the generic passes keep opaque calls exactly, in place") {
   ir::ParseOptions opts;
   opts.constants = std::make_shared<ir::ConstantTable>();
   opts.constants->set("w", torch::ones({4}));

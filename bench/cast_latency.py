@@ -22,6 +22,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -29,13 +30,19 @@ import torch
 import torchvision
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
 
 
 def models(names):
+    # Random BatchNorm statistics, as in channels_last.py and harness.py: with
+    # torchvision's default ones (mean 0, var 1) the activations of an untrained
+    # network shrink layer by layer (mobilenet_v2's output is ~1e-11), which
+    # reaches subnormal floats and makes the fp32 original artificially slow.
+    from make_fixtures import randomize_bn  # noqa: E402
     torch.manual_seed(0)
     for name in names:
         ctor = getattr(torchvision.models, name)
-        yield name, ctor(weights=None).eval(), (1, 3, 224, 224)
+        yield name, randomize_bn(ctor(weights=None)).eval(), (1, 3, 224, 224)
 
 
 def median_times(fns, reps):

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <unistd.h>
 #include <set>
@@ -67,9 +68,17 @@ class AttributeTree {
  public:
   AttributeTree(std::shared_ptr<torch::jit::CompilationUnit> cu, torch::jit::Module root,
                 const ConstantTable& constants, const std::set<std::string>& used,
-                const std::set<std::string>& state, bool nested)
+                const std::set<std::string>& state, const std::map<std::string, c10::TypePtr>& declared,
+                bool nested)
       : cu_(std::move(cu)), nested_(nested) {
-    for (const auto& name : used) insert(name, constants.at(name), state.count(name) != 0);
+    for (const auto& name : used) {
+      insert(name, constants.at(name), state.count(name) != 0);
+      // A state attribute keeps the type it was declared with (an
+      // Optional[List[float]] that holds None now holds a list later).
+      auto d = declared.find(name);
+      if (d != declared.end() && !constants.at(name).isTensor() && constants.at(name).type()->isSubtypeOf(*d->second))
+        declaredTypes_[&constants.at(name)] = d->second;
+    }
     signature(root_);
     build(root_, std::move(root), "");
   }
@@ -117,7 +126,9 @@ class AttributeTree {
   size_t signature(TreeNode& node) {
     std::string sig;
     if (node.value) {
-      sig = node.value->isTensor() ? "T" : "A:" + node.value->type()->annotation_str();
+      auto d = declaredTypes_.find(node.value);
+      sig = node.value->isTensor() ? "T"
+            : "A:" + (d != declaredTypes_.end() ? d->second : node.value->type())->annotation_str();
     } else {
       sig = "M{";
       for (auto& [name, child] : node.children) sig += name + "=" + std::to_string(signature(*child)) + ";";
@@ -132,9 +143,13 @@ class AttributeTree {
     for (const auto& [name, child] : node.children) {
       const std::string childPrefix = prefix.empty() ? name : prefix + "." + name;
       if (child->value) {
-        prefixTypes_[childPrefix] = child->value->isTensor() ? c10::TensorType::get() : child->value->type();
+        auto declaredIt = declaredTypes_.find(child->value);
+        const c10::TypePtr type = child->value->isTensor()           ? c10::TensorType::get()
+                                  : declaredIt != declaredTypes_.end() ? declaredIt->second
+                                                                       : child->value->type();
+        prefixTypes_[childPrefix] = type;
         if (child->value->isTensor()) module.register_buffer(name, child->value->toTensor());
-        else module.register_attribute(name, child->value->type(), *child->value);
+        else module.register_attribute(name, type, *child->value);
         continue;
       }
       auto typeIt = classes_.find(child->signature);
@@ -155,6 +170,7 @@ class AttributeTree {
   std::unordered_map<std::string, size_t> signatureIds_;
   std::unordered_map<size_t, c10::ClassTypePtr> classes_;
   std::unordered_map<std::string, c10::TypePtr> prefixTypes_;
+  std::unordered_map<const c10::IValue*, c10::TypePtr> declaredTypes_;
 };
 
 class GraphEmitter {
@@ -349,6 +365,25 @@ class GraphEmitter {
   std::unordered_map<std::string, ts::Value*> prefixValues_;
 };
 
+// The schema inferred from the graph has no default values: put back the
+// ones the import kept on the placeholders (`targets: ... = None`).
+void keepArgumentDefaults(const Graph& graph, torch::jit::Function& fn) {
+  const c10::FunctionSchema& s = fn.getSchema();
+  const auto inputs = graph.inputs();
+  std::vector<c10::Argument> args;
+  bool any = false;
+  for (size_t i = 0; i < s.arguments().size(); ++i) {
+    const c10::Argument& a = s.arguments()[i];
+    c10::optional<c10::IValue> def;  // c10::optional: std::optional only from LibTorch 2.x
+    const AttrValue* attr = i >= 1 && i - 1 < inputs.size() ? inputs[i - 1]->node()->attr("default") : nullptr;
+    if (const Literal* lit = attr ? std::get_if<Literal>(attr) : nullptr) def = lit->toIValue();
+    any = any || def.has_value();
+    args.emplace_back(a.name(), a.type(), a.N(), def, a.kwarg_only());
+  }
+  if (any)
+    fn.setSchema(c10::FunctionSchema(s.name(), s.overload_name(), std::move(args), s.returns(), s.is_vararg(), s.is_varret()));
+}
+
 }  // namespace
 
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options) {
@@ -356,36 +391,57 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
   torch::jit::Module root(c10::QualifiedName("__torch__." + options.className), cu,
                           /*shouldMangle=*/true);
   std::set<std::string> used, state;
+  std::map<std::string, c10::TypePtr> declared;  // state attributes' types as the graph reads them
   for (const auto& [name, graph] : model.methods)
     graph->walk([&](Node* n) {
       if (n->opcode() == Opcode::GetAttr) used.insert(n->target());
       if (const std::string* path = statePath(*n)) {
         used.insert(*path);
         state.insert(*path);
+        if (n->is("prim::GetAttr") && n->output()->type()) declared.emplace(*path, n->output()->type());
       }
     });
-  AttributeTree attrs(cu, root, *model.constants, used, state, options.nestedAttributes);
+  AttributeTree attrs(cu, root, *model.constants, used, state, declared, options.nestedAttributes);
   for (const auto& [name, graph] : model.methods) {
     GraphEmitter emitter(*graph, root.type(), attrs);
     auto tsGraph = emitter.emit();
     auto* fn = cu->create_function(c10::QualifiedName(*root.type()->name(), name), tsGraph);
+    keepArgumentDefaults(*graph, *fn);
     root.type()->addMethod(fn);
   }
   return root;
 }
 
+std::string serializeModule(const torch::jit::Module& module) {
+  // Serialized into memory: LibTorch's zip writer, when a write to a file
+  // fails (disk full), throws again from its destructor and the process
+  // aborts. Writing the bytes ourselves turns that into a clean error.
+  std::ostringstream buffer;
+  module.save(buffer);
+  return buffer.str();
+}
+
+torch::jit::Module loadSerializedModule(const std::string& bytes) {
+  std::istringstream in(bytes);
+  return torch::jit::load(in);
+}
+
 void saveModuleAtomically(const torch::jit::Module& module, const std::string& path) {
+  std::string bytes;
+  try {
+    bytes = serializeModule(module);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot write '" + path + "': " + torchErrorMessage(e));
+  }
+  writeModuleBytesAtomically(bytes, path, /*reload=*/true);
+}
+
+void writeModuleBytesAtomically(const std::string& bytes, const std::string& path, bool reload) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::random_device rd;
   const fs::path tmp = dir / ("." + target.filename().string() + ".ptopt-tmp-" + std::to_string(rd()));
-  // Serialize into memory first: LibTorch's zip writer, when a write to a
-  // file fails (disk full), throws again from its destructor and the process
-  // aborts. Writing the bytes ourselves turns that into a clean error.
-  std::ostringstream buffer;
-  module.save(buffer);
-  const std::string bytes = buffer.str();
   try {
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) throw std::runtime_error("cannot create '" + tmp.string() + "': " + std::strerror(errno));
@@ -407,7 +463,7 @@ void saveModuleAtomically(const torch::jit::Module& module, const std::string& p
       throw std::runtime_error(std::string("cannot flush to disk: ") + std::strerror(err));
     }
     if (::close(fd) != 0) throw std::runtime_error(std::string("close failed: ") + std::strerror(errno));
-    torch::jit::load(tmp.string());  // it must load back
+    if (reload) torch::jit::load(tmp.string());  // it must load back
     if (fs::exists(target)) fs::permissions(tmp, fs::status(target).permissions());
     fs::rename(tmp, target);
   } catch (const std::exception& e) {

@@ -268,10 +268,17 @@ class Converter {
     graph_ = std::make_unique<Graph>(model_.constants);
     auto inputs = tsGraph.inputs();
     env_[inputs[0]].module = root_._ivalue().get();
+    // Default values of the method's arguments (`targets=None`) stay on the
+    // placeholders as a `default` attribute, so the export keeps them.
+    const auto tsMethod = root_.find_method(method_);
+    const c10::FunctionSchema* schema = tsMethod ? &tsMethod->function().getSchema() : nullptr;
     for (size_t i = 1; i < inputs.size(); ++i) {
       Value* v = graph_->addInput(normalizeType(inputs[i]->type()), inputs[i]->debugName());
       env_[inputs[i]].value = v;
       prologueTail_ = v->node();
+      if (schema && i < schema->arguments().size() && schema->arguments()[i].default_value())
+        if (auto lit = Literal::fromIValue(*schema->arguments()[i].default_value(), inputs[i]->type()))
+          v->node()->setAttr("default", *lit);
     }
     convertBlock(tsGraph.block(), graph_->block());
     return std::move(graph_);

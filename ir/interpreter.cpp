@@ -126,16 +126,34 @@ std::vector<c10::IValue> objectGetAttr(const Node& n, Stack& args) {
   const auto* name = n.attr("name");
   const auto* lit = name ? std::get_if<Literal>(name) : nullptr;
   if (!lit || !lit->is<std::string>()) fail(n, "prim::GetAttr has no `name` attribute");
-  // A read of module state: its value at import (the interpreter does not
-  // carry writes from one run to the next).
-  if (args.empty() && n.graph().constants().contains(lit->as<std::string>()))
-    return {n.graph().constants().at(lit->as<std::string>())};
+  // (Module state, without arguments, is handled by Impl::runModuleState.)
   if (args.size() != 1 || !args[0].isObject()) fail(n, "prim::GetAttr expects an object");
   return {args[0].toObjectRef().getAttr(lit->as<std::string>())};
 }
 
-// A write of module state: runs see the value at import (see objectGetAttr).
-std::vector<c10::IValue> moduleSetAttr(const Node& n, Stack&) { return {}; }
+// A write to an object's attribute (module state: Impl::runModuleState).
+std::vector<c10::IValue> setAttr(const Node& n, Stack& args) {
+  if (args.size() != 2) fail(n, "prim::SetAttr expects an object and a value");
+  const auto* name = n.attr("name");
+  const auto* lit = name ? std::get_if<Literal>(name) : nullptr;
+  if (!lit || !lit->is<std::string>()) fail(n, "prim::SetAttr has no `name` attribute");
+  if (!args[0].isObject()) fail(n, "prim::SetAttr expects an object");
+  args[0].toObjectRef().setAttr(lit->as<std::string>(), std::move(args[1]));
+  return {};
+}
+
+// warnings.warn(...): TorchScript's interpreter implements it itself; the
+// model already warned when it was loaded or run for real, so nothing here.
+std::vector<c10::IValue> warn(const Node&, Stack&) { return {}; }
+
+// A TorchScript class instance (torchvision's ImageList), attributes unset.
+std::vector<c10::IValue> createObject(const Node& n, Stack&) {
+  auto cls = n.numOutputs() == 1 && n.output()->type() ? n.output()->type()->cast<c10::ClassType>() : nullptr;
+  if (!cls) fail(n, "prim::CreateObject needs a class type");
+  auto cu = cls->compilation_unit();
+  if (!cu) fail(n, "the compilation unit of class " + cls->repr_str() + " is gone");
+  return {c10::ivalue::Object::create(c10::StrongTypePtr(cu, cls), cls->numAttributes())};
+}
 
 const std::map<std::string, PrimFn>& handWrittenPrims() {
   static const std::map<std::string, PrimFn> prims = {
@@ -144,7 +162,8 @@ const std::map<std::string, PrimFn>& handWrittenPrims() {
       {"prim::TupleIndex", tupleIndex},         {"prim::DictConstruct", dictConstruct},
       {"prim::unchecked_cast", uncheckedCast},  {"prim::Uninitialized", uninitialized},
       {"prim::RaiseException", raiseException}, {"prim::isinstance", isInstance},
-      {"prim::GetAttr", objectGetAttr},         {"prim::SetAttr", moduleSetAttr},
+      {"prim::GetAttr", objectGetAttr},         {"prim::SetAttr", setAttr},
+      {"prim::CreateObject", createObject},     {"aten::warn", warn},
   };
   return prims;
 }
@@ -400,6 +419,7 @@ struct Interpreter::Impl {
   // Values to release once a node has run (their last use is that node).
   std::unordered_map<const Node*, std::vector<const Value*>> releaseAfter;
   std::unordered_map<const Value*, c10::IValue> env;
+  std::unordered_map<std::string, c10::IValue> moduleState;  // this run's writes to module state
 
   Impl(const Graph& g, InterpreterOptions o) : graph(g), options(std::move(o)) {
     if (options.protectConstants) writtenConstants = MutationAnalysis(g).writtenConstants();
@@ -482,6 +502,7 @@ struct Interpreter::Impl {
   }
 
   void runNode(const Node& n) {
+    if (const std::string* path = statePath(n)) return runModuleState(n, *path);
     if (n.is("prim::If")) return runIf(n);
     if (n.is("prim::Loop")) return runLoop(n);
     if (!n.blocks().empty()) fail(n, "the interpreter does not know how to run its nested blocks");
@@ -489,6 +510,24 @@ struct Interpreter::Impl {
     if (it == ops.end()) it = ops.emplace(&n, resolve(n)).first;
     std::vector<c10::IValue> outs = callResolved(n, it->second, argumentsOf(n));
     for (size_t i = 0; i < outs.size(); ++i) bind(n.output(i), std::move(outs[i]));
+  }
+
+  // Module state (`self.scales = ...` in torchvision's poolers): writes are
+  // seen by later reads of the same run; each run starts from the values at
+  // import, copied so the constant table never changes.
+  void runModuleState(const Node& n, const std::string& path) {
+    if (n.is("prim::SetAttr")) {
+      moduleState[path] = valueOf(n, n.arg(0));
+      return;
+    }
+    auto it = moduleState.find(path);
+    if (it == moduleState.end()) {
+      if (!graph.constants().contains(path)) fail(n, "module state '" + path + "' is not in the constant table");
+      const c10::IValue& initial = graph.constants().at(path);
+      it = moduleState.emplace(path, initial.isTensor() ? initial.toTensor().clone(at::MemoryFormat::Preserve)
+                                                        : initial.deepcopy()).first;
+    }
+    bind(n.output(), it->second);
   }
 
   void runIf(const Node& n) {
@@ -539,6 +578,7 @@ std::vector<c10::IValue> Interpreter::run(std::vector<c10::IValue> inputs) {
                            std::to_string(inputs.size()));
   c10::AutoGradMode noGrad(false);
   impl_->env.clear();
+  impl_->moduleState.clear();
   for (size_t i = 0; i < params.size(); ++i) impl_->bind(params[i], std::move(inputs[i]));
   std::vector<c10::IValue> outs;
   try {

@@ -16,6 +16,7 @@ class GraphCloner {
       if (n->opcode() == Opcode::Placeholder) {
         Value* v = dst_.addInput(n->output()->type(), n->output()->name());
         v->meta() = n->output()->meta();
+        for (const auto& [name, value] : n->attrs()) v->node()->setAttr(name, value);
         map_[n->output()] = v;
         continue;
       }

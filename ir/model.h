@@ -83,6 +83,14 @@ const std::string* statePath(const Node& n);
 // temporary file).
 void saveModuleAtomically(const torch::jit::Module& module, const std::string& path);
 
+// The pieces of saveModuleAtomically, for callers that check the bytes
+// before writing them (ptopt verifies the module reloaded from exactly the
+// bytes it writes): the archive in memory, a module loaded from it, and the
+// atomic write (`reload`: load the written file back before the rename).
+std::string serializeModule(const torch::jit::Module& module);
+torch::jit::Module loadSerializedModule(const std::string& bytes);
+void writeModuleBytesAtomically(const std::string& bytes, const std::string& path, bool reload);
+
 // The message of a c10::Error without its C++ backtrace.
 std::string torchErrorMessage(const std::exception& e);
 

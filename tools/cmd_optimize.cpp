@@ -343,7 +343,18 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     runner->inputAdapter = [lowp](std::vector<c10::IValue> in) { return lowp->adaptInputs(std::move(in)); };
 
   sw.reset();
-  torch::jit::Module exported = opt.exportModule();
+  // What is verified is the module loaded back from the very bytes that are
+  // written: an in-memory export shares class types with the original and
+  // may behave differently from a fresh load (objects, defaults).
+  std::string bytes;
+  torch::jit::Module exported;
+  try {
+    bytes = ir::serializeModule(opt.exportModule());
+    exported = ir::loadSerializedModule(bytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("the optimized model does not serialize and load back: " + ir::torchErrorMessage(e) +
+                             "\n(a ptopt bug: please report it with the model; --passes '' shows whether a pass is the cause)");
+  }
   record.stageMs["export"] = sw.ms();
   record.opsAfter = countOps(opt.model().forward());
   record.parameterBytesAfter = parameterBytes(opt.model());
@@ -385,7 +396,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   }
   sw.reset();
   try {
-    ir::saveModuleAtomically(exported, o.output);
+    ir::writeModuleBytesAtomically(bytes, o.output, /*reload=*/false);  // loaded back above
   } catch (const std::exception& e) {
     throw WriteError(e.what());
   }

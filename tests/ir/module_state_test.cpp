@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 using namespace ptopt;
 
 namespace {
@@ -60,4 +62,55 @@ TEST_CASE("an attribute that forward assigns is imported as state and exported a
   }
   // Importing the original did not change it, and the export's state is its own.
   CHECK(exported.attr("count").toTensor().item<float>() == 3.0f);
+}
+
+namespace {
+
+// torchvision's pooler in miniature: `scales` is None until forward sets it
+// (Optional[List[float]]) and read back in the same call; `bias` has a
+// default value. (Objects of TorchScript classes: tests/cli/detection_test.sh.)
+torch::jit::Module lazyStateModule() {
+  torch::jit::Module m("LazyStateModel");
+  m.register_attribute("scales", c10::OptionalType::create(c10::ListType::ofFloats()), c10::IValue());
+  m.define(R"(
+def forward(self, x, bias: Optional[Tensor] = None):
+    if self.scales is None:
+        self.scales = [0.5, 0.25]
+    scales = self.scales
+    assert scales is not None
+    y = x * scales[0] + scales[1]
+    if bias is not None:
+        y = y + bias
+    return y
+)");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("lazily initialized Optional state, seen by later reads in the same run; argument defaults kept") {
+  torch::jit::Module original = lazyStateModule();
+  ir::Model model = ir::importModule(original);
+  // The interpreter sees the write within one run: shape-prop runs it, and
+  // would hit the assert if the read still gave the value at import.
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3}), c10::IValue()};
+  test::runPipeline(model.forward(), "shape-prop", &ctx);
+  const at::Tensor x = torch::randn({2, 3});
+  CHECK(torch::allclose(test::runGraph(model.forward(), {x, c10::IValue()}).toTensor(), x * 0.5 + 0.25));
+  // Each run starts from the state at import: the constant table is unchanged.
+  CHECK(model.constants->at("scales").isNone());
+
+  // The export declares the attribute with its Optional type, keeps the
+  // default of `bias`, and survives a save and reload.
+  torch::jit::Module exported = ir::exportModel(model);
+  std::ostringstream bytes;
+  exported.save(bytes);
+  std::istringstream in(bytes.str());
+  torch::jit::Module reloaded = torch::jit::load(in);
+  const auto& args = reloaded.get_method("forward").function().getSchema().arguments();
+  REQUIRE(args.size() == 3);
+  REQUIRE(args[2].default_value());
+  CHECK(args[2].default_value()->isNone());
+  CHECK(torch::allclose(reloaded.forward({x}).toTensor(), original.forward({x}).toTensor()));
 }

@@ -75,11 +75,14 @@ def benchmark_models(quick):
 # (~10 MiB, the floor of the measurement); the ptopt it forks starts from that,
 # and wait4 on that one pid gives ptopt's own peak RSS (KiB on Linux).
 _LAUNCHER = r"""
-import os, sys
-out, argv = sys.argv[1], sys.argv[2:]
+import os, resource, sys
+out, stack, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 pid = os.fork()
 if pid == 0:
     try:
+        if stack == "unlimited":
+            hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+            resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))
         os.execvp(argv[0], argv)
     finally:
         os._exit(127)
@@ -91,12 +94,14 @@ sys.exit(code if code >= 0 else 128 - code)
 """
 
 
-def run_child(cmd):
-    """Runs cmd; returns (exit code, output, peak RSS of that process in MiB)."""
+def run_child(cmd, unlimited_stack=False):
+    """Runs cmd; returns (exit code, output, peak RSS of that process in MiB).
+    unlimited_stack: raise the stack limit to the hard limit (ulimit -s unlimited)."""
     fd, rss_file = tempfile.mkstemp(prefix="ptopt-rss-")
     os.close(fd)
     try:
-        proc = subprocess.run([sys.executable, "-S", "-E", "-c", _LAUNCHER, rss_file] + list(cmd),
+        proc = subprocess.run([sys.executable, "-S", "-E", "-c", _LAUNCHER, rss_file,
+                               "unlimited" if unlimited_stack else "default"] + list(cmd),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         with open(rss_file) as fh:
             text = fh.read().strip()
@@ -104,6 +109,16 @@ def run_child(cmd):
     finally:
         os.unlink(rss_file)
     return proc.returncode, proc.stdout.decode(errors="replace"), rss
+
+
+def describe_exit(code):
+    import signal
+    if code > 128:
+        try:
+            return "exit %d: killed by %s" % (code, signal.Signals(code - 128).name)
+        except ValueError:
+            pass
+    return "exit %d" % code
 
 
 def reloads(path):
@@ -184,7 +199,7 @@ def optimize_model(ptopt, name, src, preset, work, shape):
            "--input-shape", ",".join(map(str, shape)), "--verify-iters", "1"]
     code, text, rss = run_child(cmd)
     if code not in (0, 3) or not os.path.exists(out):
-        return None, {"error": text.strip().splitlines()[-1] if text.strip() else "exit %d" % code}
+        return None, {"error": text.strip().splitlines()[-1] if text.strip() else describe_exit(code)}
     with open(report) as fh:
         rep = json.load(fh)
     return out, {"stage_ms": rep["stage_ms"], "peak_rss_mib": rss, "verified": rep["outcome"], "exit_code": code}
@@ -239,18 +254,28 @@ def scaling(args, work):
                         "--stack", str(n), src], check=True, stdout=subprocess.DEVNULL)
         out = os.path.join(work, "stack%d.o1.pt" % n)
         report = out + ".json"
-        code, text, rss = run_child([args.ptopt, src, out, "-O1", "--overwrite", "-q", "--force", "--report", report,
-                                     "--input-shape", "1,8,8,8", "--verify-iters", "1"])
+        cmd = [args.ptopt, src, out, "-O1", "--overwrite", "-q", "--force", "--report", report,
+               "--input-shape", "1,8,8,8", "--verify-iters", "1"]
+        code, text, rss = run_child(cmd)
+        note = None
+        if code == 128 + 11:
+            # A deep flat graph can overflow the default 8 MiB stack (recursion
+            # in LibTorch's interpreter); record that, then measure it anyway.
+            note = "SIGSEGV with the default stack; measured with `ulimit -s unlimited`"
+            print("  stack %d: %s" % (n, note), flush=True)
+            code, text, rss = run_child(cmd, unlimited_stack=True)
         if code == 3:
             print("  stack %d: verification failed (timed anyway): %s" % (n, text.strip()[-300:]))
         elif code != 0:
-            print("  stack %d failed: %s" % (n, text.strip()[-300:]))
+            why = describe_exit(code)
+            print("  stack %d failed (%s): %s" % (n, why, text.strip()[-300:]))
+            rows.append({"layers": n, "failed": why + ("; " + note if note else "")})
             continue
         with open(report) as fh:
             stages = json.load(fh)["stage_ms"]
         total = sum(stages.values())
         rows.append({"layers": n, "stage_ms": stages, "total_ms": total, "us_per_layer": total * 1e3 / n,
-                     "peak_rss_mib": rss})
+                     "peak_rss_mib": rss, "note": note})
         print("  stack %5d: %.0f ms total, %.0f us/layer (%s), peak %.0f MiB" % (
             n, total, total * 1e3 / n, ", ".join("%s %.0f" % (st, stage_ms(stages, st) * 1e3 / n)
                                                   for st in SCALING_STAGES), rss), flush=True)
@@ -328,10 +353,13 @@ def scaling_markdown(rows):
     lines = ["", "**Scaling: -O1 on conv-bn-relu stacks, cost per layer by stage (us per layer; flat = linear)**", "",
              "| layers | total (ms) | per layer | " + " | ".join(SCALING_STAGES) + " | peak RSS |",
              "|---:|---:|---:|" + "---:|" * len(SCALING_STAGES) + "---:|"]
+    failed = [r for r in rows if "failed" in r]
+    rows = [r for r in rows if "failed" not in r]
     for r in rows:
         per = ["%.0f" % (stage_ms(r["stage_ms"], st) * 1e3 / r["layers"]) for st in SCALING_STAGES]
-        lines.append("| %d | %.0f | %.0f | %s | %.0f MiB |" % (r["layers"], r["total_ms"], r["us_per_layer"],
-                                                              " | ".join(per), r["peak_rss_mib"]))
+        lines.append("| %d%s | %.0f | %.0f | %s | %.0f MiB |" % (r["layers"], " (*)" if r.get("note") else "",
+                                                                r["total_ms"], r["us_per_layer"], " | ".join(per),
+                                                                r["peak_rss_mib"]))
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
         growth = []
@@ -348,6 +376,11 @@ def scaling_markdown(rows):
         if grown:
             lines.append("Not linear: %s (per-layer cost grew more than 1.5x and by more than 50 us)." %
                          ", ".join(grown))
+    for r in rows:
+        if r.get("note"):
+            lines += ["", "(*) %d layers: **%s**." % (r["layers"], r["note"])]
+    for r in failed:
+        lines += ["", "**%d layers: ptopt failed (%s).**" % (r["layers"], r["failed"])]
     return lines
 
 

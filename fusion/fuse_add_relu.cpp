@@ -43,6 +43,7 @@ PassResult FuseAddReluPass::run(ir::Graph& graph, PassContext& ctx) {
     std::vector<ir::Arg> args = add->args();
     ir::Node* node = ir::Builder(relu).callNode(fused, args, {c10::TensorType::get()});
     node->setScope(relu->scope());
+    node->output()->meta() = relu->output()->meta();  // what shape-prop knew stays known
     node->setProvenance("fuse(" + add->target().substr(6) + ", " + relu->target().substr(6) + ")");  // drop "aten::"
     relu->output()->replaceAllUsesWith(node->output());
     relu->destroy();

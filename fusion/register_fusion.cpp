@@ -7,6 +7,7 @@
 #include "fusion/fold_conv_bn.h"
 #include "fusion/fold_linear_bn.h"
 #include "fusion/fuse_add_relu.h"
+#include "fusion/fuse_cudnn.h"
 
 namespace ptopt::fusion {
 
@@ -17,6 +18,7 @@ void registerFusionPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<FuseAddReluPass>(); });
   registry.add([] { return std::make_unique<DropZeroBiasPass>(); });
   registry.add([] { return std::make_unique<BnToAffinePass>(); });
+  registry.add([] { return std::make_unique<FuseCudnnPass>(); });
 }
 
 }  // namespace ptopt::fusion

@@ -402,6 +402,7 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
       }
     });
   AttributeTree attrs(cu, root, *model.constants, used, state, declared, options.nestedAttributes);
+  if (requiresCuda(model)) root.register_attribute(kRequiresCudaAttribute, c10::BoolType::get(), true);
   for (const auto& [name, graph] : model.methods) {
     GraphEmitter emitter(*graph, root.type(), attrs);
     auto tsGraph = emitter.emit();
@@ -410,6 +411,16 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
     root.type()->addMethod(fn);
   }
   return root;
+}
+
+bool requiresCuda(const Model& model) {
+  bool cuda = false;
+  for (const auto& [name, graph] : model.methods)
+    graph->walk([&](Node* n) {
+      const std::string& t = n->target();
+      cuda = cuda || (n->isCall() && (t.rfind("aten::cudnn_", 0) == 0 || t.rfind("aten::miopen_", 0) == 0));
+    });
+  return cuda;
 }
 
 std::string serializeModule(const torch::jit::Module& module) {

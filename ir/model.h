@@ -91,6 +91,13 @@ std::string serializeModule(const torch::jit::Module& module);
 torch::jit::Module loadSerializedModule(const std::string& bytes);
 void writeModuleBytesAtomically(const std::string& bytes, const std::string& path, bool reload);
 
+// Whether the model calls kernels that exist only on CUDA (cuDNN's fused
+// convolutions, from fuse-cudnn). Such a model is exported with a root
+// attribute `ptopt_requires_cuda = True`, so users (and `ptopt verify`) can
+// tell before running it.
+bool requiresCuda(const Model& model);
+inline constexpr const char* kRequiresCudaAttribute = "ptopt_requires_cuda";
+
 // The message of a c10::Error without its C++ backtrace.
 std::string torchErrorMessage(const std::exception& e);
 

@@ -49,15 +49,26 @@ namespace ptopt::rewriters {
 //                       channels-last, so the weights it converts already
 //                       have their final layout. It removes the constants
 //                       it replaces itself, so no cleanup follows.
+// Every preset ends with
+//      fuse-cudnn       CUDA targets only (it changes nothing for CPU
+//                       targets): conv+add+relu and conv+relu become cuDNN's
+//                       fused kernels. Last, so that channels-last and cast
+//                       see plain convs and it fuses their final layout and
+//                       dtype. Passes added after a preset ("-O1,more")
+//                       run before it (parsePipelineOrPreset).
 std::string presetPipeline(int level) {
+  return level == 0 ? "" : presetPipelineBody(level) + "," + std::string(kTargetPasses);
+}
+
+std::string presetPipelineBody(int level) {
   const std::string cleanup = "fixpoint{max-iter=4}(const-fold,cse,dce)";
   switch (level) {
     case 0: return "";
     case 1:
       return "canonicalize,remove-dropout,bn-inference,shape-prop,fold-conv-bn,fold-linear-bn,"
              "fold-conv-affine,bn-to-affine,drop-zero-bias,fuse-add-relu," + cleanup;
-    case 2: return presetPipeline(1) + ",channels-last{mode=auto}";
-    case 3: return presetPipeline(2) + ",cast{dtype=auto}";
+    case 2: return presetPipelineBody(1) + ",channels-last{mode=auto}";
+    case 3: return presetPipelineBody(2) + ",cast{dtype=auto}";
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");
   }
 }

@@ -51,6 +51,10 @@ std::string printPipeline(const Pipeline& p);
 // The presets -O0..-O3 as canonical pipeline text (see pipeline.cpp for the
 // reason behind each ordering constraint). Throws for other levels.
 std::string presetPipeline(int level);
+// A preset without the target-specific passes it ends with (kTargetPasses):
+// presetPipeline(n) == presetPipelineBody(n) + "," + kTargetPasses.
+std::string presetPipelineBody(int level);
+inline constexpr const char* kTargetPasses = "fuse-cudnn";
 
 constexpr int kDefaultFixpointIterations = 4;
 

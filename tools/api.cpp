@@ -26,9 +26,13 @@ rewriters::Pipeline parsePipelineOrPreset(const std::string& text) {
   // A preset, alone or followed by more passes: "-O1" or "-O1,channels-last".
   if (text.size() >= 3 && text[0] == '-' && text[1] == 'O' && text[2] >= '0' && text[2] <= '3' &&
       (text.size() == 3 || text[3] == ',')) {
-    std::string expanded = rewriters::presetPipeline(text[2] - '0');
+    // More passes run before the preset's closing target passes (fuse-cudnn).
+    const int level = text[2] - '0';
     const std::string rest = text.size() > 4 ? text.substr(4) : "";
-    if (!rest.empty()) expanded = expanded.empty() ? rest : expanded + "," + rest;
+    std::string expanded = rewriters::presetPipeline(level);
+    if (!rest.empty())
+      expanded = level == 0 ? rest
+                            : rewriters::presetPipelineBody(level) + "," + rest + "," + rewriters::kTargetPasses;
     return rewriters::parsePipeline(expanded, defaultRegistry(), text);
   }
   return rewriters::parsePipeline(text, defaultRegistry());

@@ -24,6 +24,7 @@
 #include "ir/text.h"
 #include "quant/precision_check.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -32,6 +33,18 @@
 #include <unistd.h>
 
 namespace ptopt::tools {
+
+namespace {
+
+// Removes every execution of pass `name` (also inside fixpoints).
+void dropPass(std::vector<rewriters::PipelineElement>& elements, const std::string& name) {
+  elements.erase(std::remove_if(elements.begin(), elements.end(),
+                                [&](const rewriters::PipelineElement& e) { return e.name == name; }),
+                 elements.end());
+  for (auto& e : elements) dropPass(e.children, name);
+}
+
+}  // namespace
 
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("input", o.input, "TorchScript model to optimize (never modified)");
@@ -62,6 +75,10 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--dot-dir", o.dotDir, "Write drawings of the graph to DIR: before, after each pass that changed it "
                  "(as a diff), after");
   app.add_flag("--prefer-bf16", o.preferBf16, "-O3 / cast{dtype=auto}: bf16 on CUDA targets too");
+  app.add_option("--target", o.target,
+                 "Device the optimized model is for: auto (the verification device), cpu, cuda. A cuda target gets "
+                 "fp16 (-O3) and cuDNN fusions; verified on a CPU by a stand-in without them")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail (per-output metrics, counters)");
   app.footer(
@@ -246,7 +263,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   // Verification inputs, and the reference outputs on them (computed once).
   std::optional<verify::ReferenceRunner> runner;
   rewriters::PassContext ctx;
-  ctx.targetDevice = device.is_cuda() ? "cuda" : "cpu";
+  ctx.targetDevice = o.target != "auto" ? o.target : device.is_cuda() ? "cuda" : "cpu";
   if (o.explain) ctx.explain = &std::cout;
   ctx.preferBf16 = o.preferBf16;
   const c10::ScalarType precision =
@@ -363,19 +380,28 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   std::string verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + record.verificationSkipped + ")";
   if (verifying) {
     sw.reset();
-    const bool emulate = lowp && lowp->dtype == c10::ScalarType::Half && !device.is_cuda();
+    const bool emulateFp16 = lowp && lowp->dtype == c10::ScalarType::Half && !device.is_cuda();
+    const bool cudaOnCpu = ctx.targetDevice == "cuda" && !device.is_cuda();
     verify::VerifyReport v;
-    if (emulate) {
-      // The same pipeline with emulated casts (fp16 rounding, fp32 compute)
-      // on a fresh import of the original.
-      Optimizer emulated = Optimizer::fromModule(opt.original(), ir::ImportOptions{o.preserveMethods});
-      rewriters::PassContext emuCtx;
-      emuCtx.targetDevice = ctx.targetDevice;
-      emuCtx.exampleInputs = ctx.exampleInputs;
-      emulated.run(quant::withEmulatedCasts(pipeline), &emuCtx);
-      runner->notes.push_back("fp16 checked by emulation on the CPU (fp16 rounding at every cast, fp32 compute): "
-                              "LibTorch cannot run fp16 convolutions on a CPU");
-      v = runner->check(emulated.exportModule());
+    if (emulateFp16 || cudaOnCpu) {
+      // A CPU stand-in: the same pipeline on a fresh import of the original,
+      // with emulated casts (fp16 rounding, fp32 compute) and without the
+      // CUDA-only fusions (exact rewrites to cuDNN kernels a CPU cannot run).
+      Optimizer standIn = Optimizer::fromModule(opt.original(), ir::ImportOptions{o.preserveMethods});
+      rewriters::PassContext standInCtx;
+      standInCtx.targetDevice = ctx.targetDevice;
+      standInCtx.preferBf16 = ctx.preferBf16;
+      standInCtx.exampleInputs = ctx.exampleInputs;
+      rewriters::Pipeline standInPipeline = quant::withEmulatedCasts(pipeline);
+      if (cudaOnCpu) dropPass(standInPipeline.elements, "fuse-cudnn");
+      standIn.run(standInPipeline, &standInCtx);
+      if (emulateFp16)
+        runner->notes.push_back("fp16 checked by emulation on the CPU (fp16 rounding at every cast, fp32 compute): "
+                                "LibTorch cannot run fp16 convolutions on a CPU");
+      if (cudaOnCpu && ir::requiresCuda(opt.model()))
+        runner->notes.push_back("the model is for CUDA: its cuDNN fusions (fuse-cudnn) were left out of the CPU "
+                                "check; run `ptopt verify` on a CUDA machine for the file itself");
+      v = runner->check(standIn.exportModule());
     } else {
       v = runner->check(exported);
     }

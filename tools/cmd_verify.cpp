@@ -40,6 +40,12 @@ int runVerify(const VerifyOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  for (const auto& [path, m] : {std::pair<const std::string&, const torch::jit::Module&>{o.reference, a}, {o.candidate, b}})
+    if (!device.is_cuda() && m.hasattr(ir::kRequiresCudaAttribute) && m.attr(ir::kRequiresCudaAttribute).isBool() &&
+        m.attr(ir::kRequiresCudaAttribute).toBool())
+      throw ir::InputError(path + " is for CUDA (" + ir::kRequiresCudaAttribute +
+                           ": it calls cuDNN's fused kernels) and cannot run on " + device.str() +
+                           ": verify it on a machine with a CUDA GPU (--device cuda)");
   const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance{});
   std::optional<verify::ReferenceRunner> runner;
   try {

@@ -113,5 +113,21 @@ expect 0 "hardtanh-inplace-to-relu6=35" -- "$ptopt" "$fx/mobilenet_v2_script.pt"
 "$py" -c "import torch,sys; m=torch.jit.load(sys.argv[1]); m(torch.randn(1,3,64,64))" "$work/r.pt" \
   || fail "python could not load the output"
 
+# A CUDA target (issue 11): fp16 and cuDNN fusions; on a machine without a
+# GPU the CPU stand-in is verified and says so, and `ptopt verify` refuses
+# the file (it needs CUDA), naming the reason.
+if ! "$py" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  expect 0 "fuse-cudnn: relu=9 add-relu=8" -- "$ptopt" "$fx/resnet18_script.pt" "$work/cuda.pt" -O3 --target cuda \
+    --input-shape 1,3,64,64
+  grep -q "left out of the CPU check" <<<"$last_output" || fail "no stand-in note: $last_output"
+  grep -q "fp16 checked by emulation" <<<"$last_output" || fail "no fp16 emulation note: $last_output"
+  "$py" -c "import torch,sys; assert torch.jit.load(sys.argv[1]).ptopt_requires_cuda" "$work/cuda.pt" \
+    || fail "the CUDA-target file does not record that it needs CUDA"
+  expect 2 "is for CUDA .*cuDNN's fused kernels.*--device cuda" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/cuda.pt" \
+    --input-shape 1,3,64,64
+  expect 0 "fuse-cudnn: .*the target is cpu" -- "$ptopt" "$fx/resnet18_script.pt" "$work/cpu.pt" -O1 --explain \
+    --input-shape 1,3,64,64
+fi
+
 if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "all CLI checks passed"

@@ -156,7 +156,7 @@ TEST_CASE("the op-policy table puts the issue's op groups in their classes") {
 
 TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16 is preferred") {
   const std::string o3 = rewriters::presetPipeline(3);
-  CHECK(o3 == rewriters::presetPipeline(2) + ",cast{dtype=auto}");
+  CHECK(o3 == rewriters::presetPipelineBody(2) + ",cast{dtype=auto},fuse-cudnn");
   CHECK(quant::resolveCastDtype("auto", "cpu", false) == c10::ScalarType::BFloat16);
   CHECK(quant::resolveCastDtype("auto", "cuda", false) == c10::ScalarType::Half);
   CHECK(quant::resolveCastDtype("auto", "cuda", true) == c10::ScalarType::BFloat16);
@@ -173,7 +173,7 @@ TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16
   CHECK(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=fp16,emulate=true}"), cpu) ==
         c10::ScalarType::Half);
   const std::string emulated = rewriters::printPipeline(quant::withEmulatedCasts(pipeline));
-  CHECK(emulated == rewriters::presetPipeline(2) + ",cast{dtype=auto,emulate=true}");
+  CHECK(emulated == rewriters::presetPipelineBody(2) + ",cast{dtype=auto,emulate=true},fuse-cudnn");
 }
 
 TEST_CASE("cast runs resnet18's folded convs and its linear in bf16 with one cast in and one out") {

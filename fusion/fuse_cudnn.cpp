@@ -1,0 +1,178 @@
+#include "fusion/fuse_cudnn.h"
+
+#include "ir/literal.h"
+#include "rewriters/constants.h"
+
+#include <ATen/ATen.h>
+
+namespace ptopt::fusion {
+
+using namespace rewriters;
+
+std::string FuseCudnnPass::contract() const {
+  return "CUDA targets only: relu(add(conv2d(x, w, b), z, alpha)) (also relu_, add_, _add_relu, _add_relu_) becomes "
+         "aten::cudnn_convolution_add_relu(x, w, z, alpha, b, stride, padding, dilation, groups) and "
+         "relu(conv2d(x, w, b)) becomes aten::cudnn_convolution_relu. add(z, conv) needs alpha = 1; an in-place "
+         "add must write the conv's result. Needs literal stride/padding/dilation/groups, a constant 4-D weight, "
+         "a conv result with no other user, and a residual of the conv's shape and dtype (shape-prop). Weights "
+         "contiguous in neither NCHW nor NHWC are stored contiguous. Changes nothing for other targets.";
+}
+
+namespace {
+
+bool isLiteralIntList(const ir::Arg& a) { return a.isLiteral() && a.literal().is<std::vector<int64_t>>(); }
+
+// conv2d's int[2] arguments accept one element for both dims; cuDNN's
+// fused ops read two.
+ir::Literal twoDims(const ir::Arg& a) {
+  std::vector<int64_t> v = a.literal().as<std::vector<int64_t>>();
+  if (v.size() == 1) v.push_back(v[0]);
+  return ir::Literal(v);
+}
+
+struct ConvMatch {
+  ir::Node* conv = nullptr;
+  std::string why;  // why it cannot be fused, when conv is null
+};
+
+class Fuser {
+ public:
+  Fuser(ir::Graph& g, PassContext& ctx, std::string pass) : g_(g), ctx_(ctx), pass_(std::move(pass)) {}
+
+  PassResult run() {
+    std::vector<ir::Node*> candidates;
+    g_.walk([&](ir::Node* n) {
+      if (n->is("aten::relu") || n->is("aten::relu_") || n->is("aten::_add_relu") || n->is("aten::_add_relu_"))
+        candidates.push_back(n);
+    });
+    for (ir::Node* n : candidates) {
+      if (!n->isAttached()) continue;
+      if (n->is("aten::_add_relu") || n->is("aten::_add_relu_")) fuseAdd(n, n, n->is("aten::_add_relu_"));
+      else visitRelu(n);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  void visitRelu(ir::Node* relu) {
+    ir::Value* in = relu->argValue(0);
+    ir::Node* producer = in ? in->node() : nullptr;
+    if (!producer || producer->owningBlock() != relu->owningBlock()) return;
+    if ((producer->is("aten::add") || producer->is("aten::add_")) && producer->overload() == "Tensor") {
+      if (in->uses().size() != 1) return decline(relu, "the add's result has another user");
+      // relu (not relu_) of add_: the add's input keeps the sum, which relu does not change.
+      if (producer->is("aten::add_") && !relu->is("aten::relu_"))
+        return decline(relu, "an in-place add followed by an out-of-place relu");
+      return fuseAdd(relu, producer, producer->is("aten::add_"));
+    }
+    if (producer->is("aten::conv2d")) {
+      ConvMatch m = fusibleConv(in);
+      if (!m.conv) return decline(relu, m.why);
+      ir::Node* conv = m.conv;
+      std::vector<ir::Arg> args{conv->arg(0), storedWeight(conv), conv->arg(2), twoDims(conv->arg(3)),
+                                twoDims(conv->arg(4)), twoDims(conv->arg(5)), conv->arg(6)};
+      replace(relu, {conv}, "aten::cudnn_convolution_relu", std::move(args), "conv+relu");
+      r_.count("relu");
+    }
+  }
+
+  // `root` computes relu(a + alpha*b) from `add` (the same node for _add_relu).
+  void fuseAdd(ir::Node* root, ir::Node* add, bool inPlace) {
+    ir::Value* a = add->argValue(0);
+    ir::Value* b = add->argValue(1);
+    if (!a || !b) return;
+    const ir::Arg alpha = add->numArgs() > 2 ? add->arg(2) : ir::Arg(ir::Literal(int64_t{1}));
+    ConvMatch ma = fusibleConv(a), mb = fusibleConv(b);
+    ir::Value* z = nullptr;
+    ir::Node* conv = nullptr;
+    if (ma.conv) {
+      conv = ma.conv;
+      z = b;
+    } else if (mb.conv) {
+      // a + alpha*conv: cuDNN scales z, not the conv; and add_ would write a.
+      const bool alphaIsOne = alpha.isLiteral() && ((alpha.literal().is<int64_t>() && alpha.literal().as<int64_t>() == 1) ||
+                                                    (alpha.literal().is<double>() && alpha.literal().as<double>() == 1.0));
+      if (!alphaIsOne) return decline(root, "the conv is the scaled operand of the add (alpha != 1)");
+      if (inPlace) return decline(root, "the in-place add writes the residual, not the conv's result");
+      conv = mb.conv;
+      z = a;
+    } else {
+      return decline(root, ma.why.empty() ? mb.why : ma.why);
+    }
+    const ir::Value* y = conv->output();
+    if (!z->meta().shape || !y->meta().shape || *z->meta().shape != *y->meta().shape)
+      return decline(root, "the residual is not known to have the conv's shape (cuDNN does not broadcast it; run shape-prop)");
+    if (!z->meta().dtype || z->meta().dtype != y->meta().dtype)
+      return decline(root, "the residual is not known to have the conv's dtype");
+    std::vector<ir::Arg> args{conv->arg(0), storedWeight(conv), ir::Arg(z), alpha, conv->arg(2),
+                              twoDims(conv->arg(3)), twoDims(conv->arg(4)), twoDims(conv->arg(5)), conv->arg(6)};
+    std::vector<ir::Node*> gone{conv};  // producers first
+    if (add != root) gone.push_back(add);
+    replace(root, gone, "aten::cudnn_convolution_add_relu", std::move(args), "conv+add+relu");
+    r_.count("add-relu");
+  }
+
+  // `v` as the result of a conv2d that cuDNN can fuse, or why not.
+  ConvMatch fusibleConv(ir::Value* v) {
+    ir::Node* conv = v->node();
+    if (!conv || !conv->is("aten::conv2d")) return {nullptr, "no conv2d feeds it"};
+    if (conv->overload() != "") return {nullptr, "the conv's padding is a string (\"same\"/\"valid\")"};
+    if (v->uses().size() != 1) return {nullptr, "the conv's result has another user"};
+    if (conv->numArgs() < 7) return {nullptr, "the conv has defaulted arguments"};
+    for (size_t i = 3; i <= 5; ++i)
+      if (!isLiteralIntList(conv->arg(i))) return {nullptr, "the conv's stride/padding/dilation are not literal"};
+    if (!conv->arg(6).isLiteral() || !conv->arg(6).literal().is<int64_t>()) return {nullptr, "groups is not literal"};
+    auto w = constantTensorArg(conv, 1);
+    if (!w || w->dim() != 4) return {nullptr, "the conv's weight is not a constant 4-D tensor"};
+    return {conv, ""};
+  }
+
+  // The conv's weight, stored contiguous when it is in neither format.
+  ir::Arg storedWeight(ir::Node* conv) {
+    ir::Value* w = conv->argValue(1);
+    at::Tensor t = *constantTensor(w);
+    if (t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast)) return ir::Arg(w);
+    r_.count("weights");
+    return ir::Arg(addConstant(g_, w->node()->target() + "_contig", t.contiguous(), w->node()));
+  }
+
+  void replace(ir::Node* root, const std::vector<ir::Node*>& gone, const std::string& op, std::vector<ir::Arg> args,
+               const std::string& what) {
+    ir::Node* fused = ir::Builder(root).callNode(op, std::move(args), {c10::TensorType::get()});
+    fused->setScope(gone.front()->scope());
+    // The fused result has the conv's shape and dtype.
+    fused->output()->meta() = root->output()->meta().empty() ? gone.front()->output()->meta() : root->output()->meta();
+    fused->setProvenance("fuse-cudnn(" + what + ")");
+    root->output()->replaceAllUsesWith(fused->output());
+    ir::Value* oldWeight = gone.front()->argValue(1);
+    root->destroy();
+    for (auto it = gone.rbegin(); it != gone.rend(); ++it)  // users before producers
+      if (*it != root && (*it)->isAttached()) (*it)->destroy();
+    eraseConstantIfUnused(oldWeight);
+    r_.changed = true;
+  }
+
+  void decline(ir::Node* n, const std::string& why) { ctx_.decline(pass_, n, why); }
+
+  ir::Graph& g_;
+  PassContext& ctx_;
+  std::string pass_;
+  PassResult r_;
+};
+
+}  // namespace
+
+PassResult FuseCudnnPass::run(ir::Graph& graph, PassContext& ctx) {
+  if (ctx.targetDevice != "cuda") {
+    ctx.decline(name(), graph.block()->outputNode(),
+                "the target is " + ctx.targetDevice + ": cuDNN's fused kernels run on CUDA only");
+    return {};
+  }
+  if (!ir::findSchema("aten::cudnn_convolution_relu", "") || !ir::findSchema("aten::cudnn_convolution_add_relu", "")) {
+    ctx.decline(name(), graph.block()->outputNode(), "this LibTorch has no cuDNN fused convolution ops");
+    return {};
+  }
+  return Fuser(graph, ctx, name()).run();
+}
+
+}  // namespace ptopt::fusion

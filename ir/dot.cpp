@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -282,6 +283,16 @@ std::string keyLiterals(const Graph& g, const Node* n) {
                             (a.literal().is<c10::MemoryFormat>() &&
                              a.literal().as<c10::MemoryFormat>() != c10::MemoryFormat::Preserve)))
         out += (out.empty() ? "→ " : " ") + literalShort(a.literal());
+    return out;
+  }
+  if (n->is("prim::Loop")) {
+    // prim::Loop(max_trip_count, condition, carried...): a `while` loop has
+    // INT64_MAX trips, a `for` loop a condition of True.
+    const std::optional<Literal> trips = literalAt(n, 0), cond = literalAt(n, 1);
+    const bool unbounded = trips && trips->is<int64_t>() && trips->as<int64_t>() == std::numeric_limits<int64_t>::max();
+    const bool always = cond && *cond == Literal(true);
+    std::string out = unbounded ? "while" : always ? "for" : "for … while";
+    if (!unbounded && trips) out += " " + literalShort(*trips) + " trips";
     return out;
   }
   if (op == "batch_norm" || op == "layer_norm" || op == "group_norm" || op == "instance_norm") {
@@ -1375,10 +1386,11 @@ class DotWriter {
            "<TD ALIGN=\"RIGHT\"><B>Δ</B></TD></TR>";
       auto row = [&](const std::string& name, const std::string& b, const std::string& a, const std::string& d,
                      bool highlight) {
-        const std::string open = highlight ? "<B>" : "", close = highlight ? "</B>" : "";
-        t += fmt::format("<TR><TD ALIGN=\"LEFT\">{}</TD><TD ALIGN=\"RIGHT\">{}</TD><TD ALIGN=\"RIGHT\">{}{}{}</TD>"
-                         "<TD ALIGN=\"RIGHT\">{}{}{}</TD></TR>",
-                         html(name), b, open, a, close, open, html(d), close);
+        // GraphViz rejects an empty <B></B> (and then drops the whole label).
+        auto bold = [&](const std::string& x) { return highlight && !x.empty() ? "<B>" + x + "</B>" : x; };
+        t += fmt::format("<TR><TD ALIGN=\"LEFT\">{}</TD><TD ALIGN=\"RIGHT\">{}</TD><TD ALIGN=\"RIGHT\">{}</TD>"
+                         "<TD ALIGN=\"RIGHT\">{}</TD></TR>",
+                         html(name), b, bold(a), bold(html(d)));
       };
       auto delta = [](long d) { return d == 0 ? std::string("") : d > 0 ? "+" + std::to_string(d) : "−" + std::to_string(-d); };
       std::set<std::string> ops;

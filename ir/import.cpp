@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <system_error>
 #include <set>
 #include <sys/stat.h>
@@ -532,6 +533,31 @@ class Converter {
         env_[p].value = nested->addParam(normalizeType(p->type()), p->debugName());
       convertBlock(tb, nested);
     }
+    if (node->scope().empty() && !node->blocks().empty()) node->setScope(commonScopeInside(*node));
+  }
+
+  // The scope shared by every node in `n`'s blocks (TorchScript gives an
+  // inlined prim::If no call stack of its own; its body nodes have one).
+  static std::string commonScopeInside(const Node& n) {
+    std::optional<std::vector<std::string>> common;  // segments
+    for (const auto& b : n.blocks())
+      for (const Node* inner : *b) {
+        if (!inner->isCall()) continue;
+        if (inner->scope().empty()) return "";
+        std::vector<std::string> segs(1);
+        for (char c : inner->scope()) {
+          if (c == '.') segs.emplace_back();
+          else segs.back().push_back(c);
+        }
+        if (!common) { common = segs; continue; }
+        size_t k = 0;
+        while (k < common->size() && k < segs.size() && (*common)[k] == segs[k]) ++k;
+        common->resize(k);
+      }
+    std::string out;
+    if (common)
+      for (const auto& seg : *common) out = joinPath(out, seg);
+    return out;
   }
 
   void copyAttributes(ts::Node* n, Node* node) {

@@ -42,6 +42,16 @@ void writeFile(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 #ifdef PTOPT_WITH_GRAPHVIZ
+namespace {
+// GraphViz reports problems (a malformed HTML label, after which it drops the
+// label and draws on) through this hook instead of stderr.
+std::string graphvizErrors;
+int collectGraphvizError(char* message) {
+  graphvizErrors += message;
+  return 0;
+}
+}  // namespace
+
 std::string renderDot(const std::string& dot, const std::string& format) {
   // One context for the process: gvContext loads the plugin configuration,
   // which is slow, and GraphViz is not thread-safe anyway.
@@ -49,6 +59,8 @@ std::string renderDot(const std::string& dot, const std::string& format) {
   std::lock_guard<std::mutex> lock(mutex);
   static GVC_t* gvc = gvContext();
   if (!gvc) throw std::runtime_error("GraphViz: cannot create a context");
+  agseterrf(collectGraphvizError);
+  graphvizErrors.clear();
   Agraph_t* g = agmemread(dot.c_str());
   if (!g) throw std::runtime_error("GraphViz cannot read the generated DOT text");
   if (gvLayout(gvc, g, "dot") != 0) {
@@ -64,6 +76,9 @@ std::string renderDot(const std::string& dot, const std::string& format) {
   agclose(g);
   if (rc != 0)
     throw UsageError("GraphViz cannot render format '" + format + "' (try .svg, .png or .pdf; or write .dot)");
+  if (graphvizErrors.find("Error") != std::string::npos)
+    throw std::runtime_error("GraphViz rejected part of the drawing (a ptopt bug; the .dot output still works): " +
+                             graphvizErrors);
   return bytes;
 }
 #else

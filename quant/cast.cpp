@@ -49,6 +49,9 @@ std::vector<OptionSpec> CastPass::optionSpecs() const {
       {"lowp-ops", OptionKind::String, "", "operators to run in low precision, e.g. 'avg_pool2d'", {}, {}, {}},
       {"emulate", OptionKind::Bool, "false", "compute in fp32, rounding through the target dtype (fp16 on CPU)",
        {}, {}, {}},
+      {"min-channels", OptionKind::Int, "-1",
+       "convs whose input and output channels are all below this stay fp32 (-1: 17 for bf16 on CPU targets, "
+       "where such convs run slower in bf16; 0 elsewhere)", {}, -1, {}},
   };
 }
 
@@ -149,6 +152,7 @@ class Caster {
     c10::ScalarType target;
     bool keepIo = true, clamp = false, emulate = false;
     bool cpuKernelsOnly = false;  // bf16 for a CPU target: ops without a CPU kernel in it stay fp32
+    int64_t minChannels = 0;      // convs with fewer input and output channels stay fp32
     PrecisionPolicy policy;
   };
 
@@ -338,6 +342,7 @@ class Caster {
     }
     if (!anyFloat && why.empty()) why = "no input is known to be float32 (run shape-prop with --input-shape)";
     if (why.empty()) why = checkWeakConversions(n, inputs, /*count=*/true);
+    if (why.empty()) why = smallConv(n);
     if (why.empty() && cfg_.cpuKernelsOnly) {
       if (int64_t rank = transposedConvRank(n); rank && !cpuRunsTransposedConv(rank, cfg_.target))
         why = "this LibTorch has no " + ir::dtypeName(cfg_.target) + " transposed conv on the CPU (probed)";
@@ -351,6 +356,22 @@ class Caster {
     for (const Input& in : inputs) lower(in);
     ++lowered_;
     finishLoweredOutputs(n);
+  }
+
+  // Why a conv is too small to pay for low precision, or "". Its weight is
+  // [out, in/groups, k...]; in = in/groups * groups.
+  std::string smallConv(const ir::Node* n) const {
+    if (cfg_.minChannels <= 0 || n->target().find("conv") == std::string::npos || n->numArgs() < 2) return "";
+    auto w = constantTensor(n->argValue(1));
+    if (!w || w->dim() < 3) return "";
+    int64_t groups = 1;
+    if (n->numArgs() > 6 && n->arg(6).isLiteral() && n->arg(6).literal().is<int64_t>()) groups = n->arg(6).literal().as<int64_t>();
+    const bool transposed = transposedConvRank(n) != 0;
+    const int64_t out = transposed ? w->size(1) * groups : w->size(0);
+    const int64_t in = transposed ? w->size(0) : w->size(1) * groups;
+    if (in >= cfg_.minChannels || out >= cfg_.minChannels) return "";
+    return fmt::format("a small conv ({} -> {} channels, below min-channels={}): on a CPU its bf16 kernel and the "
+                       "casts around it cost more than fp32", in, out, cfg_.minChannels);
   }
 
   void finishLoweredOutputs(ir::Node* n) {
@@ -684,6 +705,8 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   cfg.clamp = options().getBool("clamp");
   cfg.emulate = options().getBool("emulate");
   cfg.cpuKernelsOnly = !cfg.emulate && cfg.target == c10::ScalarType::BFloat16 && ctx.targetDevice != "cuda";
+  const int64_t minChannels = options().getInt("min-channels");
+  cfg.minChannels = minChannels >= 0 ? minChannels : cfg.cpuKernelsOnly ? 17 : 0;
   cfg.policy = PrecisionPolicy::defaults();
   try {
     for (const auto& op : PrecisionPolicy::parseOpList(options().getString("fp32-ops")))

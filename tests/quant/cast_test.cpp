@@ -274,7 +274,7 @@ TEST_CASE("integer inputs and embeddings stay untouched") {
 
 TEST_CASE("float32 dtype literals and factory ops follow the precision they are read in") {
   const auto& f = test::fixture("dtype_literals");
-  CastRun r = runCast(f, "{dtype=bf16}");
+  CastRun r = runCast(f, "{dtype=bf16,min-channels=0}");  // its conv is small (4 -> 8 channels)
   CHECK(r.counter("lowered") == 2);
   // conv(x).to(float32) -> to(bfloat16); ones and zeros (sized at run time)
   // -> bfloat16. arange(8) and full([1, 8]) are constants: -O1 folds them,
@@ -433,4 +433,22 @@ TEST_CASE("every fixture: bf16 within the bf16 criterion, fp16 emulated within t
       CHECK(emulated.passed);
     }
   }
+}
+
+TEST_CASE("bf16 on a CPU keeps small convs in fp32 unless min-channels says otherwise") {
+  const auto& f = test::fixture("deep_stack_500");  // 8-channel convs
+  CastRun r = runCast(f, "{dtype=bf16}");
+  CHECK(r.counter("lowered") == 0);
+  CHECK(r.declined("a small conv (8 -> 8 channels, below min-channels=17)"));
+  CHECK(countCasts(r.opt.model().forward(), c10::ScalarType::BFloat16) == 0);
+
+  CastRun forced = runCast(f, "{dtype=bf16,min-channels=0}");
+  CHECK(forced.counter("lowered") == 500);
+  auto check = checkNumerics(forced, f, c10::ScalarType::BFloat16, 0);
+  INFO(check.summary);
+  CHECK(check.passed);
+
+  // fp16 (a CUDA precision) is not limited by default.
+  CastRun fp16 = runCast(f, "{dtype=fp16,emulate=true}");
+  CHECK(fp16.counter("lowered") == 500);
 }

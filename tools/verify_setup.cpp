@@ -4,13 +4,26 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 
 namespace ptopt::tools {
 
 void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o) {
+  // The option takes several values, so before IN OUT it would swallow the
+  // model paths: say so instead of "expected IN.pt OUT.pt".
+  const CLI::Validator notAPath(
+      [](std::string& v) -> std::string {
+        std::error_code ec;
+        const bool looksLikeModel = v.size() > 3 && (v.compare(v.size() - 3, 3, ".pt") == 0 || v.compare(v.size() - 3, 3, ".pth") == 0);
+        if (looksLikeModel || std::filesystem::is_regular_file(v, ec))
+          return "'" + v + "' is a file, not a shape: put --input-shape after IN OUT, or write --input-shape=SHAPE";
+        return "";
+      },
+      "SHAPE");
   app.add_option("--input-shape", o.inputShapes,
-                 "One per model input, in order: 1,3,224,224 | name:1,3,224,224 | 2,7:int64 | int:3");
+                 "One per model input, in order: 1,3,224,224 | name:1,3,224,224 | 2,7:int64 | int:3")
+      ->check(notAPath);
   app.add_option("--inputs", o.inputsFile,
                  "Inputs saved from Python: torch.save([x, ...], FILE) (a tensor, list, tuple or dict by name), "
                  "or a TorchScript module whose attributes are the inputs");

@@ -113,6 +113,11 @@ expect 0 "hardtanh-inplace-to-relu6=35" -- "$ptopt" "$fx/mobilenet_v2_script.pt"
 "$py" -c "import torch,sys; m=torch.jit.load(sys.argv[1]); m(torch.randn(1,3,64,64))" "$work/r.pt" \
   || fail "python could not load the output"
 
+# --input-shape takes several values: before IN OUT it would swallow them.
+expect 2 "'$fx/resnet18_script.pt' is a file, not a shape: put --input-shape after IN OUT" -- \
+  "$ptopt" --input-shape 1,3,64,64 "$fx/resnet18_script.pt" "$work/shape_first.pt"
+[ ! -e "$work/shape_first.pt" ] || fail "a refused run wrote its output"
+
 # A CUDA target (issue 11): fp16 and cuDNN fusions; on a machine without a
 # GPU the CPU stand-in is verified and says so, and `ptopt verify` refuses
 # the file (it needs CUDA), naming the reason.

@@ -453,7 +453,9 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
 
   // 3. Entry conversions, shared unless the value may be written in between.
   std::unordered_map<const ir::Value*, ir::Value*> entryOf;
-  for (const auto& [user, arg] : a.entries) {
+  for (const auto& entry : a.entries) {
+    ir::Node* user = entry.first;  // not a structured binding: the lambda below captures it
+    const size_t arg = entry.second;
     ir::Value* v = user->argValue(arg);
     const int64_t want = [&] {
       const ir::Node* consumer = user->is("prim::ListConstruct") ? user->output()->uses().front().user : user;

@@ -48,7 +48,9 @@
 // bf16 for a CPU target: an op this LibTorch has no CPU kernel for in bf16
 // (transposed convs in 1.13, probed once) stays fp32, declined; so do convs
 // whose input and output channels are all below min-channels (default 17
-// there: measured, a stack of 8-channel convs ran 1.34x slower in bf16).
+// there: measured, a stack of 8-channel convs ran 1.34x slower in bf16),
+// and silu runs in fp32 (its bf16 CPU kernel is 2.6x slower; lowp-ops=silu
+// overrides).
 // Counters: lowered (ops in low precision), casts (cast nodes in the
 // result), weights (constants converted), literals (dtype literals
 // rewritten), fp32 (listed fp32 ops that kept full precision), out-of-range,

@@ -5,6 +5,7 @@
 #include "quant/cast.h"
 #include "quant/precision_check.h"
 #include "quant/precision_policy.h"
+#include "rewriters/constants.h"
 #include "rewriters/pipeline.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
@@ -451,4 +452,52 @@ TEST_CASE("bf16 on a CPU keeps small convs in fp32 unless min-channels says othe
   // fp16 (a CUDA precision) is not limited by default.
   CastRun fp16 = runCast(f, "{dtype=fp16,emulate=true}");
   CHECK(fp16.counter("lowered") == 500);
+}
+
+TEST_CASE("cast keeps the channels-last layout of the weights it converts") {
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1,channels-last{mode=on},cast{dtype=bf16}", &ctx);
+  size_t convs = 0;
+  opt.model().forward().walk([&](ir::Node* n) {
+    if (!n->is("aten::conv2d")) return;
+    ++convs;
+    auto w = rewriters::constantTensor(n->argValue(1));
+    REQUIRE(w);
+    CHECK(w->scalar_type() == c10::ScalarType::BFloat16);
+    CHECK(w->is_contiguous(at::MemoryFormat::ChannelsLast));
+  });
+  CHECK(convs == 20);
+}
+
+TEST_CASE("bf16 on a CPU keeps silu in fp32 (its bf16 kernel is slower), unless lowp-ops says otherwise") {
+  auto constants = std::make_shared<ir::ConstantTable>();
+  constants->set("a.weight", torch::randn({32, 32, 3, 3}) * 0.05);
+  constants->set("b.weight", torch::randn({32, 32, 3, 3}) * 0.05);
+  ir::ParseOptions opts;
+  opts.constants = constants;
+  const std::string text =
+      "graph(%x : Tensor):\n"
+      "  %wa : Tensor = get_attr[\"a.weight\"]\n"
+      "  %wb : Tensor = get_attr[\"b.weight\"]\n"
+      "  %y : Tensor = aten::conv2d(%x, %wa, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %s : Tensor = aten::silu(%y)\n"
+      "  %z : Tensor = aten::conv2d(%s, %wb, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  output(%z)\n";
+  for (const bool lowp : {false, true}) {
+    DYNAMIC_SECTION((lowp ? "lowp-ops=silu" : "default")) {
+      auto g = ir::parseGraph(text, opts);
+      rewriters::PassContext ctx;
+      ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({1, 32, 8, 8})};
+      test::runPipeline(*g, lowp ? "shape-prop,cast{dtype=bf16,lowp-ops=silu}" : "shape-prop,cast{dtype=bf16}", &ctx);
+      rewriters::PassContext annotateCtx;
+      annotateCtx.exampleInputs = ctx.exampleInputs;
+      test::runPipeline(*g, "shape-prop", &annotateCtx);
+      CHECK(inputDtypes(*g, "aten::silu") ==
+            std::set<c10::ScalarType>{lowp ? c10::ScalarType::BFloat16 : c10::ScalarType::Float});
+      CHECK(inputDtypes(*g, "aten::conv2d") == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+    }
+  }
 }

@@ -373,6 +373,11 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
                              "\n(a ptopt bug: please report it with the model; --passes '' shows whether a pass is the cause)");
   }
   record.stageMs["export"] = sw.ms();
+  if (const size_t nodes = opt.model().forward().numNodes(); nodes > 20000)
+    say(fmt::format("note: {} nodes in one graph: LibTorch's executor recurses about once per node on a graph's first "
+                    "run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the model on a "
+                    "thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise `ulimit -s`.\n",
+                    nodes));
   record.opsAfter = countOps(opt.model().forward());
   record.parameterBytesAfter = parameterBytes(opt.model());
 

@@ -9,7 +9,7 @@
 
 namespace ptopt::tools {
 
-void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o) {
+void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing) {
   // The option takes several values, so before IN OUT it would swallow the
   // model paths: say so instead of "expected IN.pt OUT.pt".
   const CLI::Validator notAPath(
@@ -28,13 +28,18 @@ void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o) {
                  "Inputs saved from Python: torch.save([x, ...], FILE) (a tensor, list, tuple or dict by name), "
                  "or a TorchScript module whose attributes are the inputs");
   app.add_option("--int-range", o.intRange, "Integer inputs drawn from [LO,HI) (default 0,100)");
+  app.add_option("--device", o.device, "Where to run the models: auto (CUDA when available), cpu, cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  if (!comparing) return;
   app.add_option("--seed", o.seed, "Seed of the first verification input set");
   app.add_option("--verify-iters", o.iterations, "Seeded input sets to compare on (default 3)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--device", o.device, "Where to run the models: auto (CUDA when available), cpu, cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--rtol", o.rtol, "Relative tolerance, for all outputs (1e-3) or one (out1:1e-3); repeatable");
-  app.add_option("--atol", o.atol, "Absolute tolerance, for all outputs (1e-4) or one (out1:1e-4); repeatable");
+  app.add_option("--rtol", o.rtol,
+                 "Relative tolerance, for all outputs (1e-5) or one (out1:1e-5); repeatable (default: 1e-4 "
+                 "elementwise for fp32 results, the precision's global criterion for bf16/fp16)");
+  app.add_option("--atol", o.atol,
+                 "Absolute tolerance, for all outputs (1e-6) or one (out1:1e-6); repeatable (default: 1e-5 for "
+                 "fp32 results)");
 }
 
 InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {

@@ -23,7 +23,9 @@ struct VerifyCliOptions {
   std::string device = "auto";
   std::vector<std::string> rtol, atol;  // "X" or "OUTPUT:X"
 };
-void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o);
+// `comparing`: the options that only matter when outputs are compared
+// (--rtol, --atol, --seed, --verify-iters); `ptopt bench` has no use for them.
+void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing = true);
 
 // What verification will run on, and what was assumed to get there.
 struct InputPlan {

@@ -33,6 +33,13 @@ std::vector<c10::IValue> InputSource::inputsFor(int i) const {
   return makeInputs(specs, seedFor(i));
 }
 
+std::string InputSource::describeInputs() const {
+  if (fixed) return fmt::format("{} input(s) from --inputs", fixed->size());
+  std::vector<std::string> shapes;
+  for (const auto& s : specs) shapes.push_back(s.str());
+  return fmt::format("{}", fmt::join(shapes, " "));
+}
+
 std::string InputSource::describe() const {
   if (fixed) return fmt::format("1 run on {} input(s) from --inputs", fixed->size());
   std::vector<std::string> shapes;

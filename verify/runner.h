@@ -42,6 +42,7 @@ struct InputSource {
   uint64_t seedFor(int i) const { return seed + static_cast<uint64_t>(i); }
   std::vector<c10::IValue> inputsFor(int i) const;  // on the CPU
   std::string describe() const;                     // "3 seeded runs of 1,3,224,224"
+  std::string describeInputs() const;               // "1,3,224,224" or "2 input(s) from --inputs"
 };
 
 // The reference model fails on the inputs: bad input (exit 2).

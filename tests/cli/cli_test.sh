@@ -113,6 +113,16 @@ expect 0 "hardtanh-inplace-to-relu6=35" -- "$ptopt" "$fx/mobilenet_v2_script.pt"
 "$py" -c "import torch,sys; m=torch.jit.load(sys.argv[1]); m(torch.randn(1,3,64,64))" "$work/r.pt" \
   || fail "python could not load the output"
 
+# ptopt bench: interleaved A/B timing with a ratio and its interval, JSON.
+expect 0 "B/A median ratio [0-9.]+x \(95% CI [0-9.]+-[0-9.]+" -- "$ptopt" bench "$fx/resnet18_script.pt" --vs "$work/r.pt" \
+  --input-shape 1,3,64,64 --threads 1 --warmup 0.1 --iters 8 --batch 1,2 --json "$work/bench.json"
+"$py" - "$work/bench.json" <<'PY' || fail "bench JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["inputs"] == "1,3,64,64", r["inputs"]
+assert len(r["results"]) == 2, r["results"]  # batch 1 and 2
+PY
+
 # --input-shape takes several values: before IN OUT it would swallow them.
 expect 2 "'$fx/resnet18_script.pt' is a file, not a shape: put --input-shape after IN OUT" -- \
   "$ptopt" --input-shape 1,3,64,64 "$fx/resnet18_script.pt" "$work/shape_first.pt"

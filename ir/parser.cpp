@@ -293,7 +293,7 @@ class Parser {
           do {
             Token n = lx.take();
             if (n.kind != Tok::Int) lx.fail(n, "expected an integer dimension");
-            shape.push_back(std::stoll(n.text));
+            shape.push_back(intOf(lx, n));
           } while (lx.takeIf(","));
           lx.expect("]");
         }
@@ -460,10 +460,27 @@ class Parser {
     return parseLiteral(lx);
   }
 
+  // Literals out of range are parse errors (std::stoll would throw
+  // std::out_of_range; found by tests/fuzz/ir_text_fuzz).
+  static int64_t intOf(LineLexer& lx, const Token& t) {
+    try {
+      return static_cast<int64_t>(std::stoll(t.text));
+    } catch (const std::exception&) {
+      lx.fail(t, "integer literal out of the 64-bit range");
+    }
+  }
+  static double doubleOf(LineLexer& lx, const Token& t) {
+    try {
+      return std::stod(t.text);
+    } catch (const std::exception&) {
+      lx.fail(t, "float literal out of the double range");
+    }
+  }
+
   Literal parseScalar(LineLexer& lx, const Token& t) {
     switch (t.kind) {
-      case Tok::Int: return Literal(static_cast<int64_t>(std::stoll(t.text)));
-      case Tok::Float: return Literal(std::stod(t.text));
+      case Tok::Int: return Literal(intOf(lx, t));
+      case Tok::Float: return Literal(doubleOf(lx, t));
       case Tok::String: return Literal(t.text);
       case Tok::Ident:
         if (t.text == "None") return Literal(NoneLiteral{});

@@ -95,6 +95,11 @@ TEST_CASE("comments and blank lines are ignored") {
 }
 
 TEST_CASE("parse errors name the problem and point at the column") {
+  // Found by tests/fuzz/ir_text_fuzz: std::out_of_range escaped the parser.
+  expectParseError("graph(%x : Tensor):\n  %a : Tensor = aten::mul.Scalar(%x, 99999999999999999999)\n  output(%a)\n",
+                   "integer literal out of the 64-bit range", 2, 38);
+  expectParseError("graph(%x : Tensor{float32, [99999999999999999999]}):\n  output(%x)\n",
+                   "integer literal out of the 64-bit range", 1, 29);
   expectParseError("graph(%x : Tensor):\n  %a : Tensor = aten::relu(%y)\n  output(%a)\n",
                    "use of undefined value %y", 2, 28);
   expectParseError("graph(%x : Tensor):\n  %a : Tensor = aten::relu_nope(%x)\n  output(%a)\n",

@@ -8,19 +8,8 @@ using namespace ptopt;
 
 namespace {
 
-struct Built {
-  std::unique_ptr<ir::Graph> graph;
-  std::shared_ptr<ir::ConstantTable> constants;
-};
-
-Built build(const std::string& text, std::initializer_list<std::pair<const char*, at::Tensor>> constants) {
-  Built b;
-  b.constants = std::make_shared<ir::ConstantTable>();
-  for (const auto& [k, v] : constants) b.constants->set(k, v);
-  ir::ParseOptions opts;
-  opts.constants = b.constants;
-  b.graph = ir::parseGraph(text, opts);
-  return b;
+test::ParsedGraph build(const std::string& text, const std::vector<std::pair<std::string, at::Tensor>>& constants) {
+  return test::parseWithConstants(text, constants);
 }
 
 at::Tensor runGraph(ir::Graph& g, const at::Tensor& x) { return test::runGraph(g, {x}).toTensor(); }

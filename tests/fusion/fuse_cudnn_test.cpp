@@ -15,30 +15,17 @@ using namespace ptopt;
 
 namespace {
 
-struct Built {
-  std::unique_ptr<ir::Graph> graph;
-  std::shared_ptr<ir::ConstantTable> constants;
-};
-
 // conv(x) then `tail`, which reads %y (the conv's result) and %r (a residual
 // input of the conv's shape, [1, 8, 6, 6]).
-Built build(const std::string& tail) {
-  Built b;
-  b.constants = std::make_shared<ir::ConstantTable>();
-  b.constants->set("conv.weight", torch::randn({8, 3, 3, 3}));
-  b.constants->set("conv.bias", torch::randn({8}));
-  b.constants->set("chan", torch::randn({1, 8, 1, 1}));
-  ir::ParseOptions opts;
-  opts.constants = b.constants;
-  b.graph = ir::parseGraph(
+test::ParsedGraph build(const std::string& tail) {
+  return test::parseWithConstants(
       "graph(%x : Tensor, %r : Tensor):\n"
       "  %w : Tensor = get_attr[\"conv.weight\"]\n"
       "  %b : Tensor = get_attr[\"conv.bias\"]\n"
       "  %c : Tensor = get_attr[\"chan\"]\n"
       "  %y : Tensor = aten::conv2d(%x, %w, %b, [1], [0], [1], 1)\n" +
           tail,
-      opts);
-  return b;
+      {{"conv.weight", torch::randn({8, 3, 3, 3})}, {"conv.bias", torch::randn({8})}, {"chan", torch::randn({1, 8, 1, 1})}});
 }
 
 struct Fused {

@@ -218,23 +218,12 @@ TEST_CASE("O2 keeps every fixture's numerics and output format, and mode=on does
 
 namespace {
 
-struct Built {
-  std::unique_ptr<ir::Graph> graph;
-  std::shared_ptr<ir::ConstantTable> constants;
-};
-
-Built buildGraph(const std::string& text) {
-  Built b;
-  b.constants = std::make_shared<ir::ConstantTable>();
-  // Seeded, He-scaled weights: activations stay O(1), so the fp32
-  // tolerance is not at the mercy of a near-zero output element.
+// Seeded, He-scaled weights: activations stay O(1), so the fp32 tolerance
+// is not at the mercy of a near-zero output element.
+test::ParsedGraph buildGraph(const std::string& text) {
   torch::manual_seed(7);
-  b.constants->set("c1.weight", torch::randn({32, 3, 3, 3}) * std::sqrt(2.0 / 27));
-  b.constants->set("c2.weight", torch::randn({32, 32, 3, 3}) * std::sqrt(2.0 / 288));
-  ir::ParseOptions opts;
-  opts.constants = b.constants;
-  b.graph = ir::parseGraph(text, opts);
-  return b;
+  return test::parseWithConstants(text, {{"c1.weight", torch::randn({32, 3, 3, 3}) * std::sqrt(2.0 / 27)},
+                                         {"c2.weight", torch::randn({32, 32, 3, 3}) * std::sqrt(2.0 / 288)}});
 }
 
 void checkSameOutputs(const c10::IValue& a, const c10::IValue& b) {

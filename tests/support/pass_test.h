@@ -9,6 +9,22 @@
 
 namespace ptopt::test {
 
+// A graph parsed from IR text, with the constant table its get_attr nodes read.
+struct ParsedGraph {
+  std::unique_ptr<ir::Graph> graph;
+  std::shared_ptr<ir::ConstantTable> constants;
+};
+inline ParsedGraph parseWithConstants(const std::string& text,
+                                      const std::vector<std::pair<std::string, at::Tensor>>& constants) {
+  ParsedGraph p;
+  p.constants = std::make_shared<ir::ConstantTable>();
+  for (const auto& [name, value] : constants) p.constants->set(name, value);
+  ir::ParseOptions opts;
+  opts.constants = p.constants;
+  p.graph = ir::parseGraph(text, opts);
+  return p;
+}
+
 // Runs `pipeline` on a graph and returns the report; declines are collected in ctx.
 inline rewriters::RunReport runPipeline(ir::Graph& g, const std::string& pipeline,
                                         rewriters::PassContext* ctx = nullptr) {

@@ -488,6 +488,18 @@ class Caster {
   void visitInPlace(ir::Node* n) {
     ir::Value* self = n->argValue(0);
     const bool low = state(self).lowered;
+    // An in-place op the table keeps in fp32 (silu_ on a CPU target) writing
+    // the fresh result of a lowered op that nothing else reads: it runs on an
+    // fp32 copy instead, since nobody can see that the bf16 tensor is not
+    // written.
+    if (low && listed(n) && cfg_.policy.classify(*n) == OpPrecision::Fp32 && self->uses().size() == 1 &&
+        self->node() && cfg_.policy.classify(*self->node()) == OpPrecision::LowPrecision && !cfg_.emulate) {
+      const c10::ScalarType original = state(self).original.value_or(kFloat);
+      n->setArg(0, cast(self, original, n, /*lowered=*/false));
+      setOutputsOriginal(n, original);
+      ++fp32Kept_;
+      return;
+    }
     for (const Input& in : tensorInputs(n)) {
       if (in.owner == n && in.index == 0) continue;
       ir::Value* v = in.value();

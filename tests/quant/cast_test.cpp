@@ -473,31 +473,36 @@ TEST_CASE("cast keeps the channels-last layout of the weights it converts") {
 }
 
 TEST_CASE("bf16 on a CPU keeps silu in fp32 (its bf16 kernel is slower), unless lowp-ops says otherwise") {
-  auto constants = std::make_shared<ir::ConstantTable>();
-  constants->set("a.weight", torch::randn({32, 32, 3, 3}) * 0.05);
-  constants->set("b.weight", torch::randn({32, 32, 3, 3}) * 0.05);
-  ir::ParseOptions opts;
-  opts.constants = constants;
-  const std::string text =
-      "graph(%x : Tensor):\n"
-      "  %wa : Tensor = get_attr[\"a.weight\"]\n"
-      "  %wb : Tensor = get_attr[\"b.weight\"]\n"
-      "  %y : Tensor = aten::conv2d(%x, %wa, None, [1, 1], [1, 1], [1, 1], 1)\n"
-      "  %s : Tensor = aten::silu(%y)\n"
-      "  %z : Tensor = aten::conv2d(%s, %wb, None, [1, 1], [1, 1], [1, 1], 1)\n"
-      "  output(%z)\n";
-  for (const bool lowp : {false, true}) {
-    DYNAMIC_SECTION((lowp ? "lowp-ops=silu" : "default")) {
-      auto g = ir::parseGraph(text, opts);
-      rewriters::PassContext ctx;
-      ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({1, 32, 8, 8})};
-      test::runPipeline(*g, lowp ? "shape-prop,cast{dtype=bf16,lowp-ops=silu}" : "shape-prop,cast{dtype=bf16}", &ctx);
-      rewriters::PassContext annotateCtx;
-      annotateCtx.exampleInputs = ctx.exampleInputs;
-      test::runPipeline(*g, "shape-prop", &annotateCtx);
-      CHECK(inputDtypes(*g, "aten::silu") ==
-            std::set<c10::ScalarType>{lowp ? c10::ScalarType::BFloat16 : c10::ScalarType::Float});
-      CHECK(inputDtypes(*g, "aten::conv2d") == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+  // silu and silu_ (nn.SiLU(inplace=True) scripts to silu_): the in-place
+  // one writes the conv's fresh result, so it can run on an fp32 copy.
+  for (const std::string op : {"aten::silu", "aten::silu_"}) {
+    for (const bool lowp : {false, true}) {
+      DYNAMIC_SECTION(op << (lowp ? " lowp-ops=silu" : " default")) {
+        auto p = test::parseWithConstants(
+            "graph(%x : Tensor):\n"
+            "  %wa : Tensor = get_attr[\"a.weight\"]\n"
+            "  %wb : Tensor = get_attr[\"b.weight\"]\n"
+            "  %y : Tensor = aten::conv2d(%x, %wa, None, [1, 1], [1, 1], [1, 1], 1)\n"
+            "  %s : Tensor = " + op + "(%y)\n"
+            "  %z : Tensor = aten::conv2d(%s, %wb, None, [1, 1], [1, 1], [1, 1], 1)\n"
+            "  output(%z)\n",
+            {{"a.weight", torch::randn({32, 32, 3, 3}) * 0.05}, {"b.weight", torch::randn({32, 32, 3, 3}) * 0.05}});
+        const at::Tensor x = torch::randn({1, 32, 8, 8});
+        const at::Tensor expected = test::runGraph(*p.graph, {x}).toTensor();
+        rewriters::PassContext ctx;
+        ctx.exampleInputs = std::vector<c10::IValue>{x};
+        test::runPipeline(*p.graph, lowp ? "shape-prop,cast{dtype=bf16,lowp-ops=silu}" : "shape-prop,cast{dtype=bf16}", &ctx);
+        rewriters::PassContext annotateCtx;
+        annotateCtx.exampleInputs = ctx.exampleInputs;
+        test::runPipeline(*p.graph, "shape-prop", &annotateCtx);
+        CHECK(inputDtypes(*p.graph, op) ==
+              std::set<c10::ScalarType>{lowp ? c10::ScalarType::BFloat16 : c10::ScalarType::Float});
+        CHECK(inputDtypes(*p.graph, "aten::conv2d") == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+        auto cmp = verify::compareOutputs(test::runGraph(*p.graph, {x}), expected,
+                                          verify::Tolerance::forPrecision(c10::ScalarType::BFloat16));
+        INFO(cmp.summary());
+        CHECK(cmp.withinTolerance());
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -681,6 +682,34 @@ class Matcher {
 
 NodeMatching matchNodes(const Graph& before, const Graph& after) { return Matcher(before, after).run(); }
 
+namespace {
+// Two literals of argument `a` that mean the same: an int[N] argument takes
+// `[k]` for `[k, k, ...]` (canonicalize writes the short form).
+bool sameArgument(const Literal& x, const Literal& y, const c10::Argument* a) {
+  if (x == y) return true;
+  if (!a || !a->N() || !x.is<std::vector<int64_t>>() || !y.is<std::vector<int64_t>>()) return false;
+  auto expand = [&](std::vector<int64_t> v) {
+    if (v.size() == 1) v.assign(static_cast<size_t>(*a->N()), v[0]);
+    return v;
+  };
+  return expand(x.as<std::vector<int64_t>>()) == expand(y.as<std::vector<int64_t>>());
+}
+
+// An argument as a literal: itself, or an int list built by a
+// prim::ListConstruct of int literals (the form canonicalize replaces).
+std::optional<Literal> asLiteral(const Arg& arg) {
+  if (arg.isLiteral()) return arg.literal();
+  const Node* list = arg.value() ? arg.value()->node() : nullptr;
+  if (!list || !list->is("prim::ListConstruct")) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (const Arg& e : list->args()) {
+    if (!e.isLiteral() || !e.literal().is<int64_t>()) return std::nullopt;
+    ints.push_back(e.literal().as<int64_t>());
+  }
+  return Literal(ints);
+}
+}  // namespace
+
 std::string describeChange(const Node& before, const Node& after, const NodeMatching& m) {
   std::vector<std::string> parts;
   if (before.overload() != after.overload())
@@ -694,8 +723,10 @@ std::string describeChange(const Node& before, const Node& after, const NodeMatc
     const Arg& a = after.arg(i);
     const std::string name = schema && i < schema->arguments().size() ? schema->arguments()[i].name()
                                                                        : "arg " + std::to_string(i);
+    const c10::Argument* formal = schema && i < schema->arguments().size() ? &schema->arguments()[i] : nullptr;
+    if (const auto bl = asLiteral(b), al = asLiteral(a); bl && al && sameArgument(*bl, *al, formal)) continue;
     if (b.isLiteral() && a.isLiteral()) {
-      if (b.literal() != a.literal())
+      if (!sameArgument(b.literal(), a.literal(), formal))
         parts.push_back(fmt::format("{} {} → {}", name, literalShort(b.literal()), literalShort(a.literal())));
       continue;
     }

@@ -29,11 +29,15 @@ std::string CastPass::contract() const {
          "a LowPrecision op. x.to(torch.float32) of a low-precision x becomes x.to(target); factory ops "
          "whose float32 result is only read in low precision get the target dtype literal; type_as follows "
          "its source. In-place ops work in the precision of the tensor they write; unknown view ops follow "
-         "their input. Values cross If/Loop blocks, containers and prim::dtype in their original dtype. "
+         "their input (one kept fp32, like silu_ on a CPU, that writes a lowered op's fresh result runs on an "
+         "fp32 copy). Values cross If/Loop blocks, containers and prim::dtype in their original dtype. bf16 "
+         "for a CPU target: silu stays fp32, transposed convs without a bf16 CPU kernel (probed) stay fp32, "
+         "and convs below min-channels (default 17) stay fp32. "
          "Options: dtype=auto|bf16|fp16 (auto: bf16 on CPU, fp16 on CUDA unless prefer-bf16), keep-io "
          "(false: float32 inputs/outputs become the target dtype), clamp (fp16: weights beyond 65504 are "
          "clamped instead of keeping their op in fp32), fp32-ops / lowp-ops (per-run table changes, "
-         "'a;b'), emulate (fp32 compute with fp16/bf16 rounding at every cast point, op result and weight). "
+         "'a;b'), emulate (fp32 compute with fp16/bf16 rounding at every cast point, op result and weight), "
+         "min-channels. "
          "Counters: lowered, casts, weights, literals, fp32, out-of-range, clamped, io-changed.";
 }
 

@@ -61,6 +61,9 @@ namespace {
 // (`self.layer1[0].conv1.weight`), which costs a GetAttr per path segment on
 // every call (measured: 3,000 per call on a 500-layer conv-bn stack, ~5% of
 // its CPU time). Either way the names survive a second import.
+// A flat root with more than ExportOptions::maxRootConstants constants holds
+// them in ConstantBuckets instead (`self.ptopt_constants_3`), read once per
+// call each: LibTorch's attribute searches are linear in a class's size.
 // Submodules with the same attributes share one class type, as in the
 // original model: serialization cost grows with the number of distinct
 // classes, so one class per submodule would make saving quadratic.
@@ -69,16 +72,18 @@ class AttributeTree {
   AttributeTree(std::shared_ptr<torch::jit::CompilationUnit> cu, torch::jit::Module root,
                 const ConstantTable& constants, const std::set<std::string>& used,
                 const std::set<std::string>& state, const std::map<std::string, c10::TypePtr>& declared,
-                bool nested)
+                bool nested, size_t maxRootConstants, size_t bucketSize)
       : cu_(std::move(cu)), nested_(nested) {
     for (const auto& name : used) {
       insert(name, constants.at(name), state.count(name) != 0);
+      if (state.count(name)) stateNames_.insert(name);
       // A state attribute keeps the type it was declared with (an
       // Optional[List[float]] that holds None now holds a list later).
       auto d = declared.find(name);
       if (d != declared.end() && !constants.at(name).isTensor() && constants.at(name).type()->isSubtypeOf(*d->second))
         declaredTypes_[&constants.at(name)] = d->second;
     }
+    if (!nested_ && root_.children.size() > maxRootConstants) spreadOverBuckets(std::max<size_t>(bucketSize, 1));
     signature(root_);
     build(root_, std::move(root), "");
   }
@@ -92,6 +97,7 @@ class AttributeTree {
     std::map<std::string, std::unique_ptr<TreeNode>> children;
     const c10::IValue* value = nullptr;
     size_t signature = 0;
+    bool bucket = false;  // a ConstantBucket (see ExportOptions::maxRootConstants)
   };
 
   // Module state (assigned by prim::SetAttr) needs a Python identifier as
@@ -107,6 +113,37 @@ class AttributeTree {
       tryInsert(segments, value);
     }
     paths_[name] = segments;
+  }
+
+  // Moves the root's constants (not module state, which stays where Python
+  // code would look for it) into buckets of `bucketSize`, in name
+  // order, and prefixes their paths with the bucket's name.
+  void spreadOverBuckets(size_t bucketSize) {
+    std::map<std::string, std::unique_ptr<TreeNode>> kept;
+    std::vector<std::pair<std::string, std::unique_ptr<TreeNode>>> moved;
+    std::unordered_map<std::string, std::string> owner;  // path segment -> constant name
+    for (const auto& [name, segments] : paths_) owner[segments.front()] = name;
+    for (auto& [segment, child] : root_.children) {
+      auto o = owner.find(segment);
+      if (o != owner.end() && !stateNames_.count(o->second)) moved.emplace_back(segment, std::move(child));
+      else kept.emplace(segment, std::move(child));
+    }
+    root_.children = std::move(kept);
+    TreeNode* node = nullptr;
+    std::string bucket;
+    for (size_t i = 0; i < moved.size(); ++i) {
+      if (i % bucketSize == 0) {
+        bucket = kConstantBucketPrefix + std::to_string(i / bucketSize);
+        while (root_.children.count(bucket)) bucket += "_";  // a kept name that looks like a bucket's
+        auto& created = root_.children[bucket];
+        created = std::make_unique<TreeNode>();
+        created->bucket = true;
+        node = created.get();
+      }
+      auto& segments = paths_.at(owner.at(moved[i].first));
+      segments.insert(segments.begin(), bucket);
+      node->children.emplace(std::move(moved[i].first), std::move(moved[i].second));
+    }
   }
 
   bool tryInsert(const std::vector<std::string>& segments, const c10::IValue& value) {
@@ -130,7 +167,7 @@ class AttributeTree {
       sig = node.value->isTensor() ? "T"
             : "A:" + (d != declaredTypes_.end() ? d->second : node.value->type())->annotation_str();
     } else {
-      sig = "M{";
+      sig = node.bucket ? "B{" : "M{";
       for (auto& [name, child] : node.children) sig += name + "=" + std::to_string(signature(*child)) + ";";
       sig += "}";
     }
@@ -154,7 +191,9 @@ class AttributeTree {
       }
       auto typeIt = classes_.find(child->signature);
       torch::jit::Module sub = typeIt == classes_.end()
-          ? torch::jit::Module(c10::QualifiedName("__torch__.ptopt.Submodule"), cu_, /*shouldMangle=*/true)
+          ? torch::jit::Module(c10::QualifiedName(std::string("__torch__.ptopt.") +
+                                                  (child->bucket ? kConstantBucketClass : "Submodule")),
+                               cu_, /*shouldMangle=*/true)
           : torch::jit::Module(cu_, typeIt->second);
       classes_.emplace(child->signature, sub.type());
       prefixTypes_[childPrefix] = sub.type();
@@ -171,6 +210,7 @@ class AttributeTree {
   std::unordered_map<size_t, c10::ClassTypePtr> classes_;
   std::unordered_map<std::string, c10::TypePtr> prefixTypes_;
   std::unordered_map<const c10::IValue*, c10::TypePtr> declaredTypes_;
+  std::set<std::string> stateNames_;
 };
 
 class GraphEmitter {
@@ -401,7 +441,8 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
         if (n->is("prim::GetAttr") && n->output()->type()) declared.emplace(*path, n->output()->type());
       }
     });
-  AttributeTree attrs(cu, root, *model.constants, used, state, declared, options.nestedAttributes);
+  AttributeTree attrs(cu, root, *model.constants, used, state, declared, options.nestedAttributes,
+                      options.maxRootConstants, options.constantBucketSize);
   if (requiresCuda(model)) root.register_attribute(kRequiresCudaAttribute, c10::BoolType::get(), true);
   for (const auto& [name, graph] : model.methods) {
     GraphEmitter emitter(*graph, root.type(), attrs);

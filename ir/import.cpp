@@ -245,6 +245,12 @@ std::string scopeFromCallStack(ts::Node* n) {
   return path;
 }
 
+bool isConstantBucket(const std::string& attributeName, const c10::ivalue::Object& module) {
+  const auto type = module.type();
+  return attributeName.rfind(kConstantBucketPrefix, 0) == 0 && type->name() &&
+         type->name()->name() == kConstantBucketClass;
+}
+
 // What a TorchScript value maps to during conversion.
 struct Binding {
   Value* value = nullptr;                   // an IR value, or
@@ -466,7 +472,9 @@ class Converter {
         }
         if (isModuleValue(attr)) {
           b.module = attr.toObject().get();
-          b.modulePath = path;
+          // ptopt's own ConstantBuckets (export.cpp) are not part of the
+          // names: `ptopt_constants_3.layer1.0.weight` is `layer1.0.weight`.
+          b.modulePath = isConstantBucket(name, *b.module) ? owner.modulePath : path;
         } else if (attr.isTensor()) {
           b.value = tensorConstant(attr.toTensor(), path);
         } else if (Literal::fromIValue(attr)) {

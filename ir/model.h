@@ -70,7 +70,18 @@ struct ExportOptions {
   // than root attributes with dotted names: one GetAttr per path segment on
   // every call instead of one.
   bool nestedAttributes = false;
+  // Flat layout only: past this many constants the root would hold, they are
+  // spread over submodules of at most constantBucketSize attributes
+  // (`self.ptopt_constants_3`, class ConstantBucket). LibTorch finds an
+  // attribute by a linear search over its class's attributes (when it adds
+  // one, compiles a GetAttr, or loads a file), so 20,000 root attributes cost
+  // seconds (quadratic); buckets keep every search short. state_dict() keys
+  // then carry the bucket's name as a prefix; importModule() drops it again.
+  size_t maxRootConstants = 1024;
+  size_t constantBucketSize = 256;
 };
+inline constexpr const char* kConstantBucketPrefix = "ptopt_constants_";
+inline constexpr const char* kConstantBucketClass = "ConstantBucket";
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options = {});
 
 // The attribute path of a read or write of module state

@@ -34,6 +34,12 @@ void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing
   app.add_option("--seed", o.seed, "Seed of the first verification input set");
   app.add_option("--verify-iters", o.iterations, "Seeded input sets to compare on (default 3)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--verify-executor", o.executor,
+                 "How LibTorch runs both models: plain (the graph's ops as written, JIT optimizer off; linear in "
+                 "the graph's size) or optimizing (LibTorch's profiling executor, JIT fusers included, as "
+                 "deployment runs it; its first runs re-optimize the graph, slow on very large graphs). "
+                 "Default plain")
+      ->check(CLI::IsMember({"plain", "optimizing"}));
   app.add_option("--rtol", o.rtol,
                  "Relative tolerance, for all outputs (1e-5) or one (out1:1e-5); repeatable (default: 1e-4 "
                  "elementwise for fp32 results, the precision's global criterion for bf16/fp16)");
@@ -68,6 +74,7 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
     for (size_t i = 0; i < names.size(); ++i)
       (*source.fixed)[i] = verify::retypeInput((*source.fixed)[i], modelInputs[i]->type());
     source.seed = o.seed;
+    source.executor = verify::parseExecutor(o.executor);
     plan.source = source;
     return plan;
   }
@@ -110,6 +117,7 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
       source.specs = inferred->specs;
       source.iterations = o.iterations;
       source.seed = o.seed;
+      source.executor = verify::parseExecutor(o.executor);
       plan.source = source;
       plan.inferred = true;
       plan.message = inferred->assumption;
@@ -136,6 +144,7 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
   source.specs = specs;
   source.iterations = o.iterations;
   source.seed = o.seed;
+  source.executor = verify::parseExecutor(o.executor);
   plan.source = source;
   return plan;
 }

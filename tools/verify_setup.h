@@ -20,11 +20,12 @@ struct VerifyCliOptions {
   std::string intRange;
   uint64_t seed = 0;
   int iterations = 3;
+  std::string executor = "plain";  // --verify-executor
   std::string device = "auto";
   std::vector<std::string> rtol, atol;  // "X" or "OUTPUT:X"
 };
 // `comparing`: the options that only matter when outputs are compared
-// (--rtol, --atol, --seed, --verify-iters); `ptopt bench` has no use for them.
+// (--rtol, --atol, --seed, --verify-iters, --verify-executor); `ptopt bench` has no use for them.
 void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing = true);
 
 // What verification will run on, and what was assumed to get there.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 
 namespace ptopt::verify {
 
@@ -28,6 +29,14 @@ c10::Device resolveDevice(const std::string& name) {
 
 std::string describeDevice(c10::Device device) { return device.str(); }
 
+Executor parseExecutor(const std::string& name) {
+  if (name == "plain") return Executor::Plain;
+  if (name == "optimizing") return Executor::Optimizing;
+  throw std::invalid_argument("--verify-executor " + name + ": use plain or optimizing");
+}
+
+std::string executorName(Executor e) { return e == Executor::Plain ? "plain" : "optimizing"; }
+
 std::vector<c10::IValue> InputSource::inputsFor(int i) const {
   if (fixed) return cloneInputs(*fixed);
   return makeInputs(specs, seedFor(i));
@@ -41,11 +50,12 @@ std::string InputSource::describeInputs() const {
 }
 
 std::string InputSource::describe() const {
-  if (fixed) return fmt::format("1 run on {} input(s) from --inputs", fixed->size());
+  const std::string how = executor == Executor::Optimizing ? ", JIT optimizing executor" : "";
+  if (fixed) return fmt::format("1 run on {} input(s) from --inputs{}", fixed->size(), how);
   std::vector<std::string> shapes;
   for (const auto& s : specs) shapes.push_back(s.str());
-  return fmt::format("{} seeded run{} (seed {}) of {}", iterations, iterations == 1 ? "" : "s", seed,
-                     fmt::join(shapes, " "));
+  return fmt::format("{} seeded run{} (seed {}) of {}{}", iterations, iterations == 1 ? "" : "s", seed,
+                     fmt::join(shapes, " "), how);
 }
 
 c10::IValue toDevice(const c10::IValue& v, c10::Device device) {
@@ -77,8 +87,11 @@ std::vector<c10::IValue> onDevice(const std::vector<c10::IValue>& inputs, c10::D
   return out;
 }
 
-c10::IValue runSeeded(torch::jit::Module& m, std::vector<c10::IValue> inputs, uint64_t seed) {
+c10::IValue runSeeded(torch::jit::Module& m, std::vector<c10::IValue> inputs, uint64_t seed, Executor executor) {
   torch::NoGradGuard noGrad;
+  // Thread-local, restored on return: bench and the caller's own runs keep
+  // LibTorch's default.
+  torch::jit::GraphOptimizerEnabledGuard optimizer(executor == Executor::Optimizing);
   torch::manual_seed(seed);
   return m.forward(std::move(inputs));
 }
@@ -97,7 +110,7 @@ ReferenceRunner::ReferenceRunner(torch::jit::Module reference, InputSource input
   reference.to(device_);
   for (int i = 0; i < inputs_.count(); ++i) {
     try {
-      referenceOutputs_.push_back(runSeeded(reference, onDevice(inputs_.inputsFor(i), device_), inputs_.seedFor(i)));
+      referenceOutputs_.push_back(runSeeded(reference, onDevice(inputs_.inputsFor(i), device_), inputs_.seedFor(i), inputs_.executor));
     } catch (const std::exception& e) {
       std::string given;
       if (!inputs_.fixed)
@@ -115,6 +128,7 @@ VerifyReport ReferenceRunner::check(torch::jit::Module candidate) const {
   VerifyReport report;
   report.device = describeDevice(device_);
   report.inputs = inputs_.describe();
+  report.executor = executorName(inputs_.executor);
   report.notes = notes;
   report.passed = report.bitwiseEqual = true;
   candidate.eval();
@@ -125,7 +139,7 @@ VerifyReport ReferenceRunner::check(torch::jit::Module candidate) const {
     try {
       std::vector<c10::IValue> in = inputs_.inputsFor(i);
       if (inputAdapter) in = inputAdapter(std::move(in));
-      c10::IValue actual = runSeeded(candidate, onDevice(in, device_), r.seed);
+      c10::IValue actual = runSeeded(candidate, onDevice(in, device_), r.seed, inputs_.executor);
       r.comparison = compareOutputs(actual, referenceOutputs_[static_cast<size_t>(i)], tolerances_);
     } catch (const std::exception& e) {
       r.runError = ir::torchErrorMessage(e);
@@ -166,7 +180,7 @@ std::string VerifyReport::failureReport() const {
 
 nlohmann::json VerifyReport::toJson() const {
   nlohmann::json j = {{"passed", passed}, {"bitwise_equal", bitwiseEqual}, {"device", device}, {"inputs", inputs},
-                      {"notes", notes}};
+                      {"executor", executor}, {"notes", notes}};
   nlohmann::json its = nlohmann::json::array();
   for (const auto& it : iterations) {
     nlohmann::json o = {{"seed", it.seed}, {"passed", it.passed()}};

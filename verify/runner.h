@@ -1,6 +1,15 @@
 // Runs a reference model and candidates on the same inputs and device, and
 // compares their outputs (compare.h).
 //
+// Both models run through LibTorch's graph executor with its optimizer off by
+// default (Executor::Plain): the ops of the saved graph run as written, and a
+// run costs time linear in the graph. The optimizing (profiling) executor
+// spends its first two runs profiling and re-optimizing the graph, which is
+// superlinear in the graph's size (7 s for a 6,000-node stack, minutes for
+// 60,000) and, on the CPU, gives bitwise the same results on the fixtures.
+// Executor::Optimizing runs what deployment runs, JIT fusers included (on
+// CUDA they may change results within rounding).
+//
 // The reference runs once per input set when the runner is built and its
 // outputs are cached, so checking many candidates (one after every pass with
 // --verify-each) costs one candidate run each. Both run on one device:
@@ -33,15 +42,21 @@ std::string describeDevice(c10::Device device);
 
 // Where the inputs come from: seeded specs (one set per iteration) or a fixed
 // set loaded from a file (one iteration).
+enum class Executor { Plain, Optimizing };
+// "plain" or "optimizing"; throws std::invalid_argument for anything else.
+Executor parseExecutor(const std::string& name);
+std::string executorName(Executor e);
+
 struct InputSource {
   std::vector<InputSpec> specs;
   std::optional<std::vector<c10::IValue>> fixed;
   int iterations = 3;
   uint64_t seed = 0;
+  Executor executor = Executor::Plain;  // how both models run (see the top)
   int count() const { return fixed ? 1 : iterations; }
   uint64_t seedFor(int i) const { return seed + static_cast<uint64_t>(i); }
   std::vector<c10::IValue> inputsFor(int i) const;  // on the CPU
-  std::string describe() const;                     // "3 seeded runs of 1,3,224,224"
+  std::string describe() const;                     // "3 seeded runs (seed 0) of 1,3,224,224"
   std::string describeInputs() const;               // "1,3,224,224" or "2 input(s) from --inputs"
 };
 
@@ -63,6 +78,7 @@ struct VerifyReport {
   bool bitwiseEqual = false;
   std::string device;
   std::string inputs;        // InputSource::describe()
+  std::string executor;      // executorName()
   std::vector<std::string> notes;  // e.g. fp16 emulation
   std::vector<IterationResult> iterations;
 

@@ -11,6 +11,15 @@ img=(--input-shape 1,3,64,64)
 # A correct pipeline passes, with the metrics of every output under -v.
 expect 0 "passed within tolerance \(3 seeded runs" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a.pt" -O1 "${img[@]}"
 expect 0 "out: ok max_abs=.* top1=" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a2.pt" -O1 "${img[@]}" -v
+# Both models run with the JIT optimizer off unless asked (the report says
+# which); the optimizing executor gives the same verdict on the CPU.
+expect 0 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a3.pt" -O1 "${img[@]}" \
+  --report "$work/a3.json" --overwrite -q
+grep -qE '"executor": ?"plain"' "$work/a3.json" || fail "the report does not name the plain executor"
+expect 0 "passed .*JIT optimizing executor" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a4.pt" -O1 "${img[@]}" \
+  --verify-executor optimizing
+expect 2 "plain, optimizing|optimizing" -- "$ptopt" "$fx/resnet18_script.pt" "$work/a5.pt" -O1 "${img[@]}" \
+  --verify-executor fast
 # Dict and tuple outputs are compared leaf by leaf.
 expect 0 "out.logits\[0\]: ok" -- "$ptopt" "$fx/dict_output.pt" "$work/d.pt" -O1 --input-shape 2,3,16,16 -v
 expect 0 "out1: (ok|bitwise)" -- "$ptopt" "$fx/control_flow.pt" "$work/cf.pt" -O1 \

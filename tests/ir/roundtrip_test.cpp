@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <sstream>
 
 #include <filesystem>
 
@@ -88,6 +89,69 @@ TEST_CASE("constants are named by module path and survive a second import") {
   auto x = torch::randn({1, 3, 64, 64});
   torch::NoGradGuard noGrad;
   CHECK(torch::equal(nested.forward({x}).toTensor(), exported.forward({x}).toTensor()));
+}
+
+TEST_CASE("a root with many constants holds them in buckets, and the names survive") {
+  ir::Model model = test::importFixture(test::fixture("resnet18_script"));
+  ir::ExportOptions options;  // small limits, so that resnet18's ~100 constants fill several buckets
+  options.maxRootConstants = 64;
+  options.constantBucketSize = 16;
+  REQUIRE(model.constants->entries().size() > 4 * options.constantBucketSize);
+  torch::jit::Module bucketed = ir::exportModel(model, options);
+  // The constants moved into ConstantBucket submodules of at most
+  // constantBucketSize attributes; the root keeps only submodules.
+  size_t buckets = 0, inBuckets = 0;
+  for (const auto& child : bucketed.named_children()) {
+    CHECK(child.name.rfind(ir::kConstantBucketPrefix, 0) == 0);
+    CHECK(child.value.type()->name()->name() == ir::kConstantBucketClass);
+    const size_t n = child.value.named_buffers(/*recurse=*/false).size();
+    CHECK(n <= options.constantBucketSize);
+    inBuckets += n;
+    ++buckets;
+  }
+  CHECK(buckets > 4);
+  CHECK(buckets == (inBuckets + options.constantBucketSize - 1) / options.constantBucketSize);
+  CHECK(bucketed.named_buffers(/*recurse=*/false).size() == 0);
+  std::set<std::string> keys;
+  for (const auto& b : bucketed.named_buffers(/*recurse=*/true)) keys.insert(b.name);
+  CHECK(keys.count(std::string(ir::kConstantBucketPrefix) + "0.bn1.bias") == 1);
+  CHECK(keys.count("bn1.bias") == 0);
+  // A second import drops the bucket names again, after a save and reload too.
+  std::stringstream bytes;
+  bucketed.save(bytes);
+  torch::jit::Module reloaded = torch::jit::load(bytes);
+  for (const torch::jit::Module* m : {&bucketed, &reloaded}) {
+    ir::Model again = ir::importModule(*m);
+    std::vector<std::string> first, second;
+    for (const auto& [k, v] : model.constants->entries()) first.push_back(k);
+    for (const auto& [k, v] : again.constants->entries()) second.push_back(k);
+    CHECK(first == second);
+  }
+  torch::jit::Module flat = ir::exportModel(model);
+  auto x = torch::randn({1, 3, 64, 64});
+  torch::NoGradGuard noGrad;
+  CHECK(torch::equal(reloaded.forward({x}).toTensor(), flat.forward({x}).toTensor()));
+}
+
+TEST_CASE("module state stays on the root when constants go to buckets") {
+  torch::jit::Module m("Counter");
+  m.register_attribute("count", c10::IntType::get(), int64_t{0});
+  for (int i = 0; i < 5; ++i) m.register_buffer("w" + std::to_string(i), torch::full({2}, double(i)));
+  m.define(R"(
+def forward(self, x):
+    self.count = self.count + 1
+    return x * self.count + self.w0 + self.w1 + self.w2 + self.w3 + self.w4
+)");
+  ir::Model model = ir::importModule(m);
+  ir::ExportOptions options;
+  options.maxRootConstants = 2;
+  torch::jit::Module exported = ir::exportModel(model, options);
+  CHECK(exported.hasattr("count"));
+  CHECK(exported.named_children().size() == 1);
+  auto x = torch::ones({2});
+  CHECK(torch::equal(exported.forward({x}).toTensor(), x + 10));
+  CHECK(torch::equal(exported.forward({x}).toTensor(), x * 2 + 10));
+  CHECK(exported.attr("count").toInt() == 2);
 }
 
 TEST_CASE("traced models get the same constant names as scripted ones") {

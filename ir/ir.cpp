@@ -267,8 +267,12 @@ const c10::IValue& ConstantTable::at(const std::string& name) const {
 
 std::string ConstantTable::uniqueName(const std::string& base) const {
   if (!contains(base)) return base;
-  for (size_t i = 1;; ++i) {
-    std::string candidate = base + "." + std::to_string(i);
+  // Resumes where the last search for this base stopped: thousands of
+  // constants derived from one base (`const.folded`) would otherwise probe
+  // every taken suffix each time.
+  size_t& next = nextSuffix_[base];
+  for (next = std::max<size_t>(next, 1);; ++next) {
+    std::string candidate = base + "." + std::to_string(next);
     if (!contains(candidate)) return candidate;
   }
 }

@@ -313,6 +313,7 @@ class ConstantTable {
 
  private:
   std::map<std::string, c10::IValue> values_;
+  mutable std::unordered_map<std::string, size_t> nextSuffix_;  // uniqueName's resume points
 };
 
 class Graph {

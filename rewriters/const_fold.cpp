@@ -45,16 +45,6 @@ std::string sourceConstantName(const ir::Node* n, int depth = 0) {
   return "";
 }
 
-void insertInPrologue(ir::Graph& g, ir::Node* getAttr) {
-  ir::Node* tail = nullptr;
-  for (ir::Node* n : *g.block()) {
-    if (n->opcode() != ir::Opcode::Placeholder && n->opcode() != ir::Opcode::GetAttr) break;
-    tail = n;
-  }
-  if (tail) getAttr->insertAfter(tail);
-  else g.block()->prependNode(getAttr);
-}
-
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // `w.folded` and `w.folded.2` name their source `w`, so refolding a folded
@@ -213,7 +203,7 @@ class Folder {
     g_.constants().set(name, t);
     created_.insert(name);
     ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
-    insertInPrologue(g_, getAttr);
+    insertInPrologue(getAttr);
     getAttr->output()->meta() = out->meta();
     known_[getAttr->output()] = t;
     out->replaceAllUsesWith(getAttr->output());
@@ -230,7 +220,25 @@ class Folder {
     }
   }
 
+  // Appends to the graph's prologue (its placeholders and get_attr nodes).
+  // The end is found once per run, not per constant: a deep model's
+  // prologue holds thousands of get_attr nodes.
+  void insertInPrologue(ir::Node* getAttr) {
+    if (!prologueKnown_) {
+      prologueTail_ = nullptr;
+      for (ir::Node* n : *g_.block()) {
+        if (n->opcode() != ir::Opcode::Placeholder && n->opcode() != ir::Opcode::GetAttr) break;
+        prologueTail_ = n;
+      }
+      prologueKnown_ = true;
+    }
+    if (prologueTail_) getAttr->insertAfter(prologueTail_);
+    else g_.block()->prependNode(getAttr);
+    prologueTail_ = getAttr;
+  }
+
   void destroy(ir::Node* n) {
+    if (n == prologueTail_) prologueKnown_ = false;
     destroyed_.insert(n);
     n->destroy();
   }
@@ -269,6 +277,8 @@ class Folder {
   std::set<std::string> created_;  // constants this run added
   int64_t folded_ = 0;
   PassResult result_;
+  ir::Node* prologueTail_ = nullptr;
+  bool prologueKnown_ = false;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "tools/api.h"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 using namespace ptopt;
@@ -329,4 +330,38 @@ TEST_CASE("const-fold keeps every fixture's outputs identical") {
       CHECK(v.bitwiseEqual);
     }
   }
+}
+
+TEST_CASE("const-fold names many constants of one base uniquely and keeps them in the prologue, in order") {
+  // 300 tensors built from literals: every folded result is `const.folded`
+  // or a numbered variant, and each goes to the end of the prologue.
+  std::string text = "graph(%x : Tensor):\n  %w : Tensor = get_attr[\"w\"]\n";
+  std::string prev = "%x";
+  for (int i = 0; i < 300; ++i) {
+    text += fmt::format("  %t{0} : Tensor = aten::full([2], {0}.0, None, None, None, None)\n"
+                        "  %x{0} : Tensor = aten::add.Tensor({1}, %t{0}, 1)\n",
+                        i, prev);
+    prev = fmt::format("%x{}", i);
+  }
+  text += "  %y : Tensor = aten::add.Tensor(" + prev + ", %w, 1)\n  output(%y)\n";
+  auto g = parseWith(text, {{"w", torch::ones({2})}});
+  auto before = ir::cloneGraph(*g);
+  Folded f = runConstFold(*g);
+  CHECK(f.result.counter("folded") == 300);
+  // The prologue: the placeholder, w, then the 300 new constants in creation order.
+  std::vector<std::string> prologue;
+  for (ir::Node* n : *g->block()) {
+    if (n->opcode() == ir::Opcode::Placeholder) continue;
+    if (n->opcode() != ir::Opcode::GetAttr) break;
+    prologue.push_back(n->target());
+  }
+  REQUIRE(prologue.size() == 301);
+  CHECK(prologue[0] == "w");
+  CHECK(prologue[1] == "const.folded");
+  CHECK(prologue[2] == "const.folded.1");
+  CHECK(prologue[300] == "const.folded.299");
+  CHECK(torch::equal(g->constants().tensor("const.folded.299"), torch::full({2}, 299.0)));
+  const at::Tensor x = torch::randn({2});
+  CHECK(torch::equal(ir::Interpreter(*g).run({x}).at(0).toTensor(),
+                     ir::Interpreter(*before).run({x}).at(0).toTensor()));
 }

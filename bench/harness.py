@@ -355,6 +355,17 @@ def stage_ms(stages, name):
     return stages.get(name, 0)
 
 
+def stage_growth(a, b):
+    """(per-layer cost ratio b/a, stage, difference in us per layer), largest ratio first."""
+    growth = []
+    for st in SCALING_STAGES:
+        pa = stage_ms(a["stage_ms"], st) / a["layers"]
+        pb = stage_ms(b["stage_ms"], st) / b["layers"]
+        if pa > 0:
+            growth.append((pb / pa, st, pb * 1e3 - pa * 1e3))
+    return sorted(growth, reverse=True)
+
+
 def scaling_markdown(rows):
     lines = ["", "**Scaling: -O1 on conv-bn-relu stacks, cost per layer by stage (us per layer; flat = linear)**", "",
              "| layers | total (ms) | per layer | " + " | ".join(SCALING_STAGES) + " | peak RSS |",
@@ -368,13 +379,7 @@ def scaling_markdown(rows):
                                                                 r["peak_rss_mib"]))
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
-        growth = []
-        for st in SCALING_STAGES:
-            pa = stage_ms(a["stage_ms"], st) / a["layers"]
-            pb = stage_ms(b["stage_ms"], st) / b["layers"]
-            if pa > 0:
-                growth.append((pb / pa, st, pb * 1e3 - pa * 1e3))
-        growth.sort(reverse=True)
+        growth = stage_growth(a, b)
         lines += ["", "From %d to %d layers the cost per layer changes by %s (total %.2fx)." % (
             a["layers"], b["layers"], ", ".join("%s %.2fx" % (st, g) for g, st, _ in growth),
             b["us_per_layer"] / a["us_per_layer"])]
@@ -382,15 +387,10 @@ def scaling_markdown(rows):
         # quadratic stage doubles its per-layer cost there.
         c, d = rows[-2], rows[-1]
         if d["layers"] >= 2 * c["layers"]:
-            last = []
-            for st in SCALING_STAGES:
-                pc = stage_ms(c["stage_ms"], st) / c["layers"]
-                pd = stage_ms(d["stage_ms"], st) / d["layers"]
-                if pc > 0:
-                    last.append((pd / pc, st, pd * 1e3 - pc * 1e3))
+            last = stage_growth(c, d)
             lines.append("From %d to %d layers (%.0fx the graph): %s (total %.2fx); a quadratic stage would "
                          "grow %.0fx." % (c["layers"], d["layers"], d["layers"] / c["layers"],
-                                          ", ".join("%s %.2fx" % (st, g) for g, st, _ in sorted(last, reverse=True)),
+                                          ", ".join("%s %.2fx" % (st, g) for g, st, _ in last),
                                           d["us_per_layer"] / c["us_per_layer"], d["layers"] / c["layers"]))
             grown = [st for g, st, dd in last if g > 1.5 and dd > 50]
             lines.append("Not linear: %s (per-layer cost grew more than 1.5x over the last doubling)." %

@@ -4,19 +4,25 @@
 #include "fusion/conv.h"
 #include "rewriters/constants.h"
 
+#include <fmt/format.h>
+
 namespace ptopt::fusion {
 
 using namespace rewriters;
 
 std::string FoldConvAffinePass::contract() const {
-  return "Matches conv OP c for OP in add, sub, mul, div (.Tensor or .Scalar; also c + conv and c * conv) "
-         "where c is a literal number or a constant tensor broadcasting per output channel (one element, "
-         "[C, 1, ...] of the output's rank minus one, or [1, C, 1, ...] when metadata shows a batched input; "
-         "same dtype as the weight). mul/div scale weight and bias per output channel (division becomes "
-         "multiplication by 1/c in float64); add/sub shift the bias by alpha * c (a conv without bias gains "
-         "one). New constants get derived names (conv1.weight.affine); nothing is mutated; chains fold in one "
-         "run. Does not fire when the conv's output has another user, the weight is not constant or is "
-         "written in place, c does not broadcast per channel, for c - conv and c / conv, or across blocks.";
+  return "Matches P OP c, P a conv or a linear, for OP in add, sub, mul, div (.Tensor or .Scalar; also c + P "
+         "and c * P) where c is a literal number or a constant tensor broadcasting per output channel: one "
+         "element; for a conv [C, 1, ...] of the output's rank minus one, or [1, C, 1, ...] when metadata "
+         "shows a batched input; for a linear [C], or [1, ..., C] when metadata shows the output's rank. A "
+         "floating c of another dtype must not promote the result (0-dim, or a narrower float); an integer "
+         "or bool c folds when every value is exactly representable in the weight's dtype. mul/div scale "
+         "weight and bias per output channel (division becomes multiplication by 1/c in float64); add/sub "
+         "shift the bias by alpha * c (a producer without bias gains one). New constants get derived names "
+         "(conv1.weight.affine); nothing is mutated; chains fold in one run. Does not fire when the "
+         "producer's output has another user, the weight is not constant or is written in place, c does not "
+         "broadcast per channel, c would promote the result's dtype or is not exactly representable, c has "
+         "a zero divisor, for c - P and c / P, or across blocks.";
 }
 
 namespace {
@@ -25,9 +31,23 @@ enum class Op { Add, Sub, Mul, Div };
 
 struct AffineMatch {
   Op op;
-  size_t convArg, constArg;
+  size_t producerArg, constArg;
   double alpha = 1;
 };
+
+// A conv or a linear: output channels on weight dim 0 (dim 1 per group for
+// transposed convs); the channel dim of a linear's output is its last.
+struct Producer {
+  bool linear = false;
+  ConvInfo conv;
+};
+
+std::optional<Producer> asProducer(const ir::Node* n) {
+  if (!n) return std::nullopt;
+  if (n->is("aten::linear") && n->numArgs() == 3) return Producer{true, {}};
+  if (auto info = asConv(n)) return Producer{false, *info};
+  return std::nullopt;
+}
 
 std::optional<AffineMatch> matchOp(const ir::Node* n) {
   static const std::pair<const char*, Op> kOps[] = {
@@ -46,12 +66,12 @@ std::optional<AffineMatch> matchOp(const ir::Node* n) {
     } else if (n->numArgs() != 2) {
       return std::nullopt;
     }
-    // `c + conv` and `c * conv` commute (for add only when alpha is 1).
+    // `c + P` and `c * P` commute (for add only when alpha is 1).
     const ir::Value* first = n->argValue(0);
-    const bool firstIsConv = first && first->node() && asConv(first->node());
-    if (!firstIsConv && n->overload() == "Tensor" &&
+    const bool firstIsProducer = first && asProducer(first->node());
+    if (!firstIsProducer && n->overload() == "Tensor" &&
         ((op == Op::Mul) || (op == Op::Add && m.alpha == 1))) {
-      m.convArg = 1;
+      m.producerArg = 1;
       m.constArg = 0;
     }
     return m;
@@ -59,9 +79,35 @@ std::optional<AffineMatch> matchOp(const ir::Node* n) {
   return std::nullopt;
 }
 
+// Why `c` cannot stand in for itself converted to `weightType`, or "".
+// Type promotion: a 0-dim constant never changes the dtype of a floating
+// result, a dimensioned one does when its dtype wins (float64 against a
+// float32 conv); integers and bools never win against floats, but then every
+// value must survive the conversion (2^24 + 1 does not in float32).
+std::string dtypeProblem(const at::Tensor& c, at::ScalarType weightType) {
+  const at::ScalarType t = c.scalar_type();
+  if (t == weightType) return "";
+  if (at::isFloatingType(t)) {
+    if (c.dim() > 0 && at::promoteTypes(t, weightType) != weightType)
+      return fmt::format("a {} constant would promote the {} output to {}", c10::toString(t),
+                         c10::toString(weightType), c10::toString(at::promoteTypes(t, weightType)));
+    return "";
+  }
+  if (!at::isIntegralType(t, /*includeBool=*/true)) return fmt::format("a {} constant is not a real number", c10::toString(t));
+  if (t == at::kBool) return "";
+  // Exact iff value -> double -> integer and value -> weightType -> double both round-trip.
+  const at::Tensor asDouble = c.to(at::kDouble);
+  const at::Tensor exact = asDouble.to(t).eq(c).logical_and(c.to(weightType).to(at::kDouble).eq(asDouble));
+  if (exact.all().item<bool>()) return "";
+  const int64_t bad = exact.logical_not().flatten().nonzero().flatten()[0].item<int64_t>();
+  return fmt::format("the {} constant holds {}, which {} cannot represent exactly", c10::toString(t),
+                     c.flatten()[bad].item<int64_t>(), c10::toString(weightType));
+}
+
 // The per-output-channel values of c (float64, length channels), or nullopt.
-std::optional<at::Tensor> perChannel(const ir::Node* n, size_t i, int64_t channels, int64_t outRank,
-                                     at::ScalarType weightType, const ir::Value* convInput, std::string& why) {
+std::optional<at::Tensor> perChannel(const ir::Node* n, size_t i, int64_t channels, const Producer& producer,
+                                     int64_t weightRank, at::ScalarType weightType, const ir::Node* p,
+                                     std::string& why) {
   const ir::Arg& a = n->arg(i);
   if (a.isLiteral()) {
     const auto& l = a.literal();
@@ -73,17 +119,34 @@ std::optional<at::Tensor> perChannel(const ir::Node* n, size_t i, int64_t channe
   }
   auto c = constantTensor(a.value());
   if (!c) { why = "the other operand is not a constant"; return std::nullopt; }
-  if (c->dim() > 0 && c->scalar_type() != weightType) { why = "the constant's dtype differs from the weight's"; return std::nullopt; }
-  if (c->numel() == 1 && c->dim() <= outRank - 1) return at::full({channels}, c->item<double>(), at::TensorOptions().dtype(at::kDouble));
+  if (std::string problem = dtypeProblem(*c, weightType); !problem.empty()) { why = problem; return std::nullopt; }
   auto onlyChannel = [&](int64_t channelDim) {
     for (int64_t d = 0; d < c->dim(); ++d)
       if (c->size(d) != (d == channelDim ? channels : 1)) return false;
     return true;
   };
-  if (c->dim() == outRank - 1 && onlyChannel(0)) return c->reshape({channels}).to(at::kDouble);
+  auto perChannelValues = [&] { return c->reshape({channels}).to(at::kDouble); };
+  auto single = [&] { return at::full({channels}, c->to(at::kDouble).item<double>(), at::TensorOptions().dtype(at::kDouble)); };
+  if (producer.linear) {
+    // The output is [..., C]; a constant of more dims than the output would widen it.
+    const auto& shape = p->output()->meta().shape;
+    const int64_t knownRank = shape ? static_cast<int64_t>(shape->size()) : 1;
+    if (c->dim() > knownRank) {
+      why = shape ? "the constant has more dims than the linear's output"
+                  : "a constant of more than one dim needs shape metadata of the linear's output (give --input-shape)";
+      return std::nullopt;
+    }
+    if (c->numel() == 1) return single();
+    if (c->dim() >= 1 && onlyChannel(c->dim() - 1)) return perChannelValues();
+    why = "the constant does not broadcast per output feature";
+    return std::nullopt;
+  }
+  const int64_t outRank = weightRank;  // batched conv output
+  if (c->numel() == 1 && c->dim() <= outRank - 1) return single();
+  if (c->dim() == outRank - 1 && onlyChannel(0)) return perChannelValues();
   if (c->dim() == outRank && onlyChannel(1)) {
-    const auto& shape = convInput->meta().shape;
-    if (shape && static_cast<int64_t>(shape->size()) == outRank) return c->reshape({channels}).to(at::kDouble);
+    const auto& shape = p->argValue(0)->meta().shape;
+    if (shape && static_cast<int64_t>(shape->size()) == outRank) return perChannelValues();
     why = "a [1, C, 1, ...] constant needs shape metadata showing a batched input";
     return std::nullopt;
   }
@@ -102,31 +165,37 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
   for (ir::Node* n : candidates) {
     auto m = matchOp(n);
     if (!m) continue;
-    ir::Value* y = n->argValue(m->convArg);
-    ir::Node* conv = y ? y->node() : nullptr;
-    auto info = conv ? asConv(conv) : std::nullopt;
-    if (!info) continue;
+    ir::Value* y = n->argValue(m->producerArg);
+    ir::Node* p = y ? y->node() : nullptr;
+    auto producer = asProducer(p);
+    if (!producer) continue;
+    const char* what = producer->linear ? "linear" : "conv";
     auto decline = [&](const std::string& why) {
-      ctx.decline(name(), n, why);
-      r.count("declined");
+      if (ctx.declineOnce(name(), n, why)) r.count("declined");
     };
-    if (m->convArg == 1 && (m->op == Op::Sub || m->op == Op::Div)) { decline("c - conv and c / conv are not affine in the weights"); continue; }
-    if (valueUses(y) != 1) { decline("the conv's output has another user"); continue; }
-    if (conv->owningBlock() != n->owningBlock()) { decline("conv and operation are in different blocks"); continue; }
-    auto weight = constantTensorArg(conv, ConvInfo::kWeight);
-    if (!weight || isWrittenAnywhere(conv->argValue(ConvInfo::kWeight)) || !at::isFloatingType(weight->scalar_type())) {
-      decline("the conv weight is not a floating-point constant");
+    if (m->producerArg == 1 && (m->op == Op::Sub || m->op == Op::Div)) {
+      decline(fmt::format("c - {0} and c / {0} are not affine in the weights", what));
+      continue;
+    }
+    if (valueUses(y) != 1) { decline(fmt::format("the {}'s output has another user", what)); continue; }
+    if (p->owningBlock() != n->owningBlock()) { decline(fmt::format("{} and operation are in different blocks", what)); continue; }
+    auto weight = constantTensorArg(p, ConvInfo::kWeight);
+    if (!weight || isWrittenAnywhere(p->argValue(ConvInfo::kWeight)) || !at::isFloatingType(weight->scalar_type()) ||
+        (producer->linear && weight->dim() != 2)) {
+      decline(fmt::format("the {} weight is not a floating-point constant", what));
       continue;
     }
     std::optional<at::Tensor> bias;
-    if (!(conv->arg(ConvInfo::kBias).isLiteral() && conv->arg(ConvInfo::kBias).literal().isNone())) {
-      bias = constantTensorArg(conv, ConvInfo::kBias);
-      if (!bias) { decline("the conv bias is not a constant"); continue; }
+    if (!(p->arg(ConvInfo::kBias).isLiteral() && p->arg(ConvInfo::kBias).literal().isNone())) {
+      bias = constantTensorArg(p, ConvInfo::kBias);
+      if (!bias) { decline(fmt::format("the {} bias is not a constant", what)); continue; }
     }
-    const int64_t channels = info->transposed ? weight->size(1) * info->groups : weight->size(0);
+    const ConvInfo& info = producer->conv;
+    const int64_t channels = info.transposed ? weight->size(1) * info.groups : weight->size(0);
     std::string why;
-    auto v = perChannel(n, m->constArg, channels, weight->dim(), weight->scalar_type(), conv->argValue(0), why);
+    auto v = perChannel(n, m->constArg, channels, *producer, weight->dim(), weight->scalar_type(), p, why);
     if (!v) { decline(why); continue; }
+    if (m->op == Op::Div && v->eq(0).any().item<bool>()) { decline("the divisor has a zero"); continue; }
 
     at::Tensor newWeight = *weight;
     std::optional<at::Tensor> newBias = bias;
@@ -135,7 +204,7 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
       case Op::Mul:
       case Op::Div: {
         const at::Tensor scale = m->op == Op::Mul ? *v : v->reciprocal();
-        newWeight = foldWeight(*weight, scale, info->transposed, info->groups);
+        newWeight = foldWeight(*weight, scale, info.transposed, info.groups);
         if (bias) newBias = (bias->to(at::kDouble) * scale).to(dtype);
         break;
       }
@@ -149,8 +218,8 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     }
     ir::Value* operand = n->argValue(m->constArg);
     const bool scales = m->op == Op::Mul || m->op == Op::Div;
-    setWeightAndBias(graph, conv, scales ? std::optional<at::Tensor>(newWeight) : std::nullopt, newBias, ".affine");
-    noteFold(conv, n);
+    setWeightAndBias(graph, p, scales ? std::optional<at::Tensor>(newWeight) : std::nullopt, newBias, ".affine");
+    noteFold(p, n);
     n->output()->replaceAllUsesWith(y);
     n->destroy();
     eraseConstantIfUnused(operand);

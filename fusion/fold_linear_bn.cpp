@@ -43,8 +43,7 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   for (ir::Node* bn : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
-      ctx.decline(name(), bn, why);
-      r.count("declined");
+      if (ctx.declineOnce(name(), bn, why)) r.count("declined");
     };
     ir::Value* input = bn->argValue(0);
     ir::Node* linear = input ? input->node() : nullptr;

@@ -74,10 +74,12 @@ std::string describeNode(const ir::Node* n) {
   return s;
 }
 
-void PassContext::decline(const std::string& pass, const ir::Node* node, const std::string& why) {
+bool PassContext::declineOnce(const std::string& pass, const ir::Node* node, const std::string& why) {
   std::string line = pass + ": not rewriting " + describeNode(node) + ": " + why;
+  if (!declineSet_.insert(line).second) return false;
   if (explain) *explain << line << "\n";
   declines_.push_back(std::move(line));
+  return true;
 }
 
 void Pass::configure(const std::map<std::string, std::string>& given) {

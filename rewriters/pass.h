@@ -18,6 +18,7 @@
 #include <optional>
 #include <ostream>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,11 +77,18 @@ class PassContext {
   // When set, every decline is also printed here as it happens.
   std::ostream* explain = nullptr;
 
-  void decline(const std::string& pass, const ir::Node* node, const std::string& why);
+  // Records (and with `explain`, prints) why `pass` leaves `node` alone.
+  // A pass in a fixpoint meets the same node every round: a decline already
+  // recorded is not repeated. declineOnce says whether it was new, so that a
+  // pass counts each declined rewrite once
+  // (`if (ctx.declineOnce(...)) r.count("declined")`).
+  void decline(const std::string& pass, const ir::Node* node, const std::string& why) { declineOnce(pass, node, why); }
+  bool declineOnce(const std::string& pass, const ir::Node* node, const std::string& why);
   const std::vector<std::string>& declines() const { return declines_; }
 
  private:
   std::vector<std::string> declines_;
+  std::set<std::string> declineSet_;
 };
 
 class Pass {

@@ -30,6 +30,7 @@ RunReport PassManager::run(ir::Model& model, PassContext& ctx) {
   for (auto& [name, graph] : model.methods) {
     RunReport r = run(*graph, ctx, name);
     report.executions.insert(report.executions.end(), r.executions.begin(), r.executions.end());
+    report.fixpoints.insert(report.fixpoints.end(), r.fixpoints.begin(), r.fixpoints.end());
   }
   return report;
 }
@@ -50,10 +51,16 @@ bool PassManager::runSteps(const std::vector<Step>& steps, ir::Graph& g, PassCon
       continue;
     }
     // fixpoint: repeat until a round changes nothing or the cap is reached.
+    FixpointRun fp{stepNames(step.children), method, 0, step.maxIterations, false};
     for (int round = 0; round < step.maxIterations; ++round) {
-      if (!runSteps(step.children, g, ctx, method, report)) break;
+      ++fp.rounds;
+      if (!runSteps(step.children, g, ctx, method, report)) {
+        fp.converged = true;
+        break;
+      }
       changed = true;
     }
+    report.fixpoints.push_back(std::move(fp));
   }
   return changed;
 }
@@ -105,6 +112,13 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
   report.executions.push_back(exec);
   if (inst_.onPassEnd) inst_.onPassEnd(exec, g);
   return exec.changed;
+}
+
+std::string PassManager::stepNames(const std::vector<Step>& steps) {
+  std::string out;
+  for (const Step& s : steps)
+    out += (out.empty() ? "" : ",") + (s.pass ? s.pass->name() : "fixpoint(" + stepNames(s.children) + ")");
+  return out;
 }
 
 std::vector<PassManager::Step> PassManager::buildSteps(const std::vector<PipelineElement>& elements,
@@ -169,6 +183,20 @@ std::string RunReport::countersSummary() const {
   std::string out;
   for (const auto& n : order)
     if (!sums[n].counters.empty()) out += "  " + n + ": " + sums[n].countersText() + "\n";
+  // The rounds of each fixpoint group, the most any method needed.
+  std::vector<std::string> groups;
+  std::map<std::string, FixpointRun> most;
+  for (const auto& f : fixpoints) {
+    if (!most.count(f.passes)) groups.push_back(f.passes);
+    FixpointRun& m = most[f.passes];
+    if (f.rounds > m.rounds || (f.rounds == m.rounds && !f.converged)) m = f;
+  }
+  for (const auto& g : groups) {
+    const FixpointRun& f = most[g];
+    if (f.rounds <= 1 && f.converged) continue;  // nothing changed: the first round was the last
+    out += fmt::format("  fixpoint({}): {} rounds{}\n", g, f.rounds,
+                       f.converged ? "" : fmt::format(" (stopped at max-iter={} while still changing)", f.maxIterations));
+  }
   return out;
 }
 

@@ -41,12 +41,24 @@ struct PassExecution {
   PassResult result;
 };
 
+// One run of a fixpoint{...}(...) group on one method.
+struct FixpointRun {
+  std::string passes;  // the group's children, "fold-conv-bn,fold-linear-bn"
+  std::string method;
+  int rounds = 0;      // rounds that ran, the last one included (it changed nothing when converged)
+  int maxIterations = 0;
+  bool converged = false;  // false: stopped by the cap while still changing the graph
+};
+
 struct RunReport {
   std::vector<PassExecution> executions;
+  std::vector<FixpointRun> fixpoints;
   bool changed() const;
   // pass | runs | changed | time | share, in first-execution order.
   std::string timingTable() const;
-  // Counters summed per pass: "fold-conv-bn: folded=20".
+  // Counters summed per pass: "fold-conv-bn: folded=20", then the rounds of
+  // every fixpoint that changed something:
+  // "fixpoint(fold-conv-bn,...): 3 rounds (converged)".
   std::string countersSummary() const;
 };
 
@@ -60,6 +72,7 @@ class PassManager {
 
  private:
   struct Step;
+  static std::string stepNames(const std::vector<Step>& steps);
   static std::vector<Step> buildSteps(const std::vector<PipelineElement>& elements,
                                       const PassRegistry& registry);
   bool runSteps(const std::vector<Step>& steps, ir::Graph& g, PassContext& ctx, const std::string& method,

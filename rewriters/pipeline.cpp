@@ -20,13 +20,18 @@ namespace ptopt::rewriters {
 //      shape-prop       before the folds that need ranks (fold-linear-bn,
 //                       fold-conv-affine with [1, C, 1, 1] constants); it does
 //                       nothing without --input-shape;
-//      fold-conv-bn, fold-linear-bn
-//                       BatchNorm into the producer, before fold-conv-affine
-//                       so that a conv -> BN -> mul chain folds completely;
-//      fold-conv-affine after the BN folds: their output is a conv again;
+//      fixpoint{max-iter=8}(fold-conv-bn, fold-linear-bn, fold-conv-affine,
+//                       drop-zero-bias)
+//                       the folds repeat until none changes the graph: each
+//                       one's result is a conv or linear again, which can
+//                       absorb what follows it (conv -> mul -> add -> BN
+//                       needs fold-conv-affine before fold-conv-bn, conv ->
+//                       BN -> mul -> BN the other way round). BN folds come
+//                       first in a round, so a conv -> BN -> mul chain folds
+//                       in one; drop-zero-bias after the folds, which create
+//                       the biases. The rounds show in the counters;
 //      bn-to-affine     after every fold, so only BatchNorms that could not
 //                       be absorbed are considered (it declines on CPU);
-//      drop-zero-bias   after the folds, which create the biases;
 //      fuse-add-relu    after the folds: an add between conv and relu may be
 //                       folded away first;
 //      const-fold, cse, dce to a fixpoint, last: each can expose work for the
@@ -65,8 +70,9 @@ std::string presetPipelineBody(int level) {
   switch (level) {
     case 0: return "";
     case 1:
-      return "canonicalize,remove-dropout,bn-inference,shape-prop,fold-conv-bn,fold-linear-bn,"
-             "fold-conv-affine,bn-to-affine,drop-zero-bias,fuse-add-relu," + cleanup;
+      return "canonicalize,remove-dropout,bn-inference,shape-prop,"
+             "fixpoint{max-iter=8}(fold-conv-bn,fold-linear-bn,fold-conv-affine,drop-zero-bias),"
+             "bn-to-affine,fuse-add-relu," + cleanup;
     case 2: return presetPipelineBody(1) + ",channels-last{mode=auto}";
     case 3: return presetPipelineBody(2) + ",cast{dtype=auto}";
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");

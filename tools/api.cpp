@@ -43,9 +43,12 @@ Optimizer Optimizer::load(const std::string& path, const ir::ImportOptions& opti
 }
 
 Optimizer Optimizer::fromModule(torch::jit::Module original, const ir::ImportOptions& options) {
+  ir::TrainingMode mode;
+  mode.scriptedInTraining = ir::readsTrainingFlagInTrainingMode(original);
   original.eval();
   ir::Model model = ir::importModule(original, options);
-  return Optimizer(std::move(original), std::move(model));
+  ir::findTrainingLiterals(model, mode);
+  return Optimizer(std::move(original), std::move(model), mode);
 }
 
 rewriters::RunReport Optimizer::run(const std::string& pipeline, rewriters::PassContext* ctx,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "ir/model.h"
+#include "ir/training_mode.h"
 #include "rewriters/pass_manager.h"
 #include "rewriters/registry.h"
 #include "tools/load_ops.h"  // ptopt::loadOperatorLibrary: call it before load() for custom operators
@@ -38,7 +39,8 @@ struct VerifyResult {
 class Optimizer {
  public:
   static Optimizer load(const std::string& path, const ir::ImportOptions& options = {});
-  // Imports an already loaded module (put in eval mode).
+  // Imports an already loaded module (put in eval mode: trainingMode() says
+  // whether that, or training flags baked in by tracing, change anything).
   static Optimizer fromModule(torch::jit::Module module, const ir::ImportOptions& options = {});
 
   // Runs a pipeline (text or preset) on every method.
@@ -63,12 +65,16 @@ class Optimizer {
 
   ir::Model& model() { return model_; }
   torch::jit::Module& original() { return original_; }
+  // How the loaded model relates to training mode (ir/training_mode.h), as
+  // loaded: passes that specialize training flags do not change it.
+  const ir::TrainingMode& trainingMode() const { return trainingMode_; }
 
  private:
-  Optimizer(torch::jit::Module original, ir::Model model)
-      : original_(std::move(original)), model_(std::move(model)) {}
+  Optimizer(torch::jit::Module original, ir::Model model, ir::TrainingMode mode)
+      : original_(std::move(original)), model_(std::move(model)), trainingMode_(mode) {}
   torch::jit::Module original_;
   ir::Model model_;
+  ir::TrainingMode trainingMode_;
 };
 
 }  // namespace ptopt

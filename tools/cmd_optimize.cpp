@@ -63,6 +63,9 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
                "Verify numerics after every pass that changed the model and name the first that breaks tolerance "
                "(also lints the IR)");
   app.add_flag("--force", o.force, "Write OUT even when verification fails");
+  app.add_flag("--keep-training", o.keepTraining,
+               "Refuse a model in training mode (scripted and saved in it, or traced in it) instead of optimizing it "
+               "for inference in eval semantics");
   app.add_flag("--overwrite", o.overwrite, "Replace OUT if it exists");
   app.add_flag("--in-place", o.inPlace, "Allow OUT to be IN itself (replaced only after everything succeeded)");
   app.add_option("--report", o.reportPath, "Write a JSON record of the run (pipeline, counters, metrics) here");
@@ -92,20 +95,6 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
 }
 
 namespace {
-
-bool hasTrainingModeLiterals(const ir::Model& model) {
-  bool found = false;
-  for (const auto& [name, graph] : model.methods)
-    graph->walk([&](ir::Node* n) {
-      auto literalTrue = [&](size_t i) {
-        return i < n->numArgs() && n->arg(i).isLiteral() && n->arg(i).literal() == ir::Literal(true);
-      };
-      if ((n->is("aten::batch_norm") && literalTrue(5)) ||
-          (n->isCall() && n->target().find("dropout") != std::string::npos && literalTrue(2)))
-        found = true;
-    });
-  return found;
-}
 
 bool pipelineUses(const std::vector<rewriters::PipelineElement>& elements, const std::string& pass) {
   for (const auto& e : elements)
@@ -243,21 +232,40 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, nodesBefore,
                   opt.model().constants->size(), record.stageMs["load"] + record.stageMs["import"]));
 
-  // A model traced in training mode bakes dropout and batch-norm training
-  // flags in as literals. A pipeline that specializes them for inference
-  // changes its outputs on purpose, so it is verified against the same
-  // weights in eval semantics: the import with only those two passes applied.
+  // ptopt optimizes for inference. A scripted model saved in training mode
+  // was put in eval mode by the import (its `self.training` reads are False),
+  // so it is verified against the original in eval mode. A model traced in
+  // training mode bakes dropout and batch-norm training flags in as literals;
+  // a pipeline that specializes them for inference changes its outputs on
+  // purpose, so it is verified against the same weights in eval semantics:
+  // the import with only those two passes applied.
   // Verification moves the reference to the device; the CPU needs no copy.
+  const ir::TrainingMode& mode = opt.trainingMode();
+  record.mode = mode;
+  if (mode.inTraining() && o.keepTraining)
+    throw ir::InputError(fmt::format(
+        "{} is in training mode ({}), and --keep-training refuses to optimize it for inference; save it after "
+        "model.eval() (or trace it in eval mode), or drop --keep-training to optimize it in eval semantics",
+        o.input, mode.scriptedInTraining ? "scripted and saved with training=True" : "traced in training mode"));
+  const bool specializesTraced = mode.tracedInTraining && (pipelineUses(pipeline.elements, "remove-dropout") ||
+                                                           pipelineUses(pipeline.elements, "bn-inference"));
+  record.evalSemantics = mode.scriptedInTraining || specializesTraced;
   torch::jit::Module reference = device.is_cuda() ? opt.original().clone() : opt.original();
-  if (hasTrainingModeLiterals(opt.model()) &&
-      (pipelineUses(pipeline.elements, "remove-dropout") || pipelineUses(pipeline.elements, "bn-inference"))) {
+  if (specializesTraced) {
     ir::Model evalModel = opt.model().clone();
     rewriters::PassContext refCtx;
     rewriters::PassManager(defaultRegistry(), rewriters::parsePipeline("remove-dropout,bn-inference", defaultRegistry()))
         .run(evalModel, refCtx);
     reference = ir::exportModel(evalModel);
-    say("note: verifying against the original in eval semantics (it was traced in training mode: its dropout and "
-        "batch_norm training flags are replaced by their inference forms)\n");
+  }
+  for (const std::string& note : mode.notes()) {
+    // Traced flags the pipeline keeps are not turned into eval semantics.
+    if (mode.tracedInTraining && !specializesTraced && note.find("traced in training mode") != std::string::npos) {
+      say("note: the model was traced in training mode (its dropout and batch_norm training flags are literals); "
+          "this pipeline keeps them, so it is verified in training semantics\n");
+      continue;
+    }
+    say("note: " + note + "\n");
   }
 
   // Verification inputs, and the reference outputs on them (computed once).
@@ -446,6 +454,10 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
                              formatBytes(double(record.parameterBytesAfter)), formatBytes(double(*record.inputFileBytes)),
                              formatBytes(double(*record.outputFileBytes)), o.output);
     std::cout << report.timingTable();
+    if (record.evalSemantics)
+      std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
+                               "(--keep-training refuses instead)\n",
+                               mode.scriptedInTraining ? "scripted and saved" : "traced");
     std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
                              "save {:.0f} ms\n",
                              record.stageMs["load"], record.stageMs["import"], record.stageMs["passes"],

@@ -50,6 +50,7 @@ struct OptimizeOptions {
   bool verifyEach = false;
   bool explain = false;
   bool preferBf16 = false;
+  bool keepTraining = false;  // --keep-training: refuse a model in training mode instead of optimizing it in eval semantics
   std::string target = "auto";  // --target: the device the optimized model is for (auto: the verification device)
   long bisectLimit = -1;
   std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)

@@ -22,6 +22,11 @@ nlohmann::json toJson(const RunRecord& r) {
   j["output"] = r.output;
   j["device"] = r.device;
   j["pipeline"] = r.pipeline;
+  if (r.mode)
+    j["mode"] = {{"training", r.mode->kind()},
+                 {"optimized_in_eval_semantics", r.evalSemantics},
+                 {"batch_norms_without_running_stats", r.mode->batchNormsWithoutStats},
+                 {"notes", r.mode->notes()}};
   nlohmann::json passes = nlohmann::json::array();
   if (r.passes)
     for (const auto& e : r.passes->executions) {
@@ -31,6 +36,12 @@ nlohmann::json toJson(const RunRecord& r) {
                         {"changed", e.changed}, {"ms", e.ms}, {"counters", counters}});
     }
   j["passes"] = passes;
+  nlohmann::json fixpoints = nlohmann::json::array();
+  if (r.passes)
+    for (const auto& f : r.passes->fixpoints)
+      fixpoints.push_back({{"passes", f.passes}, {"method", f.method}, {"rounds", f.rounds},
+                           {"max_iter", f.maxIterations}, {"converged", f.converged}});
+  j["fixpoints"] = fixpoints;
   j["ops_before"] = r.opsBefore;
   j["ops_after"] = r.opsAfter;
   j["parameter_bytes"] = {{"before", r.parameterBytesBefore}, {"after", r.parameterBytesAfter}};

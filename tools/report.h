@@ -4,6 +4,7 @@
 // times, the verification result per output, and the outcome.
 #pragma once
 
+#include "ir/training_mode.h"
 #include "rewriters/pass_manager.h"
 #include "verify/runner.h"
 
@@ -20,6 +21,8 @@ struct RunRecord {
   std::string input, output;
   std::string device;
   std::string pipeline;
+  std::optional<ir::TrainingMode> mode;  // how the model related to training mode when loaded
+  bool evalSemantics = false;            // whether ptopt optimized it in eval semantics (training mode only)
   std::optional<rewriters::RunReport> passes;
   std::map<std::string, size_t> opsBefore, opsAfter;
   size_t parameterBytesBefore = 0, parameterBytesAfter = 0;

@@ -77,6 +77,7 @@ TENSOR_ONLY = {"add", "sub", "mul", "div"}
 # something freeze is compared on.
 STRUCTURAL = {"conv", "linear"}
 KIND_TO_GROUP = {k: g for g, kinds in OP_GROUPS.items() for k in kinds}
+SELF = os.path.abspath(__file__)
 
 
 def count_ops(graph):
@@ -563,6 +564,10 @@ def build_module(case, path):
     return eager.eval()
 
 
+def first_line(text):
+    return next((l.strip() for l in text.splitlines() if l.strip()), "")
+
+
 def run_ptopt(ptopt, args, timeout=120):
     p = subprocess.run([ptopt] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
@@ -590,11 +595,12 @@ def check_case(case, ptopt, work, verbose):
     extra = ["--explain"] if case.explain else []
     rc, so, se = run_ptopt(ptopt, [inp, out, "-O1", "--report", rpt] + shape_args + extra)
     # File names hold the case name ("train_traced_..."): keep them out of the note checks.
-    text = (so + "\n" + se).replace(case.name, "<case>").lower()
+    # Scripted modules' source locations name this file: out too.
+    text = (so + "\n" + se).replace(case.name, "<case>").replace(SELF, "<src>").lower()
     if verbose:
         print("--- %s: exit %d\n%s%s" % (case.name, rc, so, se))
     if rc != 0:
-        fails.append("ptopt exited %d: %s" % (rc, (se.strip().splitlines() or [""])[-1]))
+        fails.append("ptopt exited %d: %s" % (rc, first_line(se)))
     else:
         # Reload in stock PyTorch, compare with eval mode, count ops.
         try:
@@ -669,13 +675,13 @@ def check_case(case, ptopt, work, verbose):
         rc2, so2, se2 = run_ptopt(ptopt, [inp, out2, "-O1", "--keep-training"] + shape_args)
         if rc2 != case.keep_training:
             fails.append("--keep-training exited %d, expected %d: %s"
-                         % (rc2, case.keep_training, (se2.strip().splitlines() or [""])[-1]))
+                         % (rc2, case.keep_training, first_line(se2)))
         elif case.keep_training == 2:
             said = (so2 + se2).replace(case.name, "<case>").lower()
             if os.path.exists(out2):
                 fails.append("--keep-training refused but wrote the output")
             if re.search(r"not expected|unknown|unrecognized", said):
-                fails.append("--keep-training is not an option: %s" % (se2.strip().splitlines() or [""])[-1])
+                fails.append("--keep-training is not an option: %s" % first_line(se2))
             elif "train" not in said:
                 fails.append("--keep-training refusal does not mention training mode")
         elif not os.path.exists(out2):

@@ -623,6 +623,8 @@ def check_case(case, ptopt, work, verbose):
         try:
             with open(rpt) as f:
                 report = json.load(f)
+            if report.get("exit_code") != rc:
+                fails.append("report says exit code %r, ptopt exited %d" % (report.get("exit_code"), rc))
             if case.train:
                 mode = report.get("mode")
                 if mode is None or "train" not in json.dumps(mode).lower():

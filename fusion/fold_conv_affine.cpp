@@ -11,8 +11,8 @@ namespace ptopt::fusion {
 using namespace rewriters;
 
 std::string FoldConvAffinePass::contract() const {
-  return "Matches P OP c, P a conv or a linear, for OP in add, sub, mul, div (.Tensor or .Scalar; also c + P "
-         "and c * P) where c is a literal number or a constant tensor broadcasting per output channel: one "
+  return "Matches P OP c, P a conv or a linear, for OP in add, sub, mul, div (.Tensor or .Scalar; also c + P, "
+         "c - P and c * P) where c is a literal number or a constant tensor broadcasting per output channel: one "
          "element; for a conv [C, 1, ...] of the output's rank minus one, or [1, C, 1, ...] when metadata "
          "shows a batched input; for a linear [C], or [1, ..., C] when metadata shows the output's rank. A "
          "floating c of another dtype must not promote the result (0-dim, or a narrower float); an integer "
@@ -22,7 +22,7 @@ std::string FoldConvAffinePass::contract() const {
          "(conv1.weight.affine); nothing is mutated; chains fold in one run. Does not fire when the "
          "producer's output has another user, the weight is not constant or is written in place, c does not "
          "broadcast per channel, c would promote the result's dtype or is not exactly representable, c has "
-         "a zero divisor, for c - P and c / P, or across blocks.";
+         "a zero divisor, for c / P, or across blocks.";
 }
 
 namespace {
@@ -66,11 +66,11 @@ std::optional<AffineMatch> matchOp(const ir::Node* n) {
     } else if (n->numArgs() != 2) {
       return std::nullopt;
     }
-    // `c + P` and `c * P` commute (for add only when alpha is 1).
+    // The producer on the right: `c + alpha*P`, `c - alpha*P`, `c * P`
+    // (and `c / P`, which is declined).
     const ir::Value* first = n->argValue(0);
     const bool firstIsProducer = first && asProducer(first->node());
-    if (!firstIsProducer && n->overload() == "Tensor" &&
-        ((op == Op::Mul) || (op == Op::Add && m.alpha == 1))) {
+    if (!firstIsProducer && n->overload() == "Tensor") {
       m.producerArg = 1;
       m.constArg = 0;
     }
@@ -173,8 +173,8 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     auto decline = [&](const std::string& why) {
       if (ctx.declineOnce(name(), n, why)) r.count("declined");
     };
-    if (m->producerArg == 1 && (m->op == Op::Sub || m->op == Op::Div)) {
-      decline(fmt::format("c - {0} and c / {0} are not affine in the weights", what));
+    if (m->producerArg == 1 && m->op == Op::Div) {
+      decline(fmt::format("c / {} is not affine in the weights", what));
       continue;
     }
     if (valueUses(y) != 1) { decline(fmt::format("the {}'s output has another user", what)); continue; }
@@ -197,28 +197,31 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     if (!v) { decline(why); continue; }
     if (m->op == Op::Div && v->eq(0).any().item<bool>()) { decline("the divisor has a zero"); continue; }
 
-    at::Tensor newWeight = *weight;
-    std::optional<at::Tensor> newBias = bias;
-    const auto dtype = weight->scalar_type();
+    // The result is P * scale + shift per output channel:
+    //   P + alpha*c, P - alpha*c:  scale 1,       shift +-alpha*c
+    //   c + alpha*P, c - alpha*P:  scale +-alpha, shift c
+    //   P * c, c * P, P / c:       scale c (1/c), shift 0
+    const bool producerLeft = m->producerArg == 0;
+    const double sign = m->op == Op::Sub ? -1.0 : 1.0;
+    std::optional<at::Tensor> scale;
+    at::Tensor shift = at::zeros({channels}, at::TensorOptions().dtype(at::kDouble));
     switch (m->op) {
-      case Op::Mul:
-      case Op::Div: {
-        const at::Tensor scale = m->op == Op::Mul ? *v : v->reciprocal();
-        newWeight = foldWeight(*weight, scale, info.transposed, info.groups);
-        if (bias) newBias = (bias->to(at::kDouble) * scale).to(dtype);
-        break;
-      }
+      case Op::Mul: scale = *v; break;
+      case Op::Div: scale = v->reciprocal(); break;
       case Op::Add:
-      case Op::Sub: {
-        const double sign = m->op == Op::Add ? m->alpha : -m->alpha;
-        at::Tensor b = bias ? bias->to(at::kDouble) : at::zeros({channels}, at::TensorOptions().dtype(at::kDouble));
-        newBias = (b + sign * *v).to(dtype);
+      case Op::Sub:
+        if (producerLeft) shift = sign * m->alpha * *v;
+        else { scale = at::full({channels}, sign * m->alpha, at::TensorOptions().dtype(at::kDouble)); shift = *v; }
         break;
-      }
     }
+    const auto dtype = weight->scalar_type();
+    std::optional<at::Tensor> newWeight;
+    if (scale) newWeight = foldWeight(*weight, *scale, info.transposed, info.groups);
+    at::Tensor b = bias ? bias->to(at::kDouble) : at::zeros({channels}, at::TensorOptions().dtype(at::kDouble));
+    std::optional<at::Tensor> newBias;
+    if (bias || m->op == Op::Add || m->op == Op::Sub) newBias = ((scale ? b * *scale : b) + shift).to(dtype);
     ir::Value* operand = n->argValue(m->constArg);
-    const bool scales = m->op == Op::Mul || m->op == Op::Div;
-    setWeightAndBias(graph, p, scales ? std::optional<at::Tensor>(newWeight) : std::nullopt, newBias, ".affine");
+    setWeightAndBias(graph, p, newWeight, newBias, ".affine");
     noteFold(p, n);
     n->output()->replaceAllUsesWith(y);
     n->destroy();

@@ -2,7 +2,8 @@
 // linear before it.
 //
 // Contract. Matches `P OP c`, P a conv or a linear, for OP in add, sub, mul,
-// div (aten::add/sub/mul/div, .Tensor or .Scalar; also `c + P` and `c * P`),
+// div (aten::add/sub/mul/div, .Tensor or .Scalar; also `c + P`, `c - P` and
+// `c * P`),
 // where c is a literal number or a constant tensor that broadcasts per output
 // channel: one element; for a conv [C, 1, ...] of the output's rank minus
 // one, or [1, C, 1, ...] when shape metadata shows the conv input is
@@ -15,12 +16,12 @@
 // mul/div scale the weight per output channel (dim 0, or dim 1 per group for
 // transposed convs) and the bias (division becomes multiplication by 1/c,
 // computed in float64); add/sub shift the bias by alpha * c (a producer
-// without bias gains one). New constants get derived names
+// without bias gains one); `c - alpha*P` negates and scales the weight. New constants get derived names
 // (`conv1.weight.affine`); nothing is mutated. Chains (conv * s + t) fold in
 // one run. Does not fire when the producer's output has another user, the
 // weight is not a constant or is written in place, c does not broadcast per
-// channel, a divisor is zero, `c - P` or `c / P` (not affine in the
-// weights), or the nodes sit in different blocks.
+// channel, a divisor is zero, `c / P` (not affine in the weights), or the
+// nodes sit in different blocks.
 #pragma once
 
 #include "rewriters/pass.h"

@@ -54,17 +54,42 @@ TEST_CASE("FoldConvAffineDoesNotFoldNonChannelConstants") {
   CHECK_THAT(ctx.declines().at(0), Catch::Contains("does not broadcast per output channel"));
 }
 
-TEST_CASE("FoldConvAffineDoesNotFoldConstantMinusConv") {
-  auto b = build(
-      "graph(%x : Tensor):\n"
-      "  %w : Tensor = get_attr[\"conv.weight\"]\n"
-      "  %c : Tensor = get_attr[\"c\"]\n"
-      "  %y : Tensor = aten::conv2d(%x, %w, None, [1, 1], [1, 1], [1, 1], 1)\n"
-      "  %z : Tensor = aten::sub.Tensor(%c, %y, 1)\n"
-      "  output(%z)\n",
-      {{"conv.weight", torch::randn({4, 3, 3, 3})}, {"c", torch::randn({4, 1, 1})}});
+namespace {
+const char* kConstantOpConv =
+    "graph(%x : Tensor):\n"
+    "  %w : Tensor = get_attr[\"conv.weight\"]\n"
+    "  %cb : Tensor = get_attr[\"conv.bias\"]\n"
+    "  %c : Tensor = get_attr[\"c\"]\n"
+    "  %y : Tensor = aten::conv2d(%x, %w, %cb, [1, 1], [1, 1], [1, 1], 1)\n"
+    "  %z : Tensor = OP\n"
+    "  output(%z)\n";
+std::string constantOpConv(const std::string& op) {
+  std::string s = kConstantOpConv;
+  return s.replace(s.find("OP"), 2, op);
+}
+}  // namespace
+
+TEST_CASE("fold-conv-affine folds c - alpha * conv by negating the weight") {
+  auto b = build(constantOpConv("aten::sub.Tensor(%c, %y, 2)"),
+                 {{"conv.weight", torch::randn({4, 3, 3, 3})}, {"conv.bias", torch::randn({4})},
+                  {"c", torch::randn({4, 1, 1})}});
+  auto x = torch::randn({1, 3, 8, 8});
+  auto expected = runGraph(*b.graph, x);
   auto report = test::runPipeline(*b.graph, "fold-conv-affine");
+  CHECK(test::counter(report, "fold-conv-affine", "folded") == 1);
+  CHECK(test::countOps(*b.graph, "aten::sub") == 0);
+  CHECK(torch::allclose(runGraph(*b.graph, x), expected, 1e-4, 1e-5));
+}
+
+TEST_CASE("FoldConvAffineDoesNotFoldConstantDividedByConv") {
+  auto b = build(constantOpConv("aten::div.Tensor(%c, %y)"),
+                 {{"conv.weight", torch::randn({4, 3, 3, 3})}, {"conv.bias", torch::randn({4})},
+                  {"c", torch::randn({4, 1, 1})}});
+  rewriters::PassContext ctx;
+  auto report = test::runPipeline(*b.graph, "fold-conv-affine", &ctx);
   CHECK_FALSE(report.changed());
+  REQUIRE(ctx.declines().size() == 1);
+  CHECK_THAT(ctx.declines().front(), Catch::Contains("c / conv is not affine"));
 }
 
 TEST_CASE("fuse-add-relu fuses resnet's residual add and relu") {

@@ -302,17 +302,24 @@ std::vector<size_t> placeGiven(size_t count, const std::function<std::string(siz
     at[k] = i;
     next = i + 1;
   }
-  // Every input left out must have a default.
+  return at;
+}
+
+// Every input that `at` (placeGiven's result) leaves out must have a default.
+void requireLeftOutHaveDefaults(const std::vector<size_t>& at, const ir::Graph& forward, const std::string& givenText) {
+  const auto names = inputNames(forward);
+  std::vector<bool> given(names.size(), false);
+  for (size_t i : at) given[i] = true;
   std::vector<std::string> missing;
   for (size_t i = 0; i < names.size(); ++i)
-    if (by[i] < 0 && !inputDefault(*forward.inputs()[i])) missing.push_back(names[i]);
+    if (!given[i] && !inputDefault(*forward.inputs()[i])) missing.push_back(names[i]);
   if (!missing.empty()) {
     const auto optional = optionalInputNames(forward);
     throw std::invalid_argument(fmt::format(
-        "the model takes {} input(s) ({}); {}: missing {}{}", names.size(), all, givenText, fmt::join(missing, ", "),
+        "the model takes {} input(s) ({}); {}: missing {}{}", names.size(), fmt::join(names, ", "), givenText,
+        fmt::join(missing, ", "),
         optional.empty() ? std::string() : fmt::format(" (optional inputs: {})", fmt::join(optional, ", "))));
   }
-  return at;
 }
 
 }  // namespace
@@ -340,6 +347,7 @@ std::vector<InputSpec> completeInputSpecs(const std::vector<InputSpec>& given, c
           "--inputs FILE", given[k].str(), names[i], type->annotation_str()));
     placed[i] = given[k];
   }
+  requireLeftOutHaveDefaults(at, forward, givenText);
   std::vector<InputSpec> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (placed[i]) {
@@ -349,7 +357,7 @@ std::vector<InputSpec> completeInputSpecs(const std::vector<InputSpec>& given, c
     InputSpec spec;
     spec.kind = InputSpec::Kind::Default;
     spec.name = names[i];
-    spec.value = *inputDefault(*inputs[i]);  // placeGiven checked that it has one
+    spec.value = *inputDefault(*inputs[i]);  // checked by requireLeftOutHaveDefaults
     out.push_back(spec);
   }
   return out;
@@ -371,6 +379,7 @@ std::vector<c10::IValue> completeInputValues(const InputSet& set, const ir::Grap
                                                               : fmt::format("'{}'", set.names[k]);
       },
       forward, givenText);
+  requireLeftOutHaveDefaults(at, forward, givenText);
   std::vector<std::optional<c10::IValue>> placed(inputs.size());
   for (size_t k = 0; k < set.values.size(); ++k) placed[at[k]] = set.values[k];
   std::vector<c10::IValue> out;

@@ -18,6 +18,7 @@ expect 0 "passed within tolerance \(3 seeded runs \(seed 0\) of 1,3,16,16 bias:d
   "$ptopt" "$ob" "$work/ob.pt" -O1 --input-shape 1,3,16,16
 expect 0 "of 2,4 2,4 scale:default\(2\) bias:default\(None\)" -- "$ptopt" "$sc" "$work/sc.pt" -O1 \
   --input-shape 2,4 --input-shape 2,4
+expect 0 "PASSED" -- "$ptopt" "$ob" "$work/ob2.pt" -O2 --input-shape 1,3,16,16
 # Explicit None, by name and by position; an explicit tensor.
 expect 0 "of 1,3,16,16 bias:none" -- "$ptopt" "$ob" "$work/ob_none.pt" -O1 --input-shape 1,3,16,16 --input-shape bias:none
 expect 0 "of 1,3,16,16 none" -- "$ptopt" "$ob" "$work/ob_none2.pt" -O1 --input-shape 1,3,16,16 --input-shape none
@@ -66,16 +67,18 @@ expect 2 "missing y \(optional inputs: scale, bias\)" -- "$ptopt" bench "$sc" --
 import sys, torch
 m, work = sys.argv[1], sys.argv[2]
 ob, ob_opt = torch.jit.load(m + "/optional_bias.pt"), torch.jit.load(work + "/ob.pt")
-assert "bias: Optional[Tensor]=None" in ob_opt.code, ob_opt.code
-assert "Tensor? bias=None" in str(ob_opt.forward.schema), ob_opt.forward.schema
+assert "x: Tensor,\n    bias: Optional[Tensor]=None" in ob_opt.code, ob_opt.code
+assert "Tensor x, Tensor? bias=None" in str(ob_opt.forward.schema), ob_opt.forward.schema
 x, b = torch.randn(1, 3, 16, 16), torch.randn(1, 4, 16, 16)
 torch.testing.assert_close(ob_opt(x), ob(x), rtol=1e-4, atol=1e-5)
 torch.testing.assert_close(ob_opt(x, b), ob(x, b), rtol=1e-4, atol=1e-5)
+torch.testing.assert_close(ob_opt(x, bias=b), ob(x, b), rtol=1e-4, atol=1e-5)  # the names are kept
 sc, sc_opt = torch.jit.load(m + "/scaled.pt"), torch.jit.load(work + "/sc.pt")
 assert "scale: int=2" in sc_opt.code and "bias: Optional[Tensor]=None" in sc_opt.code, sc_opt.code
 x, y = torch.randn(2, 4), torch.randn(2, 4)
 torch.testing.assert_close(sc_opt(x, y), sc(x, y, 2), rtol=1e-4, atol=1e-5)
 torch.testing.assert_close(sc_opt(x, y, 3), sc(x, y, 3), rtol=1e-4, atol=1e-5)
+torch.testing.assert_close(sc_opt(x, y=y, bias=x), sc(x, y, 2, x), rtol=1e-4, atol=1e-5)
 PY
 
 if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi

@@ -60,6 +60,8 @@ expect 0 "B/A median ratio" -- "$ptopt" bench "$ob" --vs "$work/ob.pt" --input-s
 grep -q '"inputs": "1,3,16,16 bias:default(None)"' "$work/bench.json" || fail "bench JSON inputs: $(cat "$work/bench.json")"
 expect 0 "runs: min" -- "$ptopt" bench "$sc" --input-shape 2,4 --input-shape 2,4 --threads 1 --warmup 0.05 --iters 5
 expect 2 "missing y \(optional inputs: scale, bias\)" -- "$ptopt" bench "$sc" --input-shape 2,4
+# ptopt dot: shape labels from the given input, bias at its default.
+expect 0 "wrote" -- "$ptopt" dot "$ob" -o "$work/ob.dot" --input-shape 1,3,16,16
 
 # The saved models keep the defaults: the schema says so, and stock PyTorch
 # runs them with the inputs left out, giving the original's results.

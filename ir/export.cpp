@@ -225,7 +225,14 @@ class GraphEmitter {
     for (Value* in : ir_.inputs()) {
       ts::Value* v = out_->addInput();
       v->setType(in->type());
-      setName(v, in->name());
+      // The argument's own name (`x`, not TorchScript's `x.1`): the schema,
+      // and so keyword calls (`m(x, bias=b)`), use it.
+      std::string name = in->name();
+      const auto dot = name.rfind('.');
+      if (dot != std::string::npos && dot > 0 && dot + 1 < name.size() &&
+          name.find_first_not_of("0123456789", dot + 1) == std::string::npos)
+        name.resize(dot);
+      setName(v, name);
       env_[in] = v;
     }
     // First the pooled constants and attribute reads, then the body, both

@@ -4,6 +4,8 @@
 #include "layout/register.h"
 #include "quant/register.h"
 
+#include <fmt/format.h>
+
 namespace ptopt {
 
 void registerAllPasses(rewriters::PassRegistry& registry) {
@@ -73,7 +75,9 @@ VerifyResult Optimizer::verify(const std::vector<std::string>& shapes, const ver
 VerifyResult Optimizer::verify(const std::vector<verify::InputSpec>& specs, const verify::Tolerance& tol,
                                int iterations, uint64_t seed) {
   verify::InputSource source;
-  source.specs = specs;
+  // Inputs left out take their defaults (the import keeps them on the inputs).
+  source.specs = verify::completeInputSpecs(specs, model_.forward(),
+                                            fmt::format("{} input spec(s) were given", specs.size()));
   source.iterations = iterations;
   source.seed = seed;
   verify::VerifyReport report = verify(source, verify::ToleranceSet{tol, {}, {}}, "cpu");

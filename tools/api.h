@@ -50,7 +50,9 @@ class Optimizer {
                            const rewriters::Instrumentation& inst = {});
 
   // Exports the current IR and compares it with the original on seeded
-  // inputs (`iterations` seeds starting at `seed`).
+  // inputs (`iterations` seeds starting at `seed`). Inputs left out take
+  // their defaults (verify::completeInputSpecs; std::invalid_argument when a
+  // required one is missing).
   VerifyResult verify(const std::vector<verify::InputSpec>& inputs, const verify::Tolerance& tol = {},
                       int iterations = 3, uint64_t seed = 0);
   VerifyResult verify(const std::vector<std::string>& inputShapes, const verify::Tolerance& tol = {},

@@ -56,6 +56,11 @@ void propagateShapes(ir::Graph& g, const std::vector<std::string>& shapes) {
       throw UsageError(e.what());
     }
   }
+  try {  // left-out inputs take their defaults
+    specs = verify::completeInputSpecs(specs, g, fmt::format("--input-shape was given {} time(s)", shapes.size()));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(specs, 0);
   try {

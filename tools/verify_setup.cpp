@@ -22,7 +22,8 @@ void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing
       },
       "SHAPE");
   app.add_option("--input-shape", o.inputShapes,
-                 "One per model input, in order: 1,3,224,224 | name:1,3,224,224 | 2,7:int64 | int:3")
+                 "One per model input, in order: 1,3,224,224 | name:1,3,224,224 | 2,7:int64 | int:3 | none | "
+                 "name:none. Inputs with a default may be left out; a named one goes to that input")
       ->check(notAPath);
   app.add_option("--inputs", o.inputsFile,
                  "Inputs saved from Python: torch.save([x, ...], FILE) (a tensor, list, tuple or dict by name), "
@@ -60,30 +61,32 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
-    // Trailing Optional inputs the file leaves out are None (a detection
-    // model's `targets`), as when Python calls forward without them.
-    const auto modelInputs = forward.inputs();
-    size_t given = set.values.size();
-    while (given < names.size() && modelInputs[given]->type()->kind() == c10::TypeKind::OptionalType) ++given;
-    if (set.values.size() > names.size() || given != names.size())
+    // Inputs the file leaves out (a shorter tuple, a dict without the key)
+    // take their defaults, as when Python calls forward without them.
+    if (set.values.size() > names.size())
       throw UsageError(fmt::format("--inputs '{}' holds {} value(s), the model takes {} input(s) ({})", o.inputsFile,
                                    set.values.size(), names.size(), fmt::join(names, ", ")));
+    std::vector<c10::IValue> values;
+    try {
+      values = verify::completeInputValues(
+          set, forward, fmt::format("--inputs '{}' holds {} value(s)", o.inputsFile, set.values.size()));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
     verify::InputSource source;
-    source.fixed = verify::orderInputs(set, names);
-    source.fixed->resize(names.size(), c10::IValue());
-    for (size_t i = 0; i < names.size(); ++i)
-      (*source.fixed)[i] = verify::retypeInput((*source.fixed)[i], modelInputs[i]->type());
+    source.fixed = std::move(values);
     source.seed = o.seed;
     source.executor = verify::parseExecutor(o.executor);
     plan.source = source;
     return plan;
   }
-  // Inputs that no --input-shape can describe (List[Tensor], Optional,
-  // tuples, dicts, strings) come only from a file saved in Python.
+  // Inputs that no --input-shape can describe (List[Tensor], tuples, dicts,
+  // strings) come only from a file saved in Python, unless they have a
+  // default and are left out (a detection model's `targets`).
   std::vector<std::string> unbuildable, examples;
   const auto inputs = forward.inputs();
-  size_t required = inputs.size();  // trailing Optional inputs may be left out (None)
-  while (required > 0 && inputs[required - 1]->type()->kind() == c10::TypeKind::OptionalType) --required;
+  size_t required = inputs.size();  // trailing inputs with defaults may be left out
+  while (required > 0 && verify::inputDefault(*inputs[required - 1])) --required;
   for (size_t i = 0; i < required; ++i) {
     if (!verify::isBuildableInputType(inputs[i]->type()))
       unbuildable.push_back(fmt::format("'{}' ({})", names[i], inputs[i]->type()->annotation_str()));
@@ -129,17 +132,12 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
     }
     return plan;
   }
-  if (specs.size() != names.size()) {
-    std::vector<std::string> missing(names.begin() + static_cast<long>(std::min(specs.size(), names.size())), names.end());
-    throw UsageError(fmt::format("the model takes {} input(s) ({}); --input-shape was given {} time(s){}",
-                                 names.size(), fmt::join(names, ", "), specs.size(),
-                                 missing.empty() ? std::string(" (too many)")
-                                                 : fmt::format(": missing {}", fmt::join(missing, ", "))));
+  try {
+    specs = verify::completeInputSpecs(specs, forward,
+                                       fmt::format("--input-shape was given {} time(s)", o.inputShapes.size()));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (!specs[i].name.empty() && specs[i].name != names[i])
-      throw UsageError(fmt::format("--input-shape '{}' names '{}', but input {} of the model is '{}' (inputs: {})",
-                                   o.inputShapes[i], specs[i].name, i + 1, names[i], fmt::join(names, ", ")));
   verify::InputSource source;
   source.specs = specs;
   source.iterations = o.iterations;

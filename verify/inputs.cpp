@@ -11,9 +11,11 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <sstream>
 #include <stdexcept>
@@ -43,6 +45,8 @@ std::string InputSpec::str() const {
     case Kind::Int: return out + "int:" + std::to_string(static_cast<int64_t>(scalar));
     case Kind::Float: return out + "float:" + ir::formatDouble(scalar);
     case Kind::Bool: return out + "bool:" + std::to_string(scalar != 0);
+    case Kind::None: return out + "none";
+    case Kind::Default: return out + "default(" + value.str() + ")";
     case Kind::Tensor: break;
   }
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
@@ -53,7 +57,7 @@ std::string InputSpec::str() const {
 InputSpec parseInputSpec(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return std::invalid_argument("bad input shape '" + text + "': " + why +
-                                 " (expected e.g. 1,3,224,224 or x:1,3,224,224 or 2,7:int64)");
+                                 " (expected e.g. 1,3,224,224 or x:1,3,224,224 or 2,7:int64 or bias:none)");
   };
   InputSpec spec;
   std::vector<std::string> parts = split(text, ':');
@@ -79,6 +83,12 @@ InputSpec parseInputSpec(const std::string& text) {
         throw bad("'" + number + "' is not a 64-bit integer");
       return spec;
     }
+  }
+  // None: [name:]none
+  if (parts.size() <= 2 && (parts.back() == "none" || parts.back() == "None")) {
+    spec.kind = InputSpec::Kind::None;
+    spec.name = parts.size() == 2 ? parts[0] : "";
+    return spec;
   }
   size_t shapeIdx = 0;
   if (!looksLikeShape(parts[0])) {
@@ -123,6 +133,8 @@ InputSpec inputSpecFromJson(const nlohmann::json& j) {
   } else if (type == "int" || type == "float" || type == "bool") {
     spec.kind = type == "int" ? InputSpec::Kind::Int : type == "float" ? InputSpec::Kind::Float : InputSpec::Kind::Bool;
     spec.scalar = j.at("value").is_boolean() ? (j.at("value").get<bool>() ? 1.0 : 0.0) : j.at("value").get<double>();
+  } else if (type == "none") {
+    spec.kind = InputSpec::Kind::None;
   } else {
     throw std::invalid_argument("unknown input type '" + type + "'");
   }
@@ -241,9 +253,146 @@ std::vector<std::string> inputNames(const ir::Graph& forward) {
   return names;
 }
 
+std::optional<ir::Literal> inputDefault(const ir::Value& input) {
+  if (const ir::AttrValue* a = input.node()->attr("default"))
+    if (const auto* lit = std::get_if<ir::Literal>(a)) return *lit;
+  if (input.type() && input.type()->kind() == c10::TypeKind::OptionalType) return ir::Literal(ir::NoneLiteral{});
+  return std::nullopt;
+}
+
+std::vector<std::string> optionalInputNames(const ir::Graph& forward) {
+  const auto inputs = forward.inputs();
+  const auto names = inputNames(forward);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputDefault(*inputs[i])) out.push_back(names[i]);
+  return out;
+}
+
+namespace {
+
+// Where each of `given` goes among the model's inputs: by name when it has
+// one, else the input after the previous one. `nameOf(k)` is given[k]'s name
+// (empty: positional), `what(k)` how to mention it in messages.
+std::vector<size_t> placeGiven(size_t count, const std::function<std::string(size_t)>& nameOf,
+                               const std::function<std::string(size_t)>& what, const ir::Graph& forward,
+                               const std::string& givenText) {
+  const auto names = inputNames(forward);
+  const std::string all = fmt::format("{}", fmt::join(names, ", "));
+  std::vector<size_t> at(count);
+  std::vector<int> by(names.size(), -1);
+  size_t next = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const std::string name = nameOf(k);
+    size_t i = next;
+    if (!name.empty()) {
+      auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end())
+        throw std::invalid_argument(
+            fmt::format("{} names '{}', but the model has no input of that name (inputs: {})", what(k), name, all));
+      i = static_cast<size_t>(it - names.begin());
+    }
+    if (i >= names.size())
+      throw std::invalid_argument(
+          fmt::format("the model takes {} input(s) ({}); {} (too many)", names.size(), all, givenText));
+    if (by[i] >= 0)
+      throw std::invalid_argument(fmt::format("input '{}' is given twice: by {} and by {} (inputs: {})", names[i],
+                                              what(static_cast<size_t>(by[i])), what(k), all));
+    by[i] = static_cast<int>(k);
+    at[k] = i;
+    next = i + 1;
+  }
+  return at;
+}
+
+// Every input that `at` (placeGiven's result) leaves out must have a default.
+void requireLeftOutHaveDefaults(const std::vector<size_t>& at, const ir::Graph& forward, const std::string& givenText) {
+  const auto names = inputNames(forward);
+  std::vector<bool> given(names.size(), false);
+  for (size_t i : at) given[i] = true;
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!given[i] && !inputDefault(*forward.inputs()[i])) missing.push_back(names[i]);
+  if (!missing.empty()) {
+    const auto optional = optionalInputNames(forward);
+    throw std::invalid_argument(fmt::format(
+        "the model takes {} input(s) ({}); {}: missing {}{}", names.size(), fmt::join(names, ", "), givenText,
+        fmt::join(missing, ", "),
+        optional.empty() ? std::string() : fmt::format(" (optional inputs: {})", fmt::join(optional, ", "))));
+  }
+}
+
+}  // namespace
+
+std::vector<InputSpec> completeInputSpecs(const std::vector<InputSpec>& given, const ir::Graph& forward,
+                                          const std::string& givenText) {
+  const auto inputs = forward.inputs();
+  const auto names = inputNames(forward);
+  const auto at = placeGiven(
+      given.size(), [&](size_t k) { return given[k].name; },
+      [&](size_t k) { return "'" + given[k].str() + "'"; }, forward, givenText);
+  std::vector<std::optional<InputSpec>> placed(inputs.size());
+  for (size_t k = 0; k < given.size(); ++k) {
+    const size_t i = at[k];
+    const c10::TypePtr& type = inputs[i]->type();
+    if (given[k].kind == InputSpec::Kind::None && type->kind() != c10::TypeKind::OptionalType &&
+        type->kind() != c10::TypeKind::NoneType)
+      throw std::invalid_argument(fmt::format("'{}': input '{}' is {}, not Optional: it cannot be None",
+                                              given[k].str(), names[i], type->annotation_str()));
+    const c10::TypePtr element =
+        type->kind() == c10::TypeKind::OptionalType ? type->castRaw<c10::OptionalType>()->getElementType() : type;
+    if (given[k].kind != InputSpec::Kind::None && !isBuildableInputType(element))
+      throw std::invalid_argument(fmt::format(
+          "'{}': input '{}' is {}, which ptopt cannot build from a shape; save the inputs from Python and pass "
+          "--inputs FILE", given[k].str(), names[i], type->annotation_str()));
+    placed[i] = given[k];
+  }
+  requireLeftOutHaveDefaults(at, forward, givenText);
+  std::vector<InputSpec> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (placed[i]) {
+      out.push_back(*placed[i]);
+      continue;
+    }
+    InputSpec spec;
+    spec.kind = InputSpec::Kind::Default;
+    spec.name = names[i];
+    spec.value = *inputDefault(*inputs[i]);  // checked by requireLeftOutHaveDefaults
+    out.push_back(spec);
+  }
+  return out;
+}
+
+std::vector<c10::IValue> completeInputValues(const InputSet& set, const ir::Graph& forward,
+                                             const std::string& givenText) {
+  const auto inputs = forward.inputs();
+  const auto names = inputNames(forward);
+  // By name only when every value is named after an input (a dict saved
+  // with the model's argument names); attribute holders may use any names.
+  bool byName = !set.values.empty() && set.names.size() == set.values.size();
+  for (const auto& n : set.names)
+    byName = byName && std::find(names.begin(), names.end(), n) != names.end();
+  const auto at = placeGiven(
+      set.values.size(), [&](size_t k) { return byName ? set.names[k] : std::string(); },
+      [&](size_t k) {
+        return k >= set.names.size() || set.names[k].empty() ? fmt::format("value {}", k + 1)
+                                                              : fmt::format("'{}'", set.names[k]);
+      },
+      forward, givenText);
+  requireLeftOutHaveDefaults(at, forward, givenText);
+  std::vector<std::optional<c10::IValue>> placed(inputs.size());
+  for (size_t k = 0; k < set.values.size(); ++k) placed[at[k]] = set.values[k];
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    out.push_back(retypeInput(placed[i] ? *placed[i] : inputDefault(*inputs[i])->toIValue(), inputs[i]->type()));
+  return out;
+}
+
 std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
   const auto inputs = forward.inputs();
-  if (inputs.size() != 1 || !inputs[0]->isTensor() || inputs[0]->uses().empty()) return std::nullopt;
+  if (inputs.empty() || !inputs[0]->isTensor() || inputs[0]->uses().empty()) return std::nullopt;
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (!inputDefault(*inputs[i])) return std::nullopt;
   // The first user in program order.
   ir::Node* first = nullptr;
   forward.walk([&](ir::Node* n) {
@@ -296,9 +445,13 @@ std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
   }
   spec.name = inputNames(forward)[0];
   InferredInputs out;
-  out.specs.push_back(spec);
-  out.assumption = fmt::format("assumed input {} = {} ({}); give --input-shape to choose", spec.name,
-                               fmt::join(spec.shape, ","), from);
+  out.specs = completeInputSpecs({spec}, forward, "");
+  std::vector<std::string> defaults;
+  for (size_t i = 1; i < out.specs.size(); ++i) defaults.push_back(out.specs[i].str());
+  out.assumption = fmt::format("assumed input {} = {} ({}{}); give --input-shape to choose", spec.name,
+                               fmt::join(spec.shape, ","), from,
+                               defaults.empty() ? std::string()
+                                                : fmt::format("; left at their defaults: {}", fmt::join(defaults, ", ")));
   return out;
 }
 
@@ -385,6 +538,8 @@ std::vector<c10::IValue> makeInputs(const std::vector<InputSpec>& specs, uint64_
       case InputSpec::Kind::Int: out.emplace_back(static_cast<int64_t>(s.scalar)); break;
       case InputSpec::Kind::Float: out.emplace_back(s.scalar); break;
       case InputSpec::Kind::Bool: out.emplace_back(s.scalar != 0); break;
+      case InputSpec::Kind::None: out.emplace_back(); break;
+      case InputSpec::Kind::Default: out.push_back(s.value.toIValue()); break;
       case InputSpec::Kind::Tensor:
         if (at::isFloatingType(s.dtype) || at::isComplexType(s.dtype))
           out.emplace_back(at::randn(s.shape, gen, at::TensorOptions().dtype(at::kFloat)).to(s.dtype));

@@ -1,9 +1,14 @@
 // Example inputs for running and verifying models.
 //
 // A spec describes one model input: a tensor (`1,3,224,224`, optionally
-// named `x:1,3,224,224`, optionally typed `2,7:int64`) or a scalar. Tensors
-// are drawn from a seeded generator: float types from a standard normal,
-// integer types uniformly from [low, high).
+// named `x:1,3,224,224`, optionally typed `2,7:int64`), a scalar, or None
+// (`none`, `bias:none`). Tensors are drawn from a seeded generator: float
+// types from a standard normal, integer types uniformly from [low, high).
+//
+// Inputs with a default (`bias: Optional[Tensor] = None`, `scale: int = 2`)
+// may be left out: completeInputSpecs / completeInputValues fill them in
+// with the default, so every run (reference, candidate, shape-prop) gets
+// the full argument list the stock module would build itself.
 #pragma once
 
 #include "ir/ir.h"
@@ -18,20 +23,25 @@
 namespace ptopt::verify {
 
 struct InputSpec {
-  enum class Kind { Tensor, Int, Float, Bool };
+  // None: an explicit None. Default: the input's declared default (`value`),
+  // for an input that was left out; never parsed, only made by planning.
+  enum class Kind { Tensor, Int, Float, Bool, None, Default };
   Kind kind = Kind::Tensor;
-  std::string name;               // optional, for messages
+  std::string name;               // optional; when given, the input it is for
   std::vector<int64_t> shape;     // tensors
   c10::ScalarType dtype = c10::ScalarType::Float;
   int64_t low = 0, high = 100;    // integer tensors: values in [low, high)
   double scalar = 0;              // scalars
+  ir::Literal value;              // Default
 
+  // The --input-shape text (`x:1,3,224,224`, `bias:none`); a Default prints
+  // as `scale:default(2)`, for messages only.
   std::string str() const;
 };
 
 // Parses `1,3,224,224`, `name:1,3,224,224`, `2,7:int64`, `name:2,7:int64`,
-// `int:3`, `float:0.5`, `bool:1`. Throws std::invalid_argument naming the
-// problem.
+// `int:3`, `float:0.5`, `bool:1`, `none`, `name:none`. Throws
+// std::invalid_argument naming the problem.
 InputSpec parseInputSpec(const std::string& text);
 // The fixture manifest form: {"type":"tensor","shape":[..],"dtype":"int64",
 // "low":0,"high":100} or {"type":"int","value":3}.
@@ -64,8 +74,34 @@ std::vector<c10::IValue> orderInputs(const InputSet& set, const std::vector<std:
 // The model's input names for messages (`x`, not the IR's `x.1`).
 std::vector<std::string> inputNames(const ir::Graph& forward);
 
-// What can be assumed safely when no shape was given: one tensor input whose
-// first use is a conv (1x C x 224x224 for conv2d, 224 for conv1d, 16x112x112
+// The value a left-out input takes: its declared default (kept on the
+// placeholder at import as the `default` attribute), or None for an
+// Optional input without one; nullopt when the input must be given. A
+// default that is not a literal (a tuple) is not kept and reads as none.
+std::optional<ir::Literal> inputDefault(const ir::Value& input);
+// The names of the inputs that may be left out, for messages.
+std::vector<std::string> optionalInputNames(const ir::Graph& forward);
+
+// Places `given` on the model's inputs and fills the rest with their
+// defaults. A named spec goes to the input of that name, an unnamed one to
+// the input after the previous spec (so `--input-shape x:.. --input-shape
+// scale:int:3` skips `bias`). Throws std::invalid_argument for an unknown
+// name, an input given twice, too many specs, None for an input that is not
+// Optional, or a missing input (naming the missing ones and the optional
+// ones); `givenText` says what was given ("--input-shape was given 1
+// time(s)"). The result has one spec per input, in order; the defaults
+// filled in are named after their inputs.
+std::vector<InputSpec> completeInputSpecs(const std::vector<InputSpec>& given, const ir::Graph& forward,
+                                          const std::string& givenText);
+// The same for values loaded with loadInputsFile: by name when every name in
+// the set is one of the model's inputs, else in the file's order; left-out
+// inputs take their defaults; each value is retyped as its input's type
+// (retypeInput). Throws std::invalid_argument like completeInputSpecs.
+std::vector<c10::IValue> completeInputValues(const InputSet& set, const ir::Graph& forward,
+                                             const std::string& givenText);
+
+// What can be assumed safely when no shape was given: one tensor input (the
+// first; any others have defaults and keep them) whose first use is a conv (1x C x 224x224 for conv2d, 224 for conv1d, 16x112x112
 // for conv3d, C from the weight) or a linear (1 x in_features). `assumption`
 // says what was assumed and from which op; nullopt when nothing is safe.
 struct InferredInputs {

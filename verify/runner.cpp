@@ -114,10 +114,13 @@ ReferenceRunner::ReferenceRunner(torch::jit::Module reference, InputSource input
     } catch (const std::exception& e) {
       std::string given;
       if (!inputs_.fixed)
-        for (size_t k = 0; k < inputs_.specs.size(); ++k)
+        for (size_t k = 0; k < inputs_.specs.size(); ++k) {
+          InputSpec unnamed = inputs_.specs[k];
+          unnamed.name.clear();
           given += fmt::format("{}{}={}", k ? ", " : "",
                                k < modelInputNames.size() ? modelInputNames[k] : "input" + std::to_string(k),
-                               inputs_.specs[k].str());
+                               unnamed.str());
+        }
       throw ReferenceError(fmt::format("the original model fails on the given inputs{}: {}",
                                        given.empty() ? "" : " (" + given + ")", ir::torchErrorMessage(e)));
     }

@@ -4,6 +4,7 @@
 #include "verify/compare.h"
 #include "verify/inputs.h"
 #include "verify/runner.h"
+#include "rewriters/shape_prop.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -121,6 +122,119 @@ TEST_CASE("per-output tolerances apply to the named output only") {
   CHECK_FALSE(c2.withinTolerance());
   CHECK(tol.unknownNames({"out0", "out1"}).empty());
   CHECK(tol.unknownNames({"out"}) == std::vector<std::string>{"out1"});
+}
+
+namespace {
+// forward(x, y, scale: int = 2, bias: Optional[Tensor] = None), compiled by
+// TorchScript's own frontend.
+torch::jit::Module scaledModule() {
+  torch::jit::Module m("Scaled");
+  m.define(R"(
+def forward(self, x: Tensor, y: Tensor, scale: int = 2, bias: Optional[Tensor] = None):
+    out = x * scale + y
+    if bias is not None:
+        out = out + bias
+    return out
+)");
+  return m;
+}
+}  // namespace
+
+TEST_CASE("input specs: none parses and prints back") {
+  auto none = verify::parseInputSpec("none");
+  CHECK(none.kind == verify::InputSpec::Kind::None);
+  CHECK(none.name.empty());
+  auto named = verify::parseInputSpec("bias:none");
+  CHECK(named.kind == verify::InputSpec::Kind::None);
+  CHECK(named.name == "bias");
+  CHECK(named.str() == "bias:none");
+  CHECK(verify::parseInputSpec(named.str()).kind == verify::InputSpec::Kind::None);
+  CHECK(verify::makeInputs({named}, 0)[0].isNone());
+  CHECK(verify::inputSpecFromJson(nlohmann::json{{"type", "none"}}).kind == verify::InputSpec::Kind::None);
+  // A shape is still a shape, and a scalar still needs a number.
+  CHECK(verify::parseInputSpec("none:1,2").name == "none");
+  CHECK_THROWS_WITH(verify::parseInputSpec("int:none"), Catch::Contains("not a finite number"));
+}
+
+TEST_CASE("inputs with defaults may be left out: the default is used") {
+  torch::jit::Module m = scaledModule();
+  ir::Model model = ir::importModule(m);
+  const ir::Graph& g = model.forward();
+  CHECK(verify::optionalInputNames(g) == std::vector<std::string>{"scale", "bias"});
+  CHECK_FALSE(verify::inputDefault(*g.inputs()[1]));
+  REQUIRE(verify::inputDefault(*g.inputs()[2]));
+  CHECK(*verify::inputDefault(*g.inputs()[2]) == ir::Literal(int64_t{2}));
+  CHECK(verify::inputDefault(*g.inputs()[3])->isNone());
+
+  const auto x = verify::parseInputSpec("2,4"), y = verify::parseInputSpec("2,4");
+  auto specs = verify::completeInputSpecs({x, y}, g, "2 given");
+  REQUIRE(specs.size() == 4);
+  CHECK(specs[2].kind == verify::InputSpec::Kind::Default);
+  CHECK(specs[2].str() == "scale:default(2)");
+  CHECK(specs[3].str() == "bias:default(None)");
+  auto values = verify::makeInputs(specs, 0);
+  CHECK(values[2].toInt() == 2);
+  CHECK(values[3].isNone());
+  // The stock module with the inputs left out computes the same.
+  const auto stock = m.forward({values[0], values[1]}).toTensor();
+  CHECK(at::equal(m.forward(values).toTensor(), stock));
+  CHECK(at::allclose(stock, values[0].toTensor() * 2 + values[1].toTensor()));
+
+  // A named spec skips to its input; the one it skips keeps its default.
+  auto skip = verify::completeInputSpecs({x, y, verify::parseInputSpec("bias:2,4")}, g, "3 given");
+  CHECK(skip[2].kind == verify::InputSpec::Kind::Default);
+  CHECK(skip[3].kind == verify::InputSpec::Kind::Tensor);
+  auto explicitNone = verify::completeInputSpecs({x, y, verify::parseInputSpec("int:3"), verify::parseInputSpec("none")}, g, "");
+  CHECK(verify::makeInputs(explicitNone, 0)[2].toInt() == 3);
+  CHECK(verify::makeInputs(explicitNone, 0)[3].isNone());
+
+  // Not cases: a required input missing names the optional ones; None for a
+  // plain Tensor; an unknown name; an input twice; too many.
+  CHECK_THROWS_WITH(verify::completeInputSpecs({x}, g, "1 given"),
+                    Catch::Equals("the model takes 4 input(s) (x, y, scale, bias); 1 given: missing y (optional "
+                                  "inputs: scale, bias)"));
+  CHECK_THROWS_WITH(verify::completeInputSpecs({verify::parseInputSpec("none")}, g, ""),
+                    Catch::Contains("input 'x' is Tensor, not Optional: it cannot be None"));
+  CHECK_THROWS_WITH(verify::completeInputSpecs({x, verify::parseInputSpec("z:2,4")}, g, ""),
+                    Catch::Contains("names 'z', but the model has no input of that name"));
+  CHECK_THROWS_WITH(verify::completeInputSpecs({x, verify::parseInputSpec("x:2,4")}, g, ""),
+                    Catch::Contains("input 'x' is given twice"));
+  CHECK_THROWS_WITH(verify::completeInputSpecs({x, y, x, x, x}, g, "5 given"), Catch::Contains("5 given (too many)"));
+}
+
+TEST_CASE("inputs from a file: a shorter tuple or a dict without a key take the defaults") {
+  torch::jit::Module m = scaledModule();
+  ir::Model model = ir::importModule(m);
+  const ir::Graph& g = model.forward();
+  const at::Tensor x = torch::randn({2, 4}), y = torch::randn({2, 4});
+  verify::InputSet tuple2{{"", ""}, {x, y}};
+  auto values = verify::completeInputValues(tuple2, g, "");
+  REQUIRE(values.size() == 4);
+  CHECK(values[2].toInt() == 2);
+  CHECK(values[3].isNone());
+  verify::InputSet dict{{"bias", "y", "x"}, {x, y, x}};  // by name, scale left out
+  auto byName = verify::completeInputValues(dict, g, "");
+  CHECK(at::equal(byName[0].toTensor(), x));
+  CHECK(at::equal(byName[1].toTensor(), y));
+  CHECK(byName[2].toInt() == 2);
+  CHECK(at::equal(byName[3].toTensor(), x));
+  verify::InputSet noY{{"x", "bias"}, {x, y}};
+  CHECK_THROWS_WITH(verify::completeInputValues(noY, g, "the file holds 2 value(s)"),
+                    Catch::Contains("the file holds 2 value(s): missing y (optional inputs: scale, bias)"));
+}
+
+TEST_CASE("shape-prop runs with None for an Optional input") {
+  torch::jit::Module m = scaledModule();
+  ir::Model model = ir::importModule(m);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(
+      verify::completeInputSpecs({verify::parseInputSpec("2,4"), verify::parseInputSpec("2,4")}, model.forward(), ""),
+      0);
+  CHECK_NOTHROW(rewriters::ShapePropPass().run(model.forward(), ctx));
+  // The output's shape is known: the branch that adds the bias did not run.
+  const ir::Value* out = model.forward().outputs()[0];
+  REQUIRE(out->meta().shape);
+  CHECK(*out->meta().shape == std::vector<int64_t>{2, 4});
 }
 
 TEST_CASE("input specs: integer range and parse errors") {

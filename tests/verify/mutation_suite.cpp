@@ -144,7 +144,7 @@ void replaceTensorArg(ir::Graph& g, ir::Node* n, size_t i, const at::Tensor& t, 
 
 }  // namespace
 
-TEST_CASE("every mutation of a fold or a layout fails the fp32 criterion; the real -O1 and -O2 pass") {
+TEST_CASE("every mutation of a fold or a layout fails the fp32 criterion, and the real -O1 and -O2 pass") {
   std::vector<Row> legit, mutants;
   for (const auto& f : mutationFixtures()) {
     INFO(f.name);

@@ -177,6 +177,9 @@ verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tol
   apply(o.rtol, "--rtol", set.base.rtol, set.rtolFor);
   apply(o.atol, "--atol", set.base.atol, set.atolFor);
   apply(o.scaleTol, "--scale-tol", set.base.scaleTol, set.scaleTolFor);
+  if (!o.scaleTol.empty() && base.criterion == verify::Criterion::Global)
+    std::cerr << "ptopt: warning: --scale-tol applies to fp32 results only; this pipeline's low-precision results "
+                 "are checked by the global criterion (cosine and max|a-b| <= atol + rtol*max|b|)\n";
   return set;
 }
 

@@ -42,11 +42,15 @@ void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing
                  "Default plain")
       ->check(CLI::IsMember({"plain", "optimizing"}));
   app.add_option("--rtol", o.rtol,
-                 "Relative tolerance, for all outputs (1e-5) or one (out1:1e-5); repeatable (default: 1e-4 "
-                 "elementwise for fp32 results, the precision's global criterion for bf16/fp16)");
+                 "Relative tolerance, for all outputs (1e-5) or one (out1:1e-5); repeatable. fp32 results pass "
+                 "when every element has |a-b| <= atol + rtol*|b| + scale-tol*rms(b) (default rtol 1e-4); "
+                 "bf16/fp16 results use the precision's global criterion");
   app.add_option("--atol", o.atol,
                  "Absolute tolerance, for all outputs (1e-6) or one (out1:1e-6); repeatable (default: 1e-5 for "
                  "fp32 results)");
+  app.add_option("--scale-tol", o.scaleTol,
+                 "fp32 tolerance relative to the scale of an output (the RMS of its reference values), for all "
+                 "outputs or one (out1:1e-4); repeatable (default 1e-5; 0 gives the plain elementwise check)");
 }
 
 InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
@@ -170,6 +174,10 @@ verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tol
   };
   apply(o.rtol, "--rtol", set.base.rtol, set.rtolFor);
   apply(o.atol, "--atol", set.base.atol, set.atolFor);
+  apply(o.scaleTol, "--scale-tol", set.base.scaleTol, set.scaleTolFor);
+  if (!o.scaleTol.empty() && base.criterion == verify::Criterion::Global)
+    std::cerr << "ptopt: warning: --scale-tol applies to fp32 results only; this pipeline's low-precision results "
+                 "are checked by the global criterion (cosine and max|a-b| <= atol + rtol*max|b|)\n";
   return set;
 }
 

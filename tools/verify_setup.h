@@ -22,10 +22,10 @@ struct VerifyCliOptions {
   int iterations = 3;
   std::string executor = "plain";  // --verify-executor
   std::string device = "auto";
-  std::vector<std::string> rtol, atol;  // "X" or "OUTPUT:X"
+  std::vector<std::string> rtol, atol, scaleTol;  // "X" or "OUTPUT:X"
 };
 // `comparing`: the options that only matter when outputs are compared
-// (--rtol, --atol, --seed, --verify-iters, --verify-executor); `ptopt bench` has no use for them.
+// (--rtol, --atol, --scale-tol, --seed, --verify-iters, --verify-executor); `ptopt bench` has no use for them.
 void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing = true);
 
 // What verification will run on, and what was assumed to get there.
@@ -39,10 +39,11 @@ struct InputPlan {
 // match the model's inputs (naming the missing ones), or an unreadable file.
 InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward);
 
-// `base` (the pipeline's precision defaults) with --rtol/--atol applied.
+// `base` (the pipeline's precision defaults) with --rtol/--atol/--scale-tol
+// applied; each sets its own term of the bound (verify/compare.h).
 verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tolerance& base);
 
-// Warns on stderr about --rtol/--atol names that match no output.
+// Warns on stderr about --rtol/--atol/--scale-tol names that match no output.
 void warnUnknownOutputs(const verify::ToleranceSet& tolerances, const verify::VerifyReport& report);
 
 }  // namespace ptopt::tools

@@ -4,20 +4,22 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace ptopt::verify {
 
 Tolerance Tolerance::forPrecision(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::BFloat16: return {5e-2, 1e-2, Criterion::Global};
-    case c10::ScalarType::Half: return {1e-2, 1e-3, Criterion::Global};
+    case c10::ScalarType::BFloat16: return {5e-2, 1e-2, Criterion::Global, 0.99, 0};
+    case c10::ScalarType::Half: return {1e-2, 1e-3, Criterion::Global, 0.99, 0};
     default: return {};
   }
 }
 
 std::string Tolerance::str() const {
   std::string s = fmt::format("rtol {:g}, atol {:g}", rtol, atol);
+  if (criterion == Criterion::Elementwise && scaleTol > 0) s += fmt::format(", scale-tol {:g} x rms", scaleTol);
   if (criterion == Criterion::Global)
     s += fmt::format(", global: cosine >= {:g} and max|a-b| <= atol + rtol*max|b|", minCosine);
   return s;
@@ -27,12 +29,13 @@ Tolerance ToleranceSet::forLeaf(const std::string& leaf) const {
   Tolerance t = base;
   if (auto it = rtolFor.find(leaf); it != rtolFor.end()) t.rtol = it->second;
   if (auto it = atolFor.find(leaf); it != atolFor.end()) t.atol = it->second;
+  if (auto it = scaleTolFor.find(leaf); it != scaleTolFor.end()) t.scaleTol = it->second;
   return t;
 }
 
 std::vector<std::string> ToleranceSet::unknownNames(const std::vector<std::string>& leafNames) const {
   std::vector<std::string> unknown;
-  for (const auto* m : {&rtolFor, &atolFor})
+  for (const auto* m : {&rtolFor, &atolFor, &scaleTolFor})
     for (const auto& [name, value] : *m)
       if (std::find(leafNames.begin(), leafNames.end(), name) == leafNames.end()) unknown.push_back(name);
   return unknown;
@@ -103,7 +106,11 @@ void compareTensors(const at::Tensor& x, const at::Tensor& y, LeafComparison& le
   leaf.maxAbs = diffNoNan.max().item<double>();
   leaf.maxAbsReference = absRef.max().item<double>();
   leaf.maxRel = (diffNoNan / yd.abs().clamp_min(1e-12)).max().item<double>();
-  at::Tensor bound = tol.atol + tol.rtol * yd.abs();
+  leaf.scale = absRef.square().mean().sqrt().item<double>();
+  // The elementwise bound: the scaled one for fp32, atol + rtol*|b| under the
+  // global criterion (where it only feeds the reported mismatch %).
+  const double scaleTerm = tol.criterion == Criterion::Elementwise ? tol.scaleTol * leaf.scale : 0.0;
+  at::Tensor bound = tol.atol + scaleTerm + tol.rtol * yd.abs();
   // NaN compares false, so a new NaN is a mismatch; equal elements (also
   // NaN where the reference is NaN) never are.
   leaf.mismatchFraction = ((diff <= bound).logical_not() & same.logical_not()).to(at::kDouble).mean().item<double>();
@@ -115,6 +122,13 @@ void compareTensors(const at::Tensor& x, const at::Tensor& y, LeafComparison& le
   at::Tensor excess = at::where(same, at::zeros_like(diff),
                                 at::where(at::isnan(diff) | at::isnan(bound), at::full_like(diff, INFINITY), diff / bound));
   const int64_t worst = excess.flatten().argmax().item<int64_t>();
+  if (tol.criterion == Criterion::Elementwise) {
+    leaf.errorToBound = excess.flatten()[worst].item<double>();
+  } else {
+    const double globalBound = tol.atol + tol.rtol * leaf.maxAbsReference;
+    leaf.errorToBound = leaf.newNan ? INFINITY : globalBound > 0 ? leaf.maxAbs / globalBound
+                                                 : leaf.maxAbs > 0 ? INFINITY : 0.0;
+  }
   leaf.worstIndex = unravel(worst, y.sizes());
   leaf.worstActual = xd.flatten()[worst].item<double>();
   leaf.worstExpected = yd.flatten()[worst].item<double>();
@@ -191,6 +205,13 @@ bool LeafComparison::passed() const {
   return cosine >= tol.minCosine && maxAbs <= tol.atol + tol.rtol * maxAbsReference;
 }
 
+double Comparison::maxErrorToBound() const {
+  double worst = 0;
+  for (const auto& l : leaves)
+    if (l.isTensor && !l.bitwiseEqual) worst = std::max(worst, l.errorToBound);
+  return worst;
+}
+
 bool Comparison::bitwiseEqual() const {
   for (const auto& l : leaves)
     if (!l.bitwiseEqual) return false;
@@ -220,8 +241,10 @@ std::string Comparison::summary() const {
       out += fmt::format("{}: bitwise-equal\n", l.path);
       continue;
     }
-    out += fmt::format("{}: {} max_abs={:.3g} max_rel={:.3g} mismatch={:.4g}% cosine={:.6f}", l.path,
-                       l.passed() ? "ok" : "FAIL", l.maxAbs, l.maxRel, 100 * l.mismatchFraction, l.cosine);
+    out += fmt::format("{}: {} max_abs={:.3g} max_rel={:.3g} rms_ref={:.3g} err/bound={:.3g} mismatch={:.4g}% "
+                       "cosine={:.6f}",
+                       l.path, l.passed() ? "ok" : "FAIL", l.maxAbs, l.maxRel, l.scale, l.errorToBound,
+                       100 * l.mismatchFraction, l.cosine);
     if (l.top1Agreement) out += fmt::format(" top1={:.1f}%", 100 * *l.top1Agreement);
     if (l.newNan || l.newInf) out += fmt::format(" new_nan={} new_inf={}", l.newNan, l.newInf);
     if (!l.problem.empty()) out += " (" + l.problem + ")";
@@ -244,7 +267,12 @@ std::string Comparison::failureReport() const {
       continue;
     }
     out += fmt::format("    tolerance   {}\n", l.tol.str());
-    out += fmt::format("    max abs     {:.6g}   (max |reference| {:.6g})\n", l.maxAbs, l.maxAbsReference);
+    out += fmt::format("    max abs     {:.6g}   (max |reference| {:.6g}, rms {:.6g})\n", l.maxAbs, l.maxAbsReference,
+                       l.scale);
+    if (l.tol.criterion == Criterion::Elementwise)
+      out += fmt::format("    bound       |a-b| <= {:g} + {:g}*|b| + {:g}*{:.6g} (scale term {:.3g})\n", l.tol.atol,
+                         l.tol.rtol, l.tol.scaleTol, l.scale, l.tol.scaleTol * l.scale);
+    out += fmt::format("    err/bound   {:.4g}   (worst element; <= 1 passes)\n", l.errorToBound);
     out += fmt::format("    max rel     {:.6g}\n", l.maxRel);
     out += fmt::format("    mismatch    {:.4g}% of {} elements\n", 100 * l.mismatchFraction, l.numel);
     out += fmt::format("    cosine      {:.6f}\n", l.cosine);
@@ -273,10 +301,20 @@ nlohmann::json toJson(const LeafComparison& l) {
   if (!l.structureOk || !l.isTensor) return j;
   j["rtol"] = l.tol.rtol;
   j["atol"] = l.tol.atol;
-  j["criterion"] = l.tol.criterion == Criterion::Elementwise ? "elementwise" : "global";
+  j["criterion"] = l.tol.criterion == Criterion::Global ? "global"
+                    : l.tol.scaleTol > 0                 ? "scaled-elementwise"
+                                                         : "elementwise";
+  if (l.tol.criterion == Criterion::Elementwise) {
+    j["scale_tol"] = l.tol.scaleTol;
+    j["scale_term"] = l.tol.scaleTol * l.scale;
+  }
   j["numel"] = l.numel;
   j["max_abs"] = l.maxAbs;
   j["max_rel"] = l.maxRel;
+  j["max_abs_reference"] = l.maxAbsReference;
+  j["rms_reference"] = l.scale;
+  // null when infinite (a new NaN, or a zero bound).
+  j["error_to_bound"] = std::isfinite(l.errorToBound) ? nlohmann::json(l.errorToBound) : nlohmann::json(nullptr);
   j["mismatch_percent"] = 100 * l.mismatchFraction;
   j["cosine"] = l.cosine;
   j["new_nan"] = l.newNan;

@@ -8,6 +8,9 @@
 #include <torch/cuda.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace ptopt::verify {
 
 c10::Device resolveDevice(const std::string& name) {
@@ -162,11 +165,22 @@ const IterationResult* VerifyReport::firstFailure() const {
   return nullptr;
 }
 
+double VerifyReport::maxErrorToBound() const {
+  double worst = 0;
+  for (const auto& it : iterations) worst = std::max(worst, it.comparison.maxErrorToBound());
+  return worst;
+}
+
 std::string VerifyReport::verdict() const {
   std::string tol;
   if (!iterations.empty() && !iterations.front().comparison.leaves.empty())
     tol = iterations.front().comparison.leaves.front().tol.str();
-  const std::string where = fmt::format("{} on {}{}", inputs, device, tol.empty() ? "" : ", " + tol);
+  std::string where = fmt::format("{} on {}{}", inputs, device, tol.empty() ? "" : ", " + tol);
+  if (!bitwiseEqual && !iterations.empty()) {
+    const double worst = maxErrorToBound();
+    where += std::isfinite(worst) ? fmt::format("; worst error {:.3g}% of its bound", 100 * worst)
+                                  : std::string("; an error with no finite bound");
+  }
   if (!passed) {
     const IterationResult* f = firstFailure();
     return fmt::format("FAILED at seed {} ({})", f ? f->seed : 0, where);
@@ -184,6 +198,8 @@ std::string VerifyReport::failureReport() const {
 nlohmann::json VerifyReport::toJson() const {
   nlohmann::json j = {{"passed", passed}, {"bitwise_equal", bitwiseEqual}, {"device", device}, {"inputs", inputs},
                       {"executor", executor}, {"notes", notes}};
+  if (const double worst = maxErrorToBound(); std::isfinite(worst)) j["max_error_to_bound"] = worst;
+  else j["max_error_to_bound"] = nullptr;
   nlohmann::json its = nlohmann::json::array();
   for (const auto& it : iterations) {
     nlohmann::json o = {{"seed", it.seed}, {"passed", it.passed()}};

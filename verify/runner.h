@@ -83,7 +83,11 @@ struct VerifyReport {
   std::vector<IterationResult> iterations;
 
   const IterationResult* firstFailure() const;
-  // One line: "passed, bitwise equal (3 seeded runs ..., rtol .., atol ..)".
+  // The largest error relative to its bound over all iterations and outputs
+  // (LeafComparison::errorToBound; 0 when bitwise equal).
+  double maxErrorToBound() const;
+  // One line: "passed within tolerance (3 seeded runs ..., rtol .., atol ..,
+  // scale-tol .. x rms; worst error 3.1% of its bound)".
   std::string verdict() const;
   // The failing iteration's per-output blocks (empty when passed).
   std::string failureReport() const;

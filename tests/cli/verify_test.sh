@@ -55,6 +55,15 @@ expect 3 "FAILED \(written with --force\)" -- "$ptopt" "$fx/resnet18_script.pt" 
 expect 0 "^PASSED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}"
 expect 3 "^FAILED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/perturbed.pt" "${img[@]}"
 expect 0 "^PASSED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/perturbed.pt" "${img[@]}" --atol 100 --rtol 100
+# The fp32 criterion's terms are printed; --scale-tol sets its own (0: plain
+# elementwise), the report carries the error relative to the bound.
+expect 0 "rtol 0.0001, atol 1e-05, scale-tol 1e-05 x rms; worst error .*% of its bound" -- \
+  "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}"
+expect 0 "rtol 0.0001, atol 1e-05; worst error" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" \
+  --scale-tol 0 --report "$work/plain.json"
+grep -qE '"max_error_to_bound": ?[0-9]' "$work/plain.json" || fail "the report has no max_error_to_bound"
+grep -qE '"rms_reference": ?[0-9]' "$work/plain.json" || fail "the report has no rms_reference"
+expect 2 "--scale-tol '-1'" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" --scale-tol -1
 # A per-output tolerance for an output that does not exist is named.
 expect 0 "unknown output\(s\) out9" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" --atol out9:1
 

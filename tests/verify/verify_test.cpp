@@ -50,7 +50,73 @@ TEST_CASE("a tolerance within bounds passes; bitwise equality is recognized") {
   auto c = verify::compareOutputs(x, y, Tolerance{1e-4, 1e-5});
   CHECK(c.withinTolerance());
   CHECK_FALSE(c.bitwiseEqual());
-  CHECK_FALSE(verify::compareOutputs(x, y, Tolerance{0, 0}).withinTolerance());
+  CHECK_FALSE(verify::compareOutputs(x, y, Tolerance::elementwise(0, 0)).withinTolerance());
+}
+
+TEST_CASE("fp32: the scale term lets a near-zero element of a large-scale output carry the error of its scale") {
+  // Logits of RMS 100 with one element near zero: an error of 1e-4 there is
+  // 1e-6 of the output's scale (fp32 reassociation), but 1e3 times
+  // atol + rtol*|b| for that element.
+  at::Tensor y = torch::full({1, 100}, 100.0f);
+  y[0][7] = 1e-3f;
+  at::Tensor x = y.clone();
+  x[0][7] = 1e-3f + 1e-4f;
+  const Tolerance fp32 = Tolerance::forPrecision(c10::ScalarType::Float);
+  CHECK(fp32.scaleTol == verify::kDefaultScaleTol);
+  auto l = verify::compareOutputs(x, y, fp32).leaves[0];
+  CHECK(l.passed());
+  CHECK(l.scale == Approx(std::sqrt(99 * 1e4 / 100.0)).epsilon(1e-6));
+  // |a-b| / (atol + rtol*|b| + scaleTol*rms) for the worst element.
+  CHECK(l.errorToBound == Approx(1e-4 / (1e-5 + 1e-4 * 1e-3 + 1e-5 * l.scale)).epsilon(1e-3));
+  CHECK(l.mismatchFraction == 0);
+  // Named case: the same error fails the plain elementwise check (scale-tol 0).
+  auto plain = verify::compareOutputs(x, y, Tolerance::elementwise(1e-4, 1e-5)).leaves[0];
+  CHECK_FALSE(plain.passed());
+  CHECK(plain.errorToBound > 1);
+  CHECK(plain.mismatchFraction == Approx(0.01));
+  // Named case: an error of 1e-2 of the scale on that element is a bug, and fails.
+  x[0][7] = 1.0f;
+  auto bug = verify::compareOutputs(x, y, fp32).leaves[0];
+  CHECK_FALSE(bug.passed());
+  CHECK(bug.errorToBound == Approx((1.0 - 1e-3) / (1e-5 + 1e-4 * 1e-3 + 1e-5 * bug.scale)).epsilon(1e-3));
+  CHECK(bug.worstIndex == std::vector<int64_t>{0, 7});
+  const std::string report = verify::compareOutputs(x, y, fp32).failureReport();
+  CHECK(report.find("bound       |a-b| <= 1e-05 + 0.0001*|b| + 1e-05*99.4987 (scale term 0.000995)") !=
+        std::string::npos);
+  CHECK(report.find("err/bound   ") != std::string::npos);
+  const auto j = verify::toJson(bug);
+  CHECK(j["criterion"] == "scaled-elementwise");
+  CHECK(j["scale_tol"].get<double>() == 1e-5);
+  CHECK(j["rms_reference"].get<double>() == Approx(bug.scale));
+  CHECK(j["error_to_bound"].get<double>() == Approx(bug.errorToBound));
+  CHECK(fp32.str() == "rtol 0.0001, atol 1e-05, scale-tol 1e-05 x rms");
+}
+
+TEST_CASE("the scale is the RMS of the finite reference values: one outlier does not loosen the rest") {
+  // max|b| = 1e4 but RMS ~ 100: an error of 1e-2 on a unit element would be
+  // within 1e-5*max|b| = 0.1, but is 9x the bound 1e-5 + 1e-4 + 1e-5*rms.
+  at::Tensor y = torch::ones({10000});
+  y[0] = 1e4f;
+  y[1] = INFINITY;  // non-finite reference values are left out of the scale
+  at::Tensor x = y.clone();
+  x[5] = 1.01f;
+  auto l = verify::compareOutputs(x, y).leaves[0];
+  CHECK(l.scale == Approx(std::sqrt((1e8 + 9998) / 10000.0)).epsilon(1e-6));
+  CHECK_FALSE(l.passed());
+  CHECK(verify::compareOutputs(x, y, Tolerance{1e-4, 1e-5, Criterion::Elementwise, 0.99, 1e-3}).withinTolerance());
+}
+
+TEST_CASE("an all-zero output keeps atol as its floor; the global criterion ignores the scale term") {
+  at::Tensor y = torch::zeros({8});
+  CHECK(verify::compareOutputs(y + 5e-6, y).withinTolerance());
+  CHECK_FALSE(verify::compareOutputs(y + 2e-5, y).withinTolerance());
+  const Tolerance bf16 = Tolerance::forPrecision(c10::ScalarType::BFloat16);
+  CHECK(bf16.scaleTol == 0);
+  at::Tensor z = torch::linspace(-10, 10, 100);
+  auto l = verify::compareOutputs(z + 0.3, z, bf16).leaves[0];  // bound 1e-2 + 5e-2*10 = 0.51
+  CHECK(l.passed());
+  CHECK(l.errorToBound == Approx(0.3 / 0.51).epsilon(1e-3));
+  CHECK(verify::toJson(l).count("scale_tol") == 0);
 }
 
 TEST_CASE("top-1 agreement counts rows whose argmax moved") {

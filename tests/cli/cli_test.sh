@@ -42,7 +42,7 @@ grep -q "cannot write" <<<"$out" || fail "disk full: no clear message: $out"
 rmdir "$work/full"
 # The summary: op table, sizes, per-pass times, one final line; --progress on stderr.
 out=$("$ptopt" "$fx/resnet18_script.pt" "$work/sum.pt" -O1 --input-shape 1,3,64,64 --progress 2>"$work/progress.txt")
-for p in "\\* aten::batch_norm +20 +0" "parameters .* -> " "fold-conv-bn +1 +1" "^verification: passed" "^PASSED: .*sum.pt -O1"; do
+for p in "\\* aten::batch_norm +20 +0" "parameters .* -> " "fold-conv-bn +2 +1" "fixpoint\(fold-conv-bn,[a-z,-]*\): 2 rounds" "^verification: passed" "^PASSED: .*sum.pt -O1"; do
   grep -qE -- "$p" <<<"$out" || fail "summary lacks /$p/: $out"
 done
 grep -qE "\[ +[0-9]+\] fold-conv-bn" "$work/progress.txt" || fail "no progress lines: $(cat "$work/progress.txt")"

@@ -2,6 +2,7 @@
 
 #include "ir/interpreter.h"
 #include "ir/literal.h"
+#include "quant/cpu_capability.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 
@@ -32,8 +33,10 @@ std::string CastPass::contract() const {
          "their input (one kept fp32, like silu_ on a CPU, that writes a lowered op's fresh result runs on an "
          "fp32 copy). Values cross If/Loop blocks, containers and prim::dtype in their original dtype. bf16 "
          "for a CPU target: silu stays fp32, transposed convs without a bf16 CPU kernel (probed) stay fp32, "
-         "and convs below min-channels (default 17) stay fp32. "
-         "Options: dtype=auto|bf16|fp16 (auto: bf16 on CPU, fp16 on CUDA unless prefer-bf16), keep-io "
+         "and convs below min-channels (default 17) stay fp32; dtype=auto does nothing on a CPU without native "
+         "bf16 (AVX512_BF16/AMX-BF16 used by oneDNN, probed: quant/cpu_capability.h). "
+         "Options: dtype=auto|bf16|fp16 (auto: bf16 on a CPU with native bf16, fp16 on CUDA unless "
+         "prefer-bf16), keep-io "
          "(false: float32 inputs/outputs become the target dtype), clamp (fp16: weights beyond 65504 are "
          "clamped instead of keeping their op in fp32), fp32-ops / lowp-ops (per-run table changes, "
          "'a;b'), emulate (fp32 compute with fp16/bf16 rounding at every cast point, op result and weight), "
@@ -43,7 +46,8 @@ std::string CastPass::contract() const {
 
 std::vector<OptionSpec> CastPass::optionSpecs() const {
   return {
-      {"dtype", OptionKind::Enum, "auto", "target precision (auto: bf16 on CPU, fp16 on CUDA)",
+      {"dtype", OptionKind::Enum, "auto",
+       "target precision (auto: bf16 on a CPU with native bf16, else none; fp16 on CUDA)",
        {"auto", "bf16", "fp16"}, {}, {}},
       {"keep-io", OptionKind::Bool, "true", "keep the dtypes of the graph's inputs and outputs", {}, {}, {}},
       {"clamp", OptionKind::Bool, "false", "fp16: clamp out-of-range weights instead of keeping their op fp32",
@@ -737,6 +741,22 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
       cfg.policy.set(op, OpPrecision::LowPrecision);
   } catch (const std::invalid_argument& e) {
     throw PassError("cast: " + std::string(e.what()));
+  }
+  // dtype=auto on a CPU without native bf16: bf16 would run emulated or in
+  // ATen's own kernels, slower than fp32 and less accurate; stay fp32.
+  if (options().getString("dtype") == "auto" && cfg.cpuKernelsOnly) {
+    const CpuBf16Support bf16 = probeCpuBf16();
+    if (!bf16.native) {
+      ir::Node* first = nullptr;
+      graph.walk([&](ir::Node* n) {
+        if (!first && cfg.policy.classify(*n) == OpPrecision::LowPrecision) first = n;
+      });
+      if (first)
+        ctx.decline(name(), first,
+                    "dtype=auto keeps the whole graph in fp32: this CPU has no native bf16 (" + bf16.why +
+                        "), where bf16 runs slower than fp32 (dtype=bf16 forces it)");
+      return unchanged();
+    }
   }
   return Caster(graph, ctx, name(), std::move(cfg)).run();
 }

@@ -35,7 +35,10 @@
 // dtype.
 //
 // Options: dtype=auto|bf16|fp16 (auto: bf16 for CPU targets, fp16 for CUDA
-// targets unless prefer-bf16 or PassContext::preferBf16); keep-io=true keeps
+// targets unless prefer-bf16 or PassContext::preferBf16; for a CPU target
+// without native bf16 (quant/cpu_capability.h: no AVX512_BF16/AMX-BF16 that
+// oneDNN uses) auto leaves the graph in fp32, declined once: bf16 would run
+// slower than fp32 there, and less accurately); keep-io=true keeps
 // the graph's inputs and outputs in their dtypes, keep-io=false lets float32
 // inputs and outputs become the target dtype (the model's signature changes;
 // counter io-changed); fp16 range: a weight with |w| > 65504 keeps its op in

@@ -1,13 +1,17 @@
 // cast: which ops run in low precision, where the casts go, dtype literals,
 // fp16 range, keep-io, and numerics within the bf16 / fp16 criteria on every
 // fixture. The bf16 outputs are saved for the Python reload check
-// (python.reload_cast).
+// (python.reload_cast). bf16 numerics are judged by what this CPU computes
+// (tests/support/lowp_check.h); fp16 is emulated (fp32 compute), the same on
+// every CPU.
 #include "quant/cast.h"
+#include "quant/cpu_capability.h"
 #include "quant/precision_check.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 #include "rewriters/pipeline.h"
 #include "tests/support/ir_check.h"
+#include "tests/support/lowp_check.h"
 #include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
@@ -111,15 +115,35 @@ struct NumericsCheck {
 };
 
 // The optimized model against the original under verify's criterion for
-// `dtype` (the one `ptopt` itself applies).
+// `dtype` (the one `ptopt` itself applies); bf16 as this CPU computes it
+// (test::judgeBf16: on a CPU without native bf16, also against stock
+// LibTorch's own bf16 of the original).
 NumericsCheck checkNumerics(CastRun& r, const test::Fixture& f, c10::ScalarType dtype, uint64_t seed,
                             bool signatureChanged = false) {
   auto inputs = verify::makeInputs(f.inputs, seed);
   torch::jit::Module optimized = r.opt.exportModule();
   quant::LowPrecisionRun run{dtype, signatureChanged};
   auto actual = test::runForward(optimized, run.adaptInputs(verify::cloneInputs(inputs)));
+  if (dtype == c10::ScalarType::BFloat16) {
+    auto verdict = test::judgeBf16(actual, reference(f, inputs), [&] {
+      test::StockBf16Scope stock;
+      return reference(f, inputs);  // a freshly loaded original
+    });
+    return {verdict.passed, verdict.summary};
+  }
   auto cmp = verify::compareOutputs(actual, reference(f, inputs), verify::Tolerance::forPrecision(dtype));
   return {cmp.withinTolerance(), cmp.summary()};
+}
+
+// bf16 `actual` of a rewritten graph against `expected` (the original
+// graph's fp32 output); `original` is a copy of the graph before the pass,
+// for the stock bf16 run.
+test::LowpVerdict judgeGraphBf16(const c10::IValue& actual, const c10::IValue& expected, const ir::Graph& original,
+                                 const std::vector<c10::IValue>& inputs) {
+  return test::judgeBf16(actual, expected, [&] {
+    test::StockBf16Scope stock;
+    return test::runGraph(original, inputs);  // exported afresh
+  });
 }
 
 }  // namespace
@@ -371,6 +395,7 @@ TEST_CASE("casts are memoized per value and dtype") {
       opts);
   auto x = torch::randn({2, 8});
   auto expected = test::runGraph(*g, {x}).toTensor();
+  auto original = ir::cloneGraph(*g, std::make_shared<ir::ConstantTable>(g->constants()));  // cast erases weights
   auto report = test::runPipeline(*g, "cast{dtype=bf16}");
   CHECK(test::counter(report, "cast", "lowered") == 2);
   CHECK(test::counter(report, "cast", "casts") == 2);  // x down once, s up once
@@ -386,9 +411,9 @@ TEST_CASE("casts are memoized per value and dtype") {
   )");
   auto actual = test::runGraph(*g, {x}).toTensor();
   CHECK(actual.scalar_type() == c10::ScalarType::Float);
-  auto cmp = verify::compareOutputs(actual, expected, verify::Tolerance::forPrecision(c10::ScalarType::BFloat16));
-  INFO(cmp.summary());
-  CHECK(cmp.withinTolerance());
+  auto verdict = judgeGraphBf16(actual, expected, *original, {x});
+  INFO(verdict.summary);
+  CHECK(verdict.passed);
 }
 
 TEST_CASE("CastDoesNotTouchFloat64OrIntegerGraphs") {
@@ -489,6 +514,8 @@ TEST_CASE("bf16 on a CPU keeps silu in fp32 (its bf16 kernel is slower), unless 
             {{"a.weight", torch::randn({32, 32, 3, 3}) * 0.05}, {"b.weight", torch::randn({32, 32, 3, 3}) * 0.05}});
         const at::Tensor x = torch::randn({1, 32, 8, 8});
         const at::Tensor expected = test::runGraph(*p.graph, {x}).toTensor();
+        const auto original =
+            ir::cloneGraph(*p.graph, std::make_shared<ir::ConstantTable>(p.graph->constants()));
         rewriters::PassContext ctx;
         ctx.exampleInputs = std::vector<c10::IValue>{x};
         test::runPipeline(*p.graph, lowp ? "shape-prop,cast{dtype=bf16,lowp-ops=silu}" : "shape-prop,cast{dtype=bf16}", &ctx);
@@ -498,10 +525,9 @@ TEST_CASE("bf16 on a CPU keeps silu in fp32 (its bf16 kernel is slower), unless 
         CHECK(inputDtypes(*p.graph, op) ==
               std::set<c10::ScalarType>{lowp ? c10::ScalarType::BFloat16 : c10::ScalarType::Float});
         CHECK(inputDtypes(*p.graph, "aten::conv2d") == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
-        auto cmp = verify::compareOutputs(test::runGraph(*p.graph, {x}), expected,
-                                          verify::Tolerance::forPrecision(c10::ScalarType::BFloat16));
-        INFO(cmp.summary());
-        CHECK(cmp.withinTolerance());
+        auto verdict = judgeGraphBf16(test::runGraph(*p.graph, {x}), expected, *original, {x});
+        INFO(verdict.summary);
+        CHECK(verdict.passed);
       }
     }
   }

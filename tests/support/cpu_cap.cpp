@@ -1,0 +1,23 @@
+#include "tests/support/cpu_cap.h"
+
+#include "quant/cpu_capability.h"
+
+#include <ATen/Context.h>
+
+#include <set>
+
+namespace ptopt::test {
+
+std::string followCpuCap() {
+  const auto cap = quant::onednnIsaCap();
+  // oneDNN's names for ISAs without AVX-512: where PyTorch on a real CPU of
+  // that kind keeps bf16 away from oneDNN.
+  static const std::set<std::string> noAvx512 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"};
+  if (!cap || !noAvx512.count(*cap) || !at::globalContext().userEnabledMkldnn()) return "";
+  at::globalContext().setUserEnabledMkldnn(false);
+  return "oneDNN capped to " + *cap +
+         ": PyTorch's oneDNN use switched off, as PyTorch does for bf16 on a real CPU without AVX-512 "
+         "(tests/support/cpu_cap.h)";
+}
+
+}  // namespace ptopt::test

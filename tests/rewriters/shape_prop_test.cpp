@@ -149,7 +149,7 @@ TEST_CASE("shape-prop leaves an undefined tensor without metadata (vit_b_16's at
       "graph(%x : Tensor, %wqkv : Tensor, %bqkv : Tensor, %wo : Tensor, %bo : Tensor):\n"
       "  %o : Tensor, %w : Tensor = aten::_native_multi_head_attention(%x, %x, %x, 8, 2, %wqkv, %bqkv, %wo, %bo, "
       "None, False, True, None)\n"
-      "  %y : Tensor = aten::add(%o, %x, 1)\n"
+      "  %y : Tensor = aten::add.Tensor(%o, %x, 1)\n"
       "  output(%y)\n");
   PassContext ctx;
   ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({1, 5, 8}), torch::randn({24, 8}), torch::randn({24}),

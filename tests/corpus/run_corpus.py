@@ -307,6 +307,24 @@ def fmt_cell(r):
     return s
 
 
+def summary_table(args, rows):
+    """Per mode and level: how many models got each status."""
+    lines = ["| mode | models | " + " | ".join("-" + l for l in args.levels) + " |",
+             "|---|---:|" + "---|" * len(args.levels)]
+    for mode in sorted({r["mode"] for r in rows}, reverse=True):
+        mine = [r for r in rows if r["mode"] == mode]
+        cells = []
+        for l in args.levels:
+            c = {}
+            for r in mine:
+                st = r["levels"].get(l, {}).get("status") if r["levels"] else "SKIP"
+                if st:
+                    c[st] = c.get(st, 0) + 1
+            cells.append(", ".join("%d %s" % (n, st) for st, n in sorted(c.items())))
+        lines.append("| %s | %d | %s |" % (mode, len(mine), " | ".join(cells)))
+    return lines + [""]
+
+
 def write_outputs(args, rows, meta):
     notes = []
     for row in rows:
@@ -327,8 +345,8 @@ def write_outputs(args, rows, meta):
     lines = ["# ptopt real-model corpus", "",
              "torchvision %s, PyTorch %s, %s, %s; bf16 on this CPU: %s. Random weights, eval mode, batch 1."
              % (meta["torchvision"], meta["torch"], meta["cpu"], meta["date"], "yes" if meta["bf16"] else "no"),
-             "Command: `%s`" % meta["command"], "",
-             "Totals: " + ", ".join("%s %d" % kv for kv in sorted(counts.items())), "",
+             "Run: `%s`" % meta["command"], "",
+             "Totals: " + ", ".join("%s %d" % kv for kv in sorted(counts.items())), ""] + summary_table(args, rows) + [
              "| model | mode | input | params | build s | " + " | ".join("-" + l for l in args.levels) + " |",
              "|---|---|---|---:|---:|" + "---|" * len(args.levels)]
     for row in rows:
@@ -401,13 +419,14 @@ def main(argv=None):
         sys.exit("unknown level/mode: %s" % ", ".join(bad))
 
     if args.render:
-        rows, meta = [], None
+        rows, meta, commands = [], None, []
         for path in args.render.split(","):
             with open(path) as fh:
                 saved = json.load(fh)
             rows += saved["rows"]
             meta = meta or saved["meta"]
-        meta["command"] = " ".join(["run_corpus.py"] + (argv if argv is not None else sys.argv[1:]))
+            commands.append(saved["meta"]["command"])
+        meta["command"] = "`, then `".join(commands)
         for row in rows:
             for r in row["levels"].values():
                 r.pop("note", None)

@@ -311,7 +311,7 @@ def summary_table(args, rows):
     """Per mode and level: how many models got each status."""
     lines = ["| mode | models | " + " | ".join("-" + l for l in args.levels) + " |",
              "|---|---:|" + "---|" * len(args.levels)]
-    for mode in sorted({r["mode"] for r in rows}, reverse=True):
+    for mode in [m for m in ("script", "trace") if any(r["mode"] == m for r in rows)]:
         mine = [r for r in rows if r["mode"] == mode]
         cells = []
         for l in args.levels:
@@ -427,6 +427,15 @@ def main(argv=None):
             meta = meta or saved["meta"]
             commands.append(saved["meta"]["command"])
         meta["command"] = "`, then `".join(commands)
+        # A model run again (e.g. one skipped by --max-params, then run on its
+        # own) keeps its last row that has results, in the first row's place.
+        merged = {}
+        for row in rows:
+            key = (row["model"], row["mode"])
+            if key not in merged or row["levels"]:
+                merged[key] = row
+        order = {"script": 0, "trace": 1}
+        rows = sorted(merged.values(), key=lambda r: (order.get(r["mode"], 2), r["params"], r["model"]))
         for row in rows:
             for r in row["levels"].values():
                 r.pop("note", None)

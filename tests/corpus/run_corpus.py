@@ -184,7 +184,7 @@ def reload_check(out_path, refs, criterion, want_contiguous):
             with torch.no_grad():
                 got = model(x.clone())
         except Exception as e:  # noqa: BLE001
-            return "the reloaded output fails to run: %s" % first_line(str(e))
+            return "the reloaded output fails to run: %s" % torch_error(str(e))
         why = compare_outputs(ref, got, criterion, want_contiguous)
         if why:
             return "reload check, seed %d: %s" % (s, why)
@@ -199,6 +199,13 @@ def first_line(text):
         if line.strip():
             return line.strip()[:300]
     return ""
+
+
+def torch_error(text):
+    """The message of a TorchScript error: its last 'XxxError: ...' line
+    (the first line is only 'The following operation failed ...')."""
+    found = [l.strip() for l in text.splitlines() if re.match(r"\s*\w*(Error|Exception): ", l)]
+    return found[-1][:300] if found else first_line(text)
 
 
 def error_line(text):
@@ -280,7 +287,7 @@ def verify_summary(report):
     """The first failing output of ptopt's report, in one line."""
     for it in report.get("verification", {}).get("iterations", []):
         if it.get("run_error"):
-            return "the optimized model fails to run: " + first_line(it["run_error"])
+            return "the optimized model fails to run: " + torch_error(it["run_error"])
         for o in it.get("outputs", []):
             if not o.get("passed", True):
                 if "problem" in o:

@@ -609,6 +609,7 @@ std::vector<c10::IValue> Interpreter::evaluateNode(const Node& n, std::vector<c1
 
 TensorMeta metaOf(const at::Tensor& t) {
   TensorMeta m;
+  if (!t.defined()) return m;
   m.dtype = t.scalar_type();
   m.shape = t.sizes().vec();
   m.device = t.device();

@@ -112,7 +112,10 @@ class Interpreter {
 
 // The metadata shape propagation records for a tensor: dtype, shape, device,
 // and memory format (contiguous_format when contiguous, else channels_last /
-// channels_last_3d when the strides are those, else unset).
+// channels_last_3d when the strides are those, else unset). An undefined
+// tensor (what ATen returns for an output it did not compute, e.g. the
+// attention weights of `_native_multi_head_attention` with need_weights=False)
+// has no dtype, shape or device: its metadata is empty.
 TensorMeta metaOf(const at::Tensor& t);
 
 }  // namespace ptopt::ir

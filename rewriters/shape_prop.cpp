@@ -9,7 +9,8 @@ namespace ptopt::rewriters {
 std::string ShapePropPass::contract() const {
   return "Runs the graph with the Interpreter on the example inputs (--input-shape) and records on "
          "every value holding a tensor its dtype, shape, device and memory format (contiguous_format "
-         "when contiguous, channels_last(_3d) when those strides hold, unset otherwise). Metadata is "
+         "when contiguous, channels_last(_3d) when those strides hold, unset otherwise); an undefined "
+         "tensor (an output ATen did not compute) gets none. Metadata is "
          "cleared and recomputed on every run; values in loops get the last iteration's, values in "
          "code that did not run get none. Structure and constants never change. Declines, changing "
          "nothing, without example inputs or when their number does not match the graph's inputs. "

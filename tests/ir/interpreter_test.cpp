@@ -263,6 +263,8 @@ TEST_CASE("metaOf detects memory formats") {
   CHECK(ir::metaOf(torch::randn({1, 2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast3d)).memoryFormat ==
         c10::MemoryFormat::ChannelsLast3d);
   CHECK_FALSE(ir::metaOf(torch::randn({4, 4}).t()).memoryFormat.has_value());
+  // An undefined tensor (an output ATen did not compute) has no metadata.
+  CHECK(ir::metaOf(at::Tensor()).empty());
 }
 
 TEST_CASE("interpreter runs operators TorchScript creates per node") {

@@ -139,3 +139,25 @@ TEST_CASE("shape-prop reports run failures naming the node") {
   ctx.exampleInputs = std::vector<c10::IValue>{torch::ones({2, 3}), torch::ones({2, 3})};
   CHECK_THROWS_WITH(runShapeProp(*g, ctx), Catch::Contains("aten::mm"));
 }
+
+TEST_CASE("shape-prop leaves an undefined tensor without metadata (vit_b_16's attention)") {
+  // nn.MultiheadAttention in eval mode without grad takes the fast path,
+  // `_native_multi_head_attention`, whose weights output is an undefined tensor
+  // when need_weights=False (torchvision's ViT). Asking it for its device threw
+  // "tensor does not have a device" and shape-prop failed on the whole model.
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor, %wqkv : Tensor, %bqkv : Tensor, %wo : Tensor, %bo : Tensor):\n"
+      "  %o : Tensor, %w : Tensor = aten::_native_multi_head_attention(%x, %x, %x, 8, 2, %wqkv, %bqkv, %wo, %bo, "
+      "None, False, True, None)\n"
+      "  %y : Tensor = aten::add.Tensor(%o, %x, 1)\n"
+      "  output(%y)\n");
+  PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({1, 5, 8}), torch::randn({24, 8}), torch::randn({24}),
+                                               torch::randn({8, 8}), torch::randn({8})};
+  PassResult r = runShapeProp(*g, ctx);
+  CHECK(r.changed);
+  CHECK(g->findValue("o")->meta().shape == std::vector<int64_t>{1, 5, 8});
+  CHECK(g->findValue("y")->meta().shape == std::vector<int64_t>{1, 5, 8});
+  CHECK(g->findValue("w")->meta().empty());
+  CHECK(r.counter("annotated") == 7);  // the five inputs, o and y
+}

@@ -13,13 +13,16 @@ std::string TrainingMode::kind() const {
   return "no";
 }
 
-std::vector<std::string> TrainingMode::notes() const {
+std::vector<std::string> TrainingMode::notes(bool tracedFlagsSpecialized) const {
   std::vector<std::string> out;
   if (scriptedInTraining)
     out.push_back("the model was scripted and saved in training mode (training=True): ptopt optimizes it for "
                   "inference in eval semantics (dropout off, BatchNorm on its running statistics) and verifies "
                   "against the original in eval mode; --keep-training refuses instead");
-  if (tracedInTraining)
+  if (tracedInTraining && !tracedFlagsSpecialized)
+    out.push_back("the model was traced in training mode (its dropout and batch_norm training flags are literals); "
+                  "this pipeline keeps them, so it is verified in training semantics");
+  else if (tracedInTraining)
     out.push_back("the model was traced in training mode (its dropout and batch_norm training flags are literals): "
                   "ptopt optimizes it for inference in eval semantics and verifies against the same weights with "
                   "those flags in their inference forms; --keep-training refuses instead");

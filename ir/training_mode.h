@@ -34,7 +34,9 @@ struct TrainingMode {
   // "scripted", "traced", "scripted+traced" or "no".
   std::string kind() const;
   // One sentence per situation that applies, naming what ptopt does about it.
-  std::vector<std::string> notes() const;
+  // `tracedFlagsSpecialized`: whether the pipeline turns traced training
+  // flags into their inference forms (remove-dropout, bn-inference).
+  std::vector<std::string> notes(bool tracedFlagsSpecialized = true) const;
 };
 
 // Whether `module` (before eval()) has a submodule in training mode whose

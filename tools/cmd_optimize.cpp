@@ -258,15 +258,8 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
         .run(evalModel, refCtx);
     reference = ir::exportModel(evalModel);
   }
-  for (const std::string& note : mode.notes()) {
-    // Traced flags the pipeline keeps are not turned into eval semantics.
-    if (mode.tracedInTraining && !specializesTraced && note.find("traced in training mode") != std::string::npos) {
-      say("note: the model was traced in training mode (its dropout and batch_norm training flags are literals); "
-          "this pipeline keeps them, so it is verified in training semantics\n");
-      continue;
-    }
-    say("note: " + note + "\n");
-  }
+  record.modeNotes = mode.notes(specializesTraced);
+  for (const std::string& note : record.modeNotes) say("note: " + note + "\n");
 
   // Verification inputs, and the reference outputs on them (computed once).
   std::optional<verify::ReferenceRunner> runner;

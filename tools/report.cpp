@@ -26,7 +26,7 @@ nlohmann::json toJson(const RunRecord& r) {
     j["mode"] = {{"training", r.mode->kind()},
                  {"optimized_in_eval_semantics", r.evalSemantics},
                  {"batch_norms_without_running_stats", r.mode->batchNormsWithoutStats},
-                 {"notes", r.mode->notes()}};
+                 {"notes", r.modeNotes}};
   nlohmann::json passes = nlohmann::json::array();
   if (r.passes)
     for (const auto& e : r.passes->executions) {

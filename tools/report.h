@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ptopt::tools {
 
@@ -23,6 +24,7 @@ struct RunRecord {
   std::string pipeline;
   std::optional<ir::TrainingMode> mode;  // how the model related to training mode when loaded
   bool evalSemantics = false;            // whether ptopt optimized it in eval semantics (training mode only)
+  std::vector<std::string> modeNotes;    // what ptopt said about it
   std::optional<rewriters::RunReport> passes;
   std::map<std::string, size_t> opsBefore, opsAfter;
   size_t parameterBytesBefore = 0, parameterBytesAfter = 0;

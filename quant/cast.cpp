@@ -373,7 +373,10 @@ class Caster {
     auto w = constantTensor(n->argValue(1));
     if (!w || w->dim() < 3) return "";
     int64_t groups = 1;
-    if (n->numArgs() > 6 && n->arg(6).isLiteral() && n->arg(6).literal().is<int64_t>()) groups = n->arg(6).literal().as<int64_t>();
+    // groups is argument 8 of _convolution/convolution (6 is `transposed`), 6 of the others.
+    const size_t groupsArg = (n->is("aten::_convolution") || n->is("aten::convolution")) ? 8 : 6;
+    if (n->numArgs() > groupsArg && n->arg(groupsArg).isLiteral() && n->arg(groupsArg).literal().is<int64_t>())
+      groups = n->arg(groupsArg).literal().as<int64_t>();
     const bool transposed = transposedConvRank(n) != 0;
     const int64_t out = transposed ? w->size(1) * groups : w->size(0);
     const int64_t in = transposed ? w->size(0) : w->size(1) * groups;

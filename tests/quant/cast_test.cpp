@@ -532,3 +532,25 @@ TEST_CASE("bf16 on a CPU keeps silu in fp32 (its bf16 kernel is slower), unless 
     }
   }
 }
+
+TEST_CASE("cast reads the groups of _convolution at its own position when sizing a conv") {
+  // groups is argument 8 of aten::_convolution (argument 6 is `transposed`):
+  // a 4-group conv with weight [16, 8, 1, 1] takes 32 input channels.
+  auto b = test::parseWithConstants(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"conv.weight\"]\n"
+      "  %y : Tensor = aten::_convolution(%x, %w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 4, False, False, "
+      "True, True)\n"
+      "  output(%y)\n",
+      {{"conv.weight", torch::randn({16, 8, 1, 1})}});
+  rewriters::PassContext ctx;
+  test::runPipeline(*b.graph, "cast{dtype=bf16,min-channels=33}", &ctx);
+  bool sized = false;
+  std::string all;
+  for (const auto& d : ctx.declines()) {
+    sized |= d.find("a small conv (32 -> 16 channels") != std::string::npos;
+    all += d + "\n";
+  }
+  INFO(all);
+  CHECK(sized);
+}

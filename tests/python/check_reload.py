@@ -112,7 +112,7 @@ def lowp_mismatch(a, b, stock=None):
     new_nan = bool((torch.isnan(a) & ~torch.isnan(b)).any())
     if not new_nan and max_abs <= STOCK_BF16_FACTOR * s_abs + atol \
             and 1 - cos <= STOCK_BF16_FACTOR * (1 - s_cos) + 1e-6:
-        NOTES.append("%s; within %gx stock bf16 (cosine %.6f, max abs diff %.4g)"
+        NOTES.append("by the stock bound: %s; within %gx stock bf16 (cosine %.6f, max abs diff %.4g)"
                      % (why, STOCK_BF16_FACTOR, s_cos, s_abs))
         return None
     return "%s; stock bf16: cosine %.6f, max abs diff %.4g (allowed %gx)" % (why, s_cos, s_abs, STOCK_BF16_FACTOR)
@@ -306,7 +306,14 @@ def check_fixture(fx, args):
                 with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
                     flatten(stock_model(*_clone_inputs(inputs)), "out", STOCK)
             except Exception as e:  # noqa: BLE001
-                return "seed %d: running the original in stock bf16 failed: %s" % (s, _exc_msg(e))
+                # Stock autocast cannot run some models at all (mha's fast path
+                # mixes bf16 and fp32 in one kernel); there is no stock bound
+                # then, and ptopt's output must meet the bf16 criterion alone.
+                STOCK.clear()
+                note = "stock bf16 cannot run the original (%s): judged by the bf16 criterion alone" \
+                    % _exc_msg(e).splitlines()[-1].strip()
+                if note not in NOTES:
+                    NOTES.append(note)
         errors = []
         compare(out_o, out_e, "out", errors)
         if args.output_format:
@@ -395,7 +402,7 @@ def main(argv=None):
                 traceback.print_exc()
             reason = "internal error: %s" % _exc_msg(e)
         if reason is None:
-            print("OK %s%s" % (fx["name"], "".join("\n    by the stock bound: " + n for n in NOTES)))
+            print("OK %s%s" % (fx["name"], "".join("\n    " + n for n in NOTES)))
         else:
             print("FAIL %s: %s" % (fx["name"], reason))
             failed += 1

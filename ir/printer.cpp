@@ -1,6 +1,8 @@
 // Text printer for the IR (the format is described in text.h).
 #include "ir/text.h"
 
+#include "ir/rewriter.h"
+
 #include <sstream>
 
 namespace ptopt::ir {
@@ -18,9 +20,13 @@ std::string printMeta(const TensorMeta& m) {
   return out + "}";
 }
 
+}  // namespace
+
 std::string printValueDecl(const Value& v) {
   return "%" + v.name() + " : " + printType(v.type()) + printMeta(v.meta());
 }
+
+namespace {
 
 std::string printAttr(const AttrValue& a) {
   if (const auto* lit = std::get_if<Literal>(&a)) return lit->str();
@@ -74,12 +80,39 @@ std::string printNode(const Node& n) {
   return out + ")";
 }
 
+std::string printSignature(const Graph& g) {
+  std::string out = "graph(";
+  const auto inputs = g.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) out += (i ? ", " : "") + printValueDecl(*inputs[i]);
+  return out + "):";
+}
+
+std::vector<std::string> printNodeLines(const Node& n, int indent, bool nested) {
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  std::vector<std::string> lines{pad + printNode(n)};
+  for (size_t i = 0; i < n.blocks().size(); ++i) {
+    const Block& b = *n.block(i);
+    std::string header = pad + "  block" + std::to_string(i) + "(";
+    for (size_t p = 0; p < b.params().size(); ++p) header += (p ? ", " : "") + printValueDecl(*b.param(p));
+    lines.push_back(header + "):");
+    if (!nested) continue;
+    for (const Node* inner : b) {
+      if (inner->opcode() == Opcode::Placeholder) continue;
+      for (std::string& l : printNodeLines(*inner, indent + 4, true)) lines.push_back(std::move(l));
+    }
+  }
+  return lines;
+}
+
+int textIndent(const Node& n) {
+  int indent = 2;
+  for (const Block* b = n.owningBlock(); b && b->owningNode(); b = b->owningNode()->owningBlock()) indent += 4;
+  return indent;
+}
+
 std::string printGraph(const Graph& g) {
   std::ostringstream os;
-  os << "graph(";
-  const auto inputs = g.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i) os << (i ? ", " : "") << printValueDecl(*inputs[i]);
-  os << "):\n";
+  os << printSignature(g) << "\n";
   printBlock(os, *g.block(), 2);
   return os.str();
 }

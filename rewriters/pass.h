@@ -6,9 +6,12 @@
 // options with defaults. run() rewrites one Graph and returns whether it
 // changed anything plus named counters (`folded=53`). A pass that declines a
 // rewrite says why through PassContext::decline (shown with --explain).
+// Passes make every edit through an ir::Rewriter on PassContext::edits, so
+// that each edit is logged with its pass (ir/rewriter.h).
 #pragma once
 
 #include "ir/ir.h"
+#include "ir/rewriter.h"
 
 #include <ATen/core/ivalue.h>
 
@@ -76,6 +79,9 @@ class PassContext {
   bool preferBf16 = false;
   // When set, every decline is also printed here as it happens.
   std::ostream* explain = nullptr;
+  // Every edit of every pass, in order (ir/rewriter.h). Passes edit through
+  // `ir::Rewriter rw(graph, edits, name())`.
+  ir::EditLog edits;
 
   // Records (and with `explain`, prints) why `pass` leaves `node` alone.
   // A pass in a fixpoint meets the same node every round: a decline already

@@ -82,7 +82,10 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
     }
   }
   if (inst_.onPassStart) inst_.onPassStart(exec.pass, exec.index);
-  const std::string before = inst_.printChanged ? ir::printGraph(g) : "";
+  const bool wantChanges = inst_.printChanged || inst_.wantChanges || inst_.checkEditLog;
+  if (wantChanges) ctx.edits.setKeepText(true);
+  const size_t firstEdit = ctx.edits.size();
+  const std::string before = inst_.checkEditLog ? ir::printGraph(g) : "";
   const auto start = std::chrono::steady_clock::now();
   try {
     exec.result = pass.run(g, ctx);
@@ -95,23 +98,42 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
   exec.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   exec.ran = true;
   exec.changed = exec.result.changed;
+  exec.edits = ctx.edits.size() - firstEdit;
+  if (wantChanges) exec.changes = std::make_shared<ir::ChangeSet>(ctx.edits.changesSince(firstEdit));
   if (inst_.verifyEach)
     ir::lintOrThrow(g, fmt::format("IR lint failed after pass '{}' (execution {}, method {})", exec.pass,
                                    exec.index, method));
+  if (inst_.checkEditLog) checkEditLog(exec, g, before);
   if (inst_.printAfterAll)
     out << fmt::format("// ----- IR after {} (execution {}, method {}) -----\n{}", exec.pass, exec.index,
                        method, ir::printGraph(g));
   if (inst_.printChanged && exec.changed) {
-    const std::string diff = ir::printGraph(g) == before
-                                 ? ""
-                                 : unifiedDiff(before, ir::printGraph(g), "before " + exec.pass,
-                                               "after " + exec.pass);
+    const std::string diff =
+        exec.edits == 0 ? "(the pass edited the graph without logging its edits: no diff)\n"
+                        : ir::unifiedDiffOfChanges(g, *exec.changes, "before " + exec.pass, "after " + exec.pass);
     out << fmt::format("// ----- {} changed method {} (execution {}) {} -----\n{}", exec.pass, method,
                        exec.index, exec.result.countersText(), diff);
   }
   report.executions.push_back(exec);
   if (inst_.onPassEnd) inst_.onPassEnd(exec, g);
   return exec.changed;
+}
+
+void PassManager::checkEditLog(const PassExecution& exec, const ir::Graph& g, const std::string& before) {
+  const std::string after = ir::printGraph(g);
+  const std::string where = fmt::format("pass '{}' (execution {}, method {})", exec.pass, exec.index, exec.method);
+  if (exec.changed != (exec.edits != 0))
+    throw PassError(fmt::format("{} reported changed={} but logged {} edits: passes edit through ir::Rewriter and "
+                                "report rw.changed()",
+                                where, exec.changed, exec.edits));
+  if (after == before && exec.edits == 0) return;
+  const std::string diff = ir::unifiedDiffOfChanges(g, *exec.changes, "before", "after");
+  const std::string rebuilt = ir::applyDiffInReverse(after, diff);
+  if (rebuilt != before)
+    throw PassError(fmt::format("{} changed the graph in ways its edit log does not describe (an edit made around "
+                                "ir::Rewriter?)\n{}",
+                                where, unifiedDiff(before, rebuilt, "the graph before the pass",
+                                                   "as rebuilt from the edit log")));
 }
 
 std::string PassManager::stepNames(const std::vector<Step>& steps) {

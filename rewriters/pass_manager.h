@@ -22,6 +22,14 @@ struct Instrumentation {
   bool printChanged = false;
   bool timePasses = false;  // the table is in the report; the CLI prints it
   bool verifyEach = false;
+  // Checks after every pass that its edit log describes the whole change
+  // (the IR text before, rebuilt from the log's diff, equals the text
+  // printed before the pass) and that it reported `changed` exactly when it
+  // logged edits; a PassError names a pass that edits around ir::Rewriter.
+  // On with --verify-each and in the tests.
+  bool checkEditLog = false;
+  // Fill PassExecution::changes (for drawings).
+  bool wantChanges = false;
   long bisectLimit = -1;  // < 0: run everything
   std::ostream* out = nullptr;  // instrumentation output (default std::cerr)
   // Called before each pass execution (progress display).
@@ -39,6 +47,10 @@ struct PassExecution {
   bool changed = false;
   double ms = 0;
   PassResult result;
+  size_t edits = 0;  // edits the pass logged
+  // What the pass did, node by node; only with Instrumentation::wantChanges
+  // or printChanged.
+  std::shared_ptr<const ir::ChangeSet> changes;
 };
 
 // One run of a fixpoint{...}(...) group on one method.
@@ -78,6 +90,7 @@ class PassManager {
   bool runSteps(const std::vector<Step>& steps, ir::Graph& g, PassContext& ctx, const std::string& method,
                 RunReport& report);
   bool runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std::string& method, RunReport& report);
+  static void checkEditLog(const PassExecution& exec, const ir::Graph& g, const std::string& before);
 
   Pipeline pipeline_;
   Instrumentation inst_;

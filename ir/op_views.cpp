@@ -1,0 +1,184 @@
+#include "ir/op_views.h"
+
+#include <stdexcept>
+
+namespace ptopt::ir {
+
+namespace {
+
+using Names = std::vector<std::string>;
+
+// Argument names in order, for nodes without a schema (the default overloads).
+const Names kConvNames = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+const Names kConvTransposeNames = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups",
+                                   "dilation"};
+const Names kUnifiedConvNames = {"input",   "weight",         "bias",   "stride",    "padding",
+                                 "dilation", "transposed",    "output_padding", "groups", "benchmark",
+                                 "deterministic", "cudnn_enabled", "allow_tf32"};
+const Names kBatchNormNames = {"input",    "weight",   "bias", "running_mean", "running_var",
+                               "training", "momentum", "eps",  "cudnn_enabled"};
+const Names kLinearNames = {"input", "weight", "bias"};
+const Names kDropoutNames = {"input", "p", "train"};
+const Names kToDtypeNames = {"self", "dtype", "non_blocking", "copy", "memory_format"};
+const Names kTypeAsNames = {"self", "other"};
+const Names kContiguousNames = {"self", "memory_format"};
+const Names kViewNames = {"self", "size"};
+const Names kReshapeNames = {"self", "shape"};
+const Names kPermuteNames = {"self", "dims"};
+const Names kFlattenNames = {"self", "start_dim", "end_dim"};
+const Names kTransposeNames = {"self", "dim0", "dim1"};
+
+bool isOneOf(const std::string& t, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (t == n) return true;
+  return false;
+}
+
+}  // namespace
+
+std::optional<size_t> OpView::indexOf(const std::string& name) const {
+  if (n_->schema()) return n_->argIndex(name);
+  if (!names_) return std::nullopt;
+  for (size_t i = 0; i < names_->size(); ++i)
+    if ((*names_)[i] == name) return i < n_->numArgs() ? std::optional<size_t>(i) : std::nullopt;
+  return std::nullopt;
+}
+
+size_t OpView::index(const std::string& name) const {
+  if (auto i = indexOf(name)) return *i;
+  throw std::logic_error(n_->qualifiedTarget() + " has no argument '" + name + "'");
+}
+
+const Arg& OpView::arg(const std::string& name) const { return n_->arg(index(name)); }
+
+Value* OpView::value(const std::string& name) const {
+  auto i = indexOf(name);
+  return i ? n_->arg(*i).value() : nullptr;
+}
+
+bool OpView::isNone(const std::string& name) const {
+  auto i = indexOf(name);
+  return !i || (n_->arg(*i).isLiteral() && n_->arg(*i).literal().isNone());
+}
+
+const Literal* OpView::literal(const std::string& name) const {
+  auto i = indexOf(name);
+  if (!i || !n_->arg(*i).isLiteral()) return nullptr;
+  return &n_->arg(*i).literal();
+}
+
+std::optional<int64_t> OpView::intArg(const std::string& name) const {
+  const Literal* l = literal(name);
+  if (!l || !l->is<int64_t>()) return std::nullopt;
+  return l->as<int64_t>();
+}
+
+std::optional<double> OpView::floatArg(const std::string& name) const {
+  const Literal* l = literal(name);
+  if (!l) return std::nullopt;
+  if (l->is<double>()) return l->as<double>();
+  if (l->is<int64_t>()) return static_cast<double>(l->as<int64_t>());
+  return std::nullopt;
+}
+
+std::optional<bool> OpView::boolArg(const std::string& name) const {
+  const Literal* l = literal(name);
+  if (!l || !l->is<bool>()) return std::nullopt;
+  return l->as<bool>();
+}
+
+std::optional<std::vector<int64_t>> OpView::intListArg(const std::string& name) const {
+  const Literal* l = literal(name);
+  if (!l || !l->is<std::vector<int64_t>>()) return std::nullopt;
+  return l->as<std::vector<int64_t>>();
+}
+
+std::optional<c10::ScalarType> OpView::dtypeArg(const std::string& name) const {
+  const Literal* l = literal(name);
+  if (!l || !l->is<c10::ScalarType>()) return std::nullopt;
+  return l->as<c10::ScalarType>();
+}
+
+std::optional<c10::MemoryFormat> OpView::memoryFormatArg(const std::string& name) const {
+  const Literal* l = literal(name);
+  if (!l || !l->is<c10::MemoryFormat>()) return std::nullopt;
+  return l->as<c10::MemoryFormat>();
+}
+
+// ----- ConvOp -----
+
+bool ConvOp::isConv(const Node* n) {
+  return n->isCall() && isOneOf(n->target(), {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
+                                               "aten::conv_transpose2d", "aten::conv_transpose3d",
+                                               "aten::_convolution", "aten::convolution"});
+}
+
+std::optional<ConvOp> ConvOp::match(Node* n) {
+  if (!isConv(n)) return std::nullopt;
+  const std::string& t = n->target();
+  const bool unified = t == "aten::_convolution" || t == "aten::convolution";
+  const bool transposeByName = t.rfind("aten::conv_transpose", 0) == 0;
+  ConvOp view(n, unified ? &kUnifiedConvNames : transposeByName ? &kConvTransposeNames : &kConvNames);
+  if (unified) {
+    auto transposed = view.boolArg("transposed");
+    if (!transposed) return std::nullopt;
+    view.transposed_ = *transposed;
+  } else {
+    view.transposed_ = transposeByName;
+  }
+  auto groups = view.intArg("groups");
+  if (!groups || *groups < 1) return std::nullopt;
+  view.groups_ = *groups;
+  return view;
+}
+
+bool ConvOp::isUnified() const { return target() == "aten::_convolution" || target() == "aten::convolution"; }
+
+std::optional<int> ConvOp::spatialDimsFromName() const {
+  if (isUnified()) return std::nullopt;
+  const char last = target()[target().size() - 2];  // `conv2d` -> '2'
+  return last - '0';
+}
+
+// ----- the other families -----
+
+std::optional<BatchNormOp> BatchNormOp::match(Node* n) {
+  if (!n->is("aten::batch_norm")) return std::nullopt;
+  return BatchNormOp(n, &kBatchNormNames);
+}
+
+std::optional<LinearOp> LinearOp::match(Node* n) {
+  if (!n->is("aten::linear")) return std::nullopt;
+  return LinearOp(n, &kLinearNames);
+}
+
+std::optional<DropoutOp> DropoutOp::match(Node* n) {
+  if (!n->isCall() || !isOneOf(n->target(), {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
+                                             "aten::feature_dropout_", "aten::alpha_dropout", "aten::alpha_dropout_",
+                                             "aten::feature_alpha_dropout", "aten::feature_alpha_dropout_"}))
+    return std::nullopt;
+  return DropoutOp(n, &kDropoutNames);
+}
+
+std::optional<ToOp> ToOp::match(Node* n) {
+  if (n->is("aten::type_as")) return ToOp(n, &kTypeAsNames);
+  if (!n->is("aten::to")) return std::nullopt;
+  // Without a schema only the dtype overload can be told by position.
+  return ToOp(n, n->schema() ? nullptr : &kToDtypeNames);
+}
+
+std::optional<LayoutOp> LayoutOp::match(Node* n) {
+  if (!n->isCall()) return std::nullopt;
+  const std::string& t = n->target();
+  const Names* names = t == "aten::contiguous" ? &kContiguousNames
+                       : t == "aten::view"     ? &kViewNames
+                       : t == "aten::reshape"  ? &kReshapeNames
+                       : t == "aten::permute"  ? &kPermuteNames
+                       : t == "aten::flatten"  ? &kFlattenNames
+                       : t == "aten::transpose" ? &kTransposeNames
+                                                : nullptr;
+  if (!names) return std::nullopt;
+  return LayoutOp(n, names);
+}
+
+}  // namespace ptopt::ir

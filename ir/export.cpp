@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace ptopt::ir {
 
@@ -486,13 +487,130 @@ torch::jit::Module loadSerializedModule(const std::string& bytes) {
 }
 
 void saveModuleAtomically(const torch::jit::Module& module, const std::string& path) {
-  std::string bytes;
+  AtomicModuleFile file(path);
+  file.write(module);
   try {
-    bytes = serializeModule(module);
+    file.load();  // it must load back
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot write '" + path + "': " + torchErrorMessage(e));
   }
-  writeModuleBytesAtomically(bytes, path, /*reload=*/true);
+  file.commit();
+}
+
+namespace {
+
+// A stream buffer over a file descriptor that remembers the first failed
+// write instead of reporting it: the zip writer sees every byte accepted,
+// finishes its archive normally, and the caller reports the error after.
+class DeferredErrorFileBuf : public std::streambuf {
+ public:
+  explicit DeferredErrorFileBuf(int fd) : fd_(fd), buffer_(1 << 20) { setp(buffer_.data(), buffer_.data() + buffer_.size()); }
+  int error() const { return error_; }
+  uint64_t written() const { return written_; }
+  bool flushAll() {
+    writeAll(pbase(), static_cast<size_t>(pptr() - pbase()));
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+    return error_ == 0;
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    flushAll();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    // Large records (tensor data) go straight to the file, not through the buffer.
+    if (n >= static_cast<std::streamsize>(buffer_.size() / 2)) {
+      flushAll();
+      writeAll(s, static_cast<size_t>(n));
+      return n;
+    }
+    return std::streambuf::xsputn(s, n);
+  }
+  int sync() override { return flushAll() ? 0 : -1; }
+
+ private:
+  void writeAll(const char* data, size_t size) {
+    if (error_) return;
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fd_, data + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error_ = n < 0 ? errno : ENOSPC;
+        return;
+      }
+      done += static_cast<size_t>(n);
+    }
+    written_ += size;
+  }
+
+  int fd_;
+  std::vector<char> buffer_;
+  int error_ = 0;
+  uint64_t written_ = 0;
+};
+
+std::string temporaryPathFor(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::random_device rd;
+  return (dir / ("." + target.filename().string() + ".ptopt-tmp-" + std::to_string(rd()))).string();
+}
+
+}  // namespace
+
+AtomicModuleFile::AtomicModuleFile(std::string path) : path_(std::move(path)), tmp_(temporaryPathFor(path_)) {}
+
+AtomicModuleFile::~AtomicModuleFile() {
+  if (written_ && !committed_) {
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+  }
+}
+
+void AtomicModuleFile::write(const torch::jit::Module& module) {
+  const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write '" + path_ + "': cannot create '" + tmp_ + "': " + std::strerror(errno));
+  written_ = true;  // from here on the destructor removes it
+  std::string failure;
+  try {
+    DeferredErrorFileBuf buf(fd);
+    std::ostream out(&buf);
+    module.save(out);
+    out.flush();
+    if (!buf.flushAll()) failure = std::string("write failed: ") + std::strerror(buf.error());
+    bytes_ = buf.written();
+  } catch (const std::exception& e) {
+    failure = torchErrorMessage(e);
+  }
+  // Flush the file to disk before it can replace anything.
+  if (failure.empty() && ::fsync(fd) != 0) failure = std::string("cannot flush to disk: ") + std::strerror(errno);
+  if (::close(fd) != 0 && failure.empty()) failure = std::string("close failed: ") + std::strerror(errno);
+  if (!failure.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+    written_ = false;
+    throw std::runtime_error("cannot write '" + path_ + "': " + failure);
+  }
+}
+
+torch::jit::Module AtomicModuleFile::load() const { return torch::jit::load(tmp_); }
+
+void AtomicModuleFile::commit() {
+  namespace fs = std::filesystem;
+  try {
+    if (fs::exists(path_)) fs::permissions(tmp_, fs::status(path_).permissions());
+    fs::rename(tmp_, path_);
+    committed_ = true;
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot write '" + path_ + "': " + torchErrorMessage(e));
+  }
 }
 
 void writeModuleBytesAtomically(const std::string& bytes, const std::string& path, bool reload) {

@@ -94,6 +94,37 @@ const std::string* statePath(const Node& n);
 // temporary file).
 void saveModuleAtomically(const torch::jit::Module& module, const std::string& path);
 
+// The streamed, atomic write of a module: the archive goes straight from the
+// module's tensors into a temporary file next to `path` (`.NAME.ptopt-tmp-N`),
+// never whole in memory. The caller may load the written file back and check
+// it before commit() renames it over `path`; a file never committed is removed
+// when the object dies, so nothing partial is ever left behind.
+class AtomicModuleFile {
+ public:
+  explicit AtomicModuleFile(std::string path);
+  ~AtomicModuleFile();
+  AtomicModuleFile(const AtomicModuleFile&) = delete;
+  AtomicModuleFile& operator=(const AtomicModuleFile&) = delete;
+
+  // Streams the archive and flushes it to disk (fsync). A failed write (disk
+  // full) throws std::runtime_error "cannot write 'PATH': ..." and leaves no
+  // file: LibTorch's zip writer is never shown the failure (it would throw
+  // again from its destructor and abort the process).
+  void write(const torch::jit::Module& module);
+  // Loads the written file back (for the check before commit).
+  torch::jit::Module load() const;
+  // Renames the file over `path` (keeping the permissions of a file it
+  // replaces).
+  void commit();
+  const std::string& tempPath() const { return tmp_; }
+  uint64_t bytesWritten() const { return bytes_; }
+
+ private:
+  std::string path_, tmp_;
+  uint64_t bytes_ = 0;
+  bool written_ = false, committed_ = false;
+};
+
 // The pieces of saveModuleAtomically, for callers that check the bytes
 // before writing them (ptopt verifies the module reloaded from exactly the
 // bytes it writes): the archive in memory, a module loaded from it, and the

@@ -10,7 +10,8 @@
 //   ir::Rewriter rw(graph, ctx.edits, name());
 //   ir::Value* y = rw.call(bn, "aten::mul", {x, scale});
 //   rw.replace(bn, y);              // uses of bn's output now read y; bn erased
-//   return rw.result();             // PassResult.changed == rw.changed()
+//   PassResult r;
+//   r.changed = rw.changed();       // a pass reports changed exactly when it logged edits
 //
 // Edits made around the rewriter (Node/Value methods called directly) are not
 // logged; the pass manager then falls back to a text diff for that pass.

@@ -99,6 +99,8 @@ class LoggedChanges {
     for (const auto& r : cs.removed) {
       Removed out;
       const std::vector<std::string> lines = splitLines(r.text);
+      // An erased graph input: the signature line; its name may still be read.
+      if (!lines.empty() && lines[0].rfind("graph(", 0) == 0) continue;
       out.firstLine = lines.empty() ? "" : lines[0];
       out.names = namesOfLine(out.firstLine);
       out.anchor = r.anchor && live_.count(r.anchor) ? r.anchor : nullptr;

@@ -506,3 +506,36 @@ TEST_CASE("Edit-log drawings: a replaced constant marks its readers; an empty lo
     CHECK(countText(dot).irNodes == countText(draw::writeDot(*p.graph)).irNodes);
   }
 }
+
+TEST_CASE("Edit-log drawings of a real model: every removed node is drawn from its text, beside its anchor") {
+  ir::Model m = test::importFixture(test::fixture("resnet18_script"));
+  ir::Graph& g = m.forward();
+  // functionalize first: the scripted ResNet's relus are in place (relu_).
+  test::runPipeline(g, "functionalize");
+  const size_t relus = test::countOps(g, "aten::relu");
+  REQUIRE(relus > 0);
+  rewriters::PassRegistry registry;
+  registry.add([] { return std::make_unique<ReluToHardtanhPass>(); });
+  rewriters::Instrumentation inst;
+  inst.wantChanges = true;
+  inst.checkEditLog = true;
+  std::string dot;
+  draw::DiffCounts counts;
+  inst.onPassEnd = [&](const rewriters::PassExecution& e, const ir::Graph& after) {
+    REQUIRE(e.changes != nullptr);
+    dot = draw::writeDotChanges(after, *e.changes, {}, &counts);
+  };
+  rewriters::PassContext ctx;
+  rewriters::PassManager(registry, rewriters::parsePipeline("test-relu-to-hardtanh", registry), inst).run(g, ctx);
+  const size_t replaced = relus - test::countOps(g, "aten::relu");
+  CHECK(replaced == test::countOps(g, "aten::hardtanh"));
+  CHECK(counts.added == replaced);
+  CHECK(counts.removed == replaced);
+  CHECK(countText(dot).removed == replaced);
+  CHECK(occurrences(dot, "<B>relu</B>") == replaced);  // old labels, parsed back from the log's text
+  CHECK(counts.changed >= test::countOps(g, "aten::conv2d"));
+  const auto [nodes, edges] = readBack(dot);
+  if (nodes >= 0) CHECK(static_cast<size_t>(nodes) == countText(dot).nodes());
+  (void)edges;
+  if (tools::graphvizAvailable()) CHECK(tools::renderDot(dot, "svg").find("<svg") != std::string::npos);
+}

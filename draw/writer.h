@@ -3,7 +3,7 @@
 // Pure text: this library knows nothing of the GraphViz libraries
 // (tools/render turns the text into SVG/PNG). Labels are draw/labels.h,
 // colours draw/style.h, the legend draw/legend.h, node matching
-// draw/matcher.h. The drawing is a `digraph` laid out top to
+// draw/matcher.h, a pass's edit log read for drawing draw/logged_changes.h. The drawing is a `digraph` laid out top to
 // bottom:
 //  - One DOT node per IR node: placeholders (house shapes), calls (rounded
 //    boxes), block outputs and the graph output. get_attr constants are not

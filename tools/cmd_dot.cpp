@@ -1,4 +1,4 @@
-// `ptopt dot IN.pt -o G.svg`: draws a model's graph (ir/dot.h) and renders it
+// `ptopt dot IN.pt -o G.svg`: draws a model's graph (draw/writer.h) and renders it
 // in-process (tools/render.h); `--diff OTHER.pt` or `--after PIPELINE` draws
 // what changed.
 #include "tools/cmd_dot.h"
@@ -8,7 +8,7 @@
 #include "tools/render.h"
 #include "tools/util.h"
 
-#include "ir/dot.h"
+#include "draw/writer.h"
 #include "ir/model.h"
 #include "rewriters/shape_prop.h"
 
@@ -102,11 +102,11 @@ int runDot(const DotCommandOptions& o) {
   }
 
   Stopwatch sw;
-  ir::DotOptions options;
+  draw::DotOptions options;
   options.depth = o.depth;
   options.maxNodes = o.maxNodes;
   options.showConstants = o.showConstants;
-  options.colorBy = *ir::dotColorByFromName(o.colorBy);
+  options.colorBy = *draw::dotColorByFromName(o.colorBy);
   options.clusters = !o.noClusters;
   options.legend = !o.noLegend;
   const std::string name = std::filesystem::path(o.input).filename().string();
@@ -117,14 +117,14 @@ int runDot(const DotCommandOptions& o) {
   propagateShapes(graph, o.inputShapes);
 
   std::string dot;
-  ir::DiffCounts counts;
+  draw::DiffCounts counts;
   bool isDiff = false;
   if (!o.diffWith.empty()) {
     ir::Model other = importFor(o.diffWith, o.method);
     ir::Graph& otherGraph = methodOf(other, o.method, o.diffWith);
     propagateShapes(otherGraph, o.inputShapes);
     options.title = name + " → " + std::filesystem::path(o.diffWith).filename().string() + methodNote;
-    dot = ir::writeDotDiff(graph, otherGraph, options, &counts);
+    dot = draw::writeDotDiff(graph, otherGraph, options, &counts);
     isDiff = true;
   } else if (!o.afterPipeline.empty()) {
     ir::Model after = model.clone();
@@ -133,11 +133,11 @@ int runDot(const DotCommandOptions& o) {
     ir::Graph& afterGraph = methodOf(after, o.method, o.input);
     propagateShapes(afterGraph, o.inputShapes);
     options.title = name + methodNote + " after " + rewriters::printPipeline(pipeline);
-    dot = ir::writeDotDiff(graph, afterGraph, options, &counts);
+    dot = draw::writeDotDiff(graph, afterGraph, options, &counts);
     isDiff = true;
   } else {
     options.title = name + methodNote;
-    dot = ir::writeDot(graph, options);
+    dot = draw::writeDot(graph, options);
   }
 
   if (format == "dot" && (o.output.empty() || o.output == "-")) {

@@ -309,6 +309,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   rewriters::Instrumentation inst;
   inst.printAfterAll = o.printAfterAll;
   inst.printChanged = o.printChanged;
+  inst.wantChanges = !o.dotDir.empty();
   inst.verifyEach = o.verifyEach;
   inst.bisectLimit = o.bisectLimit;
   inst.out = &std::cout;

@@ -14,16 +14,12 @@ DotDirRecorder::DotDirRecorder(std::string dir, const ir::Graph& initial, std::s
   std::filesystem::create_directories(dir_, ec);
   if (ec || !std::filesystem::is_directory(dir_))
     throw UsageError("--dot-dir: cannot create folder '" + dir_ + "'");
-  initial_ = snapshot(initial);
-  previous_ = snapshot(initial);
-  options_.title = title_ + ": before";
-  write("before", ir::writeDot(*initial_, options_));
-}
-
-std::unique_ptr<ir::Graph> DotDirRecorder::snapshot(const ir::Graph& g) {
   // Own copy of the constant table: later passes erase constants the
-  // snapshot still reads.
-  return ir::cloneGraph(g, std::make_shared<ir::ConstantTable>(g.constants()));
+  // snapshot still reads. The one snapshot: the final drawing diffs the
+  // whole pipeline against it.
+  initial_ = ir::cloneGraph(initial, std::make_shared<ir::ConstantTable>(initial.constants()));
+  options_.title = title_ + ": before";
+  write("before", draw::writeDot(*initial_, options_));
 }
 
 std::string DotDirRecorder::write(const std::string& stem, const std::string& dot) {
@@ -35,15 +31,19 @@ std::string DotDirRecorder::write(const std::string& stem, const std::string& do
 
 void DotDirRecorder::afterPass(const rewriters::PassExecution& execution, const ir::Graph& graph) {
   if (!execution.changed || execution.method != "forward") return;
-  options_.title = fmt::format("{}: after {} (execution {}) {}", title_, execution.pass, execution.index,
-                               execution.result.countersText());
-  write("after-" + execution.pass, ir::writeDotDiff(*previous_, graph, options_));
-  previous_ = snapshot(graph);
+  draw::DotOptions options = options_;
+  options.title = fmt::format("{}: after {} (execution {}) {}", title_, execution.pass, execution.index,
+                              execution.result.countersText());
+  const ir::ChangeSet none;
+  const ir::ChangeSet& changes = execution.changes ? *execution.changes : none;
+  if (execution.edits == 0)
+    options.notes.push_back("the pass edited the graph without logging its edits: its changes are not marked");
+  write("after-" + execution.pass, draw::writeDotChanges(graph, changes, options));
 }
 
 std::string DotDirRecorder::finish(const ir::Graph& final) {
   options_.title = title_ + ": after the whole pipeline";
-  write("after", ir::writeDotDiff(*initial_, final, options_));
+  write("after", draw::writeDotDiff(*initial_, final, options_));
   return fmt::format("drawings: {} files in {}{}\n", written_.size(), dir_,
                      graphvizAvailable() ? "" : " (.dot: this ptopt was built without GraphViz; render with `dot -Tsvg`)");
 }

@@ -1,12 +1,15 @@
 // `ptopt IN OUT --dot-dir DIR`: drawings of the forward graph as the
 // pipeline runs. DIR/00-before.svg is the imported graph; after every pass
-// execution that changed the graph comes NN-after-<pass>.svg, a diff against
-// the previous drawing (ir/dot.h: added green, changed yellow, removed
-// dashed grey); the last, NN-after.svg, is the diff of the whole pipeline.
-// Without GraphViz in the build the files are .dot text instead.
+// execution that changed the graph comes NN-after-<pass>.svg, drawn from the
+// pass's edit log (draw/writer.h writeDotChanges: added green, changed
+// yellow, removed dashed grey); the last, NN-after.svg, is the diff of the
+// whole pipeline against the graph as loaded (draw/matcher.h pairs the two).
+// The pass manager must fill PassExecution::changes
+// (Instrumentation::wantChanges). Without GraphViz in the build the files are
+// .dot text instead.
 #pragma once
 
-#include "ir/dot.h"
+#include "draw/writer.h"
 #include "rewriters/pass_manager.h"
 
 #include <memory>
@@ -26,14 +29,13 @@ class DotDirRecorder {
 
  private:
   std::string write(const std::string& stem, const std::string& dot);
-  static std::unique_ptr<ir::Graph> snapshot(const ir::Graph& g);
 
   std::string dir_;
   std::string extension_;
   std::string title_;
-  ir::DotOptions options_;
+  draw::DotOptions options_;
   size_t next_ = 0;
-  std::unique_ptr<ir::Graph> initial_, previous_;
+  std::unique_ptr<ir::Graph> initial_;
   std::vector<std::string> written_;
 };
 

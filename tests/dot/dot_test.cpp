@@ -1,9 +1,15 @@
-// DOT drawings (ir/dot.h) and their rendering (tools/render.h): the text
+// DOT drawings (draw/) and their rendering (tools/render.h): the text
 // reads back with GraphViz's cgraph (agmemread) when the build has it, node
 // and edge counts match the IR, labels carry the op, key literals, constants
 // and metadata, clusters follow module scopes, and a diff shows a conv+bn
-// fold in its colours with provenance.
-#include "ir/dot.h"
+// fold in its colours with provenance. A pass's changes are drawn from its
+// edit log (writeDotChanges) without matching.
+#include "draw/legend.h"
+#include "draw/matcher.h"
+#include "draw/writer.h"
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
+#include "rewriters/registry.h"
 #include "tests/support/pass_test.h"
 #include "tools/render.h"
 
@@ -129,11 +135,11 @@ TEST_CASE("DOT of real models reads back, with one node per IR node and one edge
     DYNAMIC_SECTION(name) {
       ir::Model m = test::importFixture(test::fixture(name));
       const ir::Graph& g = m.forward();
-      ir::DotOptions o;
+      draw::DotOptions o;
       o.maxNodes = 0;
-      checkCounts(g, ir::writeDot(g, o), false);
+      checkCounts(g, draw::writeDot(g, o), false);
       o.showConstants = true;
-      checkCounts(g, ir::writeDot(g, o), true);
+      checkCounts(g, draw::writeDot(g, o), true);
     }
   }
 }
@@ -141,7 +147,7 @@ TEST_CASE("DOT of real models reads back, with one node per IR node and one edge
 TEST_CASE("Labels show the op, key literals, folded constants, dtype/shape and a channels-last badge") {
   ir::Model m = importWithShapes(test::fixture("resnet18_script"));
   ir::Graph& g = m.forward();
-  const std::string dot = ir::writeDot(g);
+  const std::string dot = draw::writeDot(g);
   // The stem conv: 7×7, stride 2, padding 3; its weight folded in with its shape.
   CHECK(dot.find("<B>conv2d</B>") != std::string::npos);
   CHECK(dot.find("7×7 s2 p3") != std::string::npos);
@@ -164,13 +170,13 @@ TEST_CASE("Labels show the op, key literals, folded constants, dtype/shape and a
   g.walk([&](ir::Node* n) {
     if (n->is("aten::conv2d")) n->output()->meta().memoryFormat = c10::MemoryFormat::ChannelsLast;
   });
-  const std::string cl = ir::writeDot(g);
+  const std::string cl = draw::writeDot(g);
   CHECK(occurrences(cl, "<B>[CL]</B>") == 20);
 
   // Colour by dtype: the legend lists the dtypes it saw.
-  ir::DotOptions byDtype;
-  byDtype.colorBy = ir::DotColorBy::Dtype;
-  const std::string dtypeDot = ir::writeDot(g, byDtype);
+  draw::DotOptions byDtype;
+  byDtype.colorBy = draw::DotColorBy::Dtype;
+  const std::string dtypeDot = draw::writeDot(g, byDtype);
   CHECK(dtypeDot.find(">f32</FONT>") != std::string::npos);
 }
 
@@ -182,7 +188,7 @@ TEST_CASE("Graph stats count ops, casts, layout conversions and parameter bytes"
       "  %c : Tensor = aten::to.dtype(%b, torch.float32, False, False, None)\n"
       "  %d : Tensor = aten::relu(%c)\n"
       "  output(%d)\n");
-  const ir::GraphStats s = ir::graphStats(*g);
+  const draw::GraphStats s = draw::graphStats(*g);
   CHECK(s.casts == 2);
   CHECK(s.layoutConversions == 1);
   CHECK(s.opCounts.at("to") == 2);
@@ -191,17 +197,17 @@ TEST_CASE("Graph stats count ops, casts, layout conversions and parameter bytes"
 
   ir::Model m = test::importFixture(test::fixture("resnet18_script"));
   // resnet18 has 11.69 M float parameters (plus BatchNorm buffers).
-  const size_t bytes = ir::graphStats(m.forward()).parameterBytes;
+  const size_t bytes = draw::graphStats(m.forward()).parameterBytes;
   CHECK(bytes > 11'600'000 * 4);
   CHECK(bytes < 11'800'000 * 4);
-  CHECK(ir::writeDot(*g).find("2 casts · 1 layout conversions") != std::string::npos);
+  CHECK(draw::writeDot(*g).find("2 casts · 1 layout conversions") != std::string::npos);
 }
 
 TEST_CASE("Option --depth collapses deeper scopes into one box each, with merged edges") {
   ir::Model m = test::importFixture(test::fixture("resnet18_script"));
-  ir::DotOptions o;
+  draw::DotOptions o;
   o.depth = 1;
-  const std::string dot = ir::writeDot(m.forward(), o);
+  const std::string dot = draw::writeDot(m.forward(), o);
   const Counts c = countText(dot);
   CHECK(c.summaries == 4);  // layer1 .. layer4
   CHECK(dot.find("<B>layer3</B> <FONT COLOR=\"#555555\">(") != std::string::npos);
@@ -217,23 +223,23 @@ TEST_CASE("Option --depth collapses deeper scopes into one box each, with merged
 
 TEST_CASE("Option --max-nodes keeps huge graphs drawable") {
   ir::Model m = test::importFixture(test::fixture("deep_stack_500"));
-  ir::DotOptions o;
+  draw::DotOptions o;
   o.maxNodes = 200;
-  const std::string dot = ir::writeDot(m.forward(), o);
+  const std::string dot = draw::writeDot(m.forward(), o);
   const Counts c = countText(dot);
   CHECK(c.nodes() <= 201);
   CHECK(dot.find("--max-nodes") != std::string::npos);
   readBack(dot);
   // Plenty of room: nothing is collapsed.
   o.maxNodes = 0;
-  const Counts all = countText(ir::writeDot(m.forward(), o));
+  const Counts all = countText(draw::writeDot(m.forward(), o));
   CHECK(all.summaries == 0);
   CHECK(all.irNodes == expectedCounts(m.forward(), false).irNodes);
 }
 
 TEST_CASE("Control flow: blocks are boxes, their results join the If/Loop") {
   ir::Model m = test::importFixture(test::fixture("control_flow"));
-  const std::string dot = ir::writeDot(m.forward());
+  const std::string dot = draw::writeDot(m.forward());
   CHECK(dot.find("If: then") != std::string::npos);
   CHECK(dot.find("If: else") != std::string::npos);
   CHECK(dot.find("Loop body") != std::string::npos);
@@ -252,7 +258,7 @@ TEST_CASE("Node matching pairs a graph with its folded self; the diff shows the 
   copy->walk([&](ir::Node* n) { withProvenance += !n->provenance().empty(); });
   CHECK(withProvenance == 20);
 
-  const ir::NodeMatching m = ir::matchNodes(before.forward(), after.forward());
+  const draw::NodeMatching m = draw::matchNodes(before.forward(), after.forward());
   // Every conv of the result is matched to a conv (the one it was).
   after.forward().walk([&](ir::Node* n) {
     if (!n->is("aten::conv2d")) return;
@@ -262,8 +268,8 @@ TEST_CASE("Node matching pairs a graph with its folded self; the diff shows the 
     CHECK(b->scope() == n->scope());
   });
 
-  ir::DiffCounts counts;
-  const std::string dot = ir::writeDotDiff(before.forward(), after.forward(), {}, &counts);
+  draw::DiffCounts counts;
+  const std::string dot = draw::writeDotDiff(before.forward(), after.forward(), {}, &counts);
   CHECK(counts.removed == 20);  // the BatchNorms
   CHECK(counts.changed == 20);  // the convs, now with folded weights
   CHECK(counts.added == 0);
@@ -282,8 +288,8 @@ TEST_CASE("Node matching pairs a graph with its folded self; the diff shows the 
   SECTION("-O1 also fuses add+relu: the fused nodes are added, with provenance") {
     ir::Model o1 = before.clone();
     test::runPipeline(o1.forward(), "-O1");
-    ir::DiffCounts c1;
-    const std::string d1 = ir::writeDotDiff(before.forward(), o1.forward(), {}, &c1);
+    draw::DiffCounts c1;
+    const std::string d1 = draw::writeDotDiff(before.forward(), o1.forward(), {}, &c1);
     const size_t fused = test::countOps(o1.forward(), "aten::_add_relu") + test::countOps(o1.forward(), "aten::_add_relu_");
     CHECK(fused == 8);
     CHECK(c1.added == fused);
@@ -305,14 +311,14 @@ TEST_CASE("The diff of two saved files matches nodes without shared names or sco
   opt.save(path);
   ir::Model a = test::importFixture(test::fixture("resnet18_script"));
   ir::Model b = ir::importModule(ir::loadTorchScript(path));
-  const ir::NodeMatching m = ir::matchNodes(a.forward(), b.forward());
+  const draw::NodeMatching m = draw::matchNodes(a.forward(), b.forward());
   size_t convsMatched = 0;
   b.forward().walk([&](ir::Node* n) {
     if (n->is("aten::conv2d") && m.before(n) && m.before(n)->is("aten::conv2d")) ++convsMatched;
   });
   CHECK(convsMatched == 20);
-  ir::DiffCounts counts;
-  ir::writeDotDiff(a.forward(), b.forward(), {}, &counts);
+  draw::DiffCounts counts;
+  draw::writeDotDiff(a.forward(), b.forward(), {}, &counts);
   CHECK(counts.removed == 20);
   CHECK(counts.added == 0);
   CHECK(counts.changed == 20);
@@ -323,8 +329,8 @@ TEST_CASE("A graph diffed with itself has no changes") {
     DYNAMIC_SECTION(name) {
       ir::Model a = test::importFixture(test::fixture(name));
       ir::Model b = a.clone();
-      ir::DiffCounts counts;
-      const std::string dot = ir::writeDotDiff(a.forward(), b.forward(), {}, &counts);
+      draw::DiffCounts counts;
+      const std::string dot = draw::writeDotDiff(a.forward(), b.forward(), {}, &counts);
       CHECK(counts.added == 0);
       CHECK(counts.changed == 0);
       CHECK(counts.removed == 0);
@@ -335,7 +341,7 @@ TEST_CASE("A graph diffed with itself has no changes") {
 
 TEST_CASE("Rendering: resnet18 to SVG in-process, or a clear error without GraphViz") {
   ir::Model m = test::importFixture(test::fixture("resnet18_script"));
-  const std::string dot = ir::writeDot(m.forward());
+  const std::string dot = draw::writeDot(m.forward());
   if (!tools::graphvizAvailable()) {
     CHECK_THROWS_WITH(tools::renderDot(dot, "svg"), Catch::Contains("built without GraphViz"));
     return;
@@ -354,6 +360,182 @@ TEST_CASE("Rendering: resnet18 to SVG in-process, or a clear error without Graph
   // when it does: an empty <B></B> once cost the diff its legend).
   ir::Model after = m.clone();
   test::runPipeline(after.forward(), "-O1");
-  const std::string diffSvg = tools::renderDot(ir::writeDotDiff(m.forward(), after.forward()), "svg");
+  const std::string diffSvg = tools::renderDot(draw::writeDotDiff(m.forward(), after.forward()), "svg");
   CHECK(diffSvg.find("before") != std::string::npos);
+}
+
+namespace {
+
+// A tiny pass that edits through ir::Rewriter, so that its edit log is
+// complete: every conv's stride becomes 2 (changed), every aten::relu becomes
+// aten::hardtanh(x, 0, 6) (added; the relu's users now read it, the relu is
+// erased).
+class ReluToHardtanhPass : public rewriters::Pass {
+ public:
+  std::string name() const override { return "test-relu-to-hardtanh"; }
+  std::string description() const override { return "relu -> hardtanh(0, 6), conv stride 2 (a test pass)"; }
+  std::string contract() const override { return description(); }
+  rewriters::PassResult run(ir::Graph& g, rewriters::PassContext& ctx) override {
+    ir::Rewriter rw(g, ctx.edits, name());
+    std::vector<ir::Node*> relus, convs;
+    g.walk([&](ir::Node* n) {
+      if (n->is("aten::relu")) relus.push_back(n);
+      if (ir::ConvOp::match(n)) convs.push_back(n);
+    });
+    for (ir::Node* conv : convs) rw.setArg(conv, ir::ConvOp::match(conv)->index("stride"), std::vector<int64_t>{2, 2});
+    for (ir::Node* relu : relus) {
+      ir::Value* y = rw.call(relu, "aten::hardtanh", {ir::OpView::of(relu).value("self"), 0.0, 6.0});
+      rw.replace(relu, y);
+    }
+    rewriters::PassResult r;
+    r.changed = rw.changed();
+    return r;
+  }
+};
+
+const char* kSmallGraph =
+    "graph(%x : Tensor):\n"
+    "  %w : Tensor = get_attr[\"conv.weight\"]\n"
+    "  %c : Tensor = aten::conv2d(%x, %w, None, [1, 1], [0, 0], [1, 1], 1)\n"
+    "  %a : Tensor = aten::relu(%c)\n"
+    "  %b : Tensor = aten::sigmoid(%a)\n"
+    "  %d : Tensor = aten::mul(%b, %a)\n"
+    "  output(%d)\n";
+
+test::ParsedGraph smallGraph() { return test::parseWithConstants(kSmallGraph, {{"conv.weight", torch::randn({4, 3, 3, 3})}}); }
+
+// The DOT id of the node whose label starts with <B>op</B>.
+std::string idOf(const std::string& dot, const std::string& op) {
+  std::smatch m;
+  const std::regex re("\\n\\s*(\\w+) \\[[^\\n]*label=<<TABLE[^>]*><TR><TD><B>" + op + "</B>");
+  REQUIRE(std::regex_search(dot, m, re));
+  return m[1].str();
+}
+
+bool hasEdge(const std::string& dot, const std::string& from, const std::string& to, const std::string& attrs) {
+  return dot.find("  " + from + " -> " + to + (attrs.empty() ? ";" : " [" + attrs + "];")) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("A pass's changes are drawn from its edit log: added green, changed yellow, removed dashed") {
+  test::ParsedGraph p = smallGraph();
+  rewriters::PassRegistry registry;
+  registry.add([] { return std::make_unique<ReluToHardtanhPass>(); });
+  rewriters::Instrumentation inst;
+  inst.wantChanges = true;
+  inst.checkEditLog = true;  // the log describes the whole change
+  std::string dot;
+  draw::DiffCounts counts;
+  size_t drawings = 0;
+  inst.onPassEnd = [&](const rewriters::PassExecution& e, const ir::Graph& g) {
+    REQUIRE(e.changes != nullptr);
+    dot = draw::writeDotChanges(g, *e.changes, {}, &counts);
+    ++drawings;
+  };
+  rewriters::PassManager pm(registry, rewriters::parsePipeline("test-relu-to-hardtanh", registry), inst);
+  rewriters::PassContext ctx;
+  const rewriters::RunReport report = pm.run(*p.graph, ctx);
+  REQUIRE(report.changed());
+  REQUIRE(drawings == 1);
+  REQUIRE(test::countOps(*p.graph, "aten::relu") == 0);
+
+  CHECK(counts.added == 1);    // hardtanh
+  CHECK(counts.removed == 1);  // relu
+  CHECK(counts.changed == 3);  // conv (stride), sigmoid and mul (read the hardtanh)
+  // Colours and what changed.
+  CHECK(occurrences(dot, "fillcolor=\"#c8efc8\"") == 1);  // added: green
+  CHECK(occurrences(dot, "fillcolor=\"#fff0a0\"") == 3);  // changed: yellow
+  CHECK(occurrences(dot, "style=\"rounded,dashed\" fillcolor") == 1);  // removed: dashed
+  CHECK(dot.find("stride [1] → [2]") != std::string::npos);
+  CHECK(dot.find("3×3 s2") != std::string::npos);  // the conv's label now
+  CHECK(dot.find("inputs changed") != std::string::npos);
+  // The removed relu keeps its old label; it reads the conv's value (still
+  // there) and fed the sigmoid and the mul: dashed grey edges.
+  const std::string conv = idOf(dot, "conv2d"), relu = idOf(dot, "relu"), hardtanh = idOf(dot, "hardtanh"),
+                    sigmoid = idOf(dot, "sigmoid"), mul = idOf(dot, "mul"), input = idOf(dot, "input");
+  CHECK(relu[0] == 'r');
+  const std::string gone = "style=dashed color=\"#9a9a9a\"", made = "color=\"#2e8b3a\" penwidth=1.6";
+  CHECK(hasEdge(dot, conv, relu, gone));
+  CHECK(hasEdge(dot, relu, sigmoid, gone));
+  CHECK(hasEdge(dot, relu, mul, gone));
+  // New edges green; edges the pass did not touch plain.
+  CHECK(hasEdge(dot, conv, hardtanh, made));
+  CHECK(hasEdge(dot, hardtanh, sigmoid, made));
+  CHECK(hasEdge(dot, hardtanh, mul, made));
+  CHECK(hasEdge(dot, sigmoid, mul, ""));
+  CHECK(hasEdge(dot, input, conv, ""));
+  // Legend: op counts before (the log undone) and after.
+  CHECK(dot.find(">relu</TD><TD ALIGN=\"RIGHT\">1</TD><TD ALIGN=\"RIGHT\"><B>0</B>") != std::string::npos);
+  CHECK(dot.find(">hardtanh</TD><TD ALIGN=\"RIGHT\">0</TD><TD ALIGN=\"RIGHT\"><B>1</B>") != std::string::npos);
+  CHECK(dot.find("1 added, 3 changed, 1 removed") != std::string::npos);
+  const auto [nodes, edges] = readBack(dot);
+  if (nodes >= 0) CHECK(static_cast<size_t>(nodes) == countText(dot).nodes());
+  (void)edges;
+  // GraphViz accepts every label (renderDot throws when it drops one).
+  if (tools::graphvizAvailable()) {
+    const std::string png = tools::renderDot(dot, "png");
+    CHECK(png.substr(1, 3) == "PNG");
+  }
+}
+
+TEST_CASE("Edit-log drawings: a replaced constant marks its readers; an empty log marks nothing") {
+  test::ParsedGraph p = smallGraph();
+  ir::EditLog log;
+  log.setKeepText(true);
+  SECTION("setConstant: the conv reading the weight is changed") {
+    ir::Rewriter rw(*p.graph, log, "scale-weight");
+    p.graph->walk([&](ir::Node* n) {
+      if (n->opcode() == ir::Opcode::GetAttr) rw.setConstant(n, p.constants->at(n->target()).toTensor() * 2);
+    });
+    draw::DiffCounts counts;
+    const std::string dot = draw::writeDotChanges(*p.graph, log.changesSince(0), {}, &counts);
+    CHECK(counts.changed == 1);
+    CHECK(counts.added == 0);
+    CHECK(counts.removed == 0);
+    CHECK(dot.find("weight updated") != std::string::npos);
+    CHECK(occurrences(dot, "fillcolor=\"#fff0a0\"") == 1);
+  }
+  SECTION("must not mark: nothing logged, nothing coloured") {
+    draw::DiffCounts counts;
+    const std::string dot = draw::writeDotChanges(*p.graph, log.changesSince(0), {}, &counts);
+    CHECK(counts.added + counts.changed + counts.removed == 0);
+    CHECK(dot.find("fillcolor=\"#c8efc8\"") == std::string::npos);
+    CHECK(dot.find("fillcolor=\"#fff0a0\"") == std::string::npos);
+    CHECK(dot.find("dashed color=\"#9a9a9a\"") == std::string::npos);
+    CHECK(countText(dot).irNodes == countText(draw::writeDot(*p.graph)).irNodes);
+  }
+}
+
+TEST_CASE("Edit-log drawings of a real model: every removed node is drawn from its text, beside its anchor") {
+  ir::Model m = test::importFixture(test::fixture("resnet18_script"));
+  ir::Graph& g = m.forward();
+  // functionalize first: the scripted ResNet's relus are in place (relu_).
+  test::runPipeline(g, "functionalize");
+  const size_t relus = test::countOps(g, "aten::relu");
+  REQUIRE(relus > 0);
+  rewriters::PassRegistry registry;
+  registry.add([] { return std::make_unique<ReluToHardtanhPass>(); });
+  rewriters::Instrumentation inst;
+  inst.wantChanges = true;
+  inst.checkEditLog = true;
+  std::string dot;
+  draw::DiffCounts counts;
+  inst.onPassEnd = [&](const rewriters::PassExecution& e, const ir::Graph& after) {
+    REQUIRE(e.changes != nullptr);
+    dot = draw::writeDotChanges(after, *e.changes, {}, &counts);
+  };
+  rewriters::PassContext ctx;
+  rewriters::PassManager(registry, rewriters::parsePipeline("test-relu-to-hardtanh", registry), inst).run(g, ctx);
+  const size_t replaced = relus - test::countOps(g, "aten::relu");
+  CHECK(replaced == test::countOps(g, "aten::hardtanh"));
+  CHECK(counts.added == replaced);
+  CHECK(counts.removed == replaced);
+  CHECK(countText(dot).removed == replaced);
+  CHECK(occurrences(dot, "<B>relu</B>") == replaced);  // old labels, parsed back from the log's text
+  CHECK(counts.changed >= test::countOps(g, "aten::conv2d"));
+  const auto [nodes, edges] = readBack(dot);
+  if (nodes >= 0) CHECK(static_cast<size_t>(nodes) == countText(dot).nodes());
+  (void)edges;
+  if (tools::graphvizAvailable()) CHECK(tools::renderDot(dot, "svg").find("<svg") != std::string::npos);
 }

@@ -1,7 +1,9 @@
 // GraphViz DOT drawings of the IR, and of the difference between two graphs.
 //
-// Pure text: this file knows nothing of the GraphViz libraries (tools/render
-// turns the text into SVG/PNG). The drawing is a `digraph` laid out top to
+// Pure text: this library knows nothing of the GraphViz libraries
+// (tools/render turns the text into SVG/PNG). Labels are draw/labels.h,
+// colours draw/style.h, the legend draw/legend.h, node matching
+// draw/matcher.h, a pass's edit log read for drawing draw/logged_changes.h. The drawing is a `digraph` laid out top to
 // bottom:
 //  - One DOT node per IR node: placeholders (house shapes), calls (rounded
 //    boxes), block outputs and the graph output. get_attr constants are not
@@ -54,44 +56,32 @@
 // changed nodes yellow (different arguments, constants or literals), each
 // with its provenance when a pass recorded one (Node::provenance(), e.g.
 // `conv1 ← fold(conv1, bn1)`). The legend shows op counts before → after.
+// The nodes are paired by draw/matcher.h (two unrelated graphs).
 //
-// Node matching (matchNodes) works on two unrelated Graph objects (a graph
-// and a clone taken before a pass, or two files), so it cannot use node
-// identity. In order, each stage only pairing nodes still unmatched:
-//  1. placeholders by position, the top-level output node, get_attr nodes by
-//     constant name;
-//  2. calls with the same operator and the same first output name, names
-//     compared after mapping `_` to `.` (export writes `input.5` as
-//     `input_5`);
-//  3. calls with the same operator reading the same constants, where a
-//     constant name derived by a pass (`conv1.weight.bnfold`) counts as the
-//     name it came from (`conv1.weight`), when that pairing is unique;
-//  4. propagation forward, in program order: a call whose value arguments
-//     all come from matched nodes pairs with the unmatched call of the same
-//     operator whose arguments come from their counterparts (ties broken by
-//     equal literals, else left unmatched);
-//  5. propagation backward, in reverse program order: an unmatched producer
-//     of the i-th argument of a matched node pairs with the producer of the
-//     i-th argument of its counterpart, when both have the same operator.
-// Nodes still unmatched are added (in `after`) or removed (in `before`).
-// A matched pair is "changed" when its overload, a literal argument or a
-// constant it reads differs, or when a pass recorded a provenance on the
-// `after` node that `before` lacks. A node that only reads a different
-// producer is not: its new input edge is drawn green and the old one dashed
-// grey (edges of `before` that are gone are drawn too).
+// Drawings of one pass's changes (writeDotChanges) need no matching: the
+// pass's edit log (ir::ChangeSet, ir/rewriter.h) names the nodes it added
+// (green) and changed (yellow, with what changed against the node's text
+// before, or its new provenance), and keeps the text of the nodes it removed:
+// they are drawn from that text, dashed grey with their old label, beside the
+// node they stood before, connected to the producers and users whose value
+// names still exist. Edges a changed node no longer has are dashed grey, new
+// ones green. A changed constant (a get_attr whose tensor was replaced) marks
+// the nodes that read it as changed. The legend's "before" column is the
+// graph now with the log's changes undone (parameter bytes before are not
+// known: "?").
 #pragma once
 
+#include "draw/legend.h"
+#include "draw/matcher.h"
+#include "draw/style.h"
 #include "ir/ir.h"
+#include "ir/rewriter.h"
 
 #include <cstddef>
-#include <map>
-#include <optional>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
-namespace ptopt::ir {
-
-enum class DotColorBy { Op, Dtype };
+namespace ptopt::draw {
 
 struct DotOptions {
   int depth = -1;          // scope depth shown; deeper scopes collapse (< 1: no limit)
@@ -101,40 +91,17 @@ struct DotOptions {
   bool clusters = true;    // boxes for module scopes
   bool legend = true;
   std::string title;       // first legend line (e.g. the file name)
+  std::vector<std::string> notes;  // extra legend lines
 };
 
-// Parses "op" / "dtype"; nullopt otherwise.
-std::optional<DotColorBy> dotColorByFromName(const std::string& name);
+std::string writeDot(const ir::Graph& g, const DotOptions& options = {});
 
-std::string writeDot(const Graph& g, const DotOptions& options = {});
-
-// Matching of `after`'s nodes to `before`'s (see the contract above).
-struct NodeMatching {
-  std::unordered_map<const Node*, const Node*> afterToBefore;
-  std::unordered_map<const Node*, const Node*> beforeToAfter;
-  const Node* before(const Node* afterNode) const;
-  const Node* after(const Node* beforeNode) const;
-};
-NodeMatching matchNodes(const Graph& before, const Graph& after);
-
-// What changed for a matched pair (empty: nothing), e.g. "weight
-// conv1.weight → conv1.weight.bnfold".
-std::string describeChange(const Node& before, const Node& after, const NodeMatching& m);
-
-struct DiffCounts {
-  size_t added = 0, removed = 0, changed = 0;
-};
-std::string writeDotDiff(const Graph& before, const Graph& after, const DotOptions& options = {},
+// The difference between two graphs, paired by matchNodes.
+std::string writeDotDiff(const ir::Graph& before, const ir::Graph& after, const DotOptions& options = {},
                          DiffCounts* counts = nullptr);
 
-// Legend statistics, exposed for tests and the CLI.
-struct GraphStats {
-  std::map<std::string, size_t> opCounts;  // short op name -> count (calls only)
-  size_t nodes = 0;
-  size_t casts = 0;
-  size_t layoutConversions = 0;
-  size_t parameterBytes = 0;  // distinct constant tensors read by the graph
-};
-GraphStats graphStats(const Graph& g);
+// `graph` after a pass, with the pass's changes from its edit log (see above).
+std::string writeDotChanges(const ir::Graph& graph, const ir::ChangeSet& changes, const DotOptions& options = {},
+                            DiffCounts* counts = nullptr);
 
-}  // namespace ptopt::ir
+}  // namespace ptopt::draw

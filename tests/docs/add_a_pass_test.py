@@ -118,7 +118,7 @@ def main():
         registry_source = f.read()
     if REGISTRY_FUNCTION not in registry_source or "registry.add([] { return std::make_unique<" not in registry_source:
         fail(f"{REGISTRY_FILE} no longer has `{REGISTRY_FUNCTION}` with `registry.add([] {{ return "
-             "std::make_unique<...>(); }});` lines: update the walkthrough's step 4")
+             "std::make_unique<...>(); });` lines: update the walkthrough's step 4")
 
     work = os.path.abspath(args.work or os.path.join(args.build_dir, "docs-add-a-pass"))
     shutil.rmtree(work, ignore_errors=True)

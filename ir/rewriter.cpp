@@ -372,8 +372,9 @@ Value* Rewriter::addConstant(const std::string& base, const at::Tensor& t, Node*
   return n->output();
 }
 
-Value* Rewriter::getAttr(const std::string& name, c10::TypePtr type) {
+Value* Rewriter::getAttr(const std::string& name, c10::TypePtr type, Node* before) {
   Node* n = g_.createGetAttr(name, std::move(type));
+  n->insertBefore(before);
   logInsert(n, "get_attr " + name);
   return n->output();
 }
@@ -429,13 +430,9 @@ void Rewriter::erase(Node* n) {
 }
 
 void Rewriter::eraseConstantIfUnused(Value* v) {
-  if (!v || v->hasUses() || !v->node() || v->node()->opcode() != Opcode::GetAttr) return;
-  const std::string name = v->node()->target();
-  erase(v->node());
-  // Other graphs of the model (methods) may still read the constant.
-  bool stillRead = false;
-  g_.walk([&](Node* m) { stillRead = stillRead || (m->opcode() == Opcode::GetAttr && m->target() == name); });
-  if (!stillRead) g_.constants().erase(name);
+  // Only the node: other methods of the model share the constant table and
+  // may still read the constant (export writes only constants some graph reads).
+  if (v && !v->hasUses() && v->node() && v->node()->opcode() == Opcode::GetAttr) erase(v->node());
 }
 
 void Rewriter::setConstant(Node* getAttr, const at::Tensor& t) {

@@ -124,8 +124,8 @@ class Rewriter {
   // Registers `t` as a new constant named after `base` (`base`, `base.1`,
   // ...) and inserts its get_attr before `before`; returns the value.
   Value* addConstant(const std::string& base, const at::Tensor& t, Node* before);
-  // A get_attr for an existing constant, placed as Graph::createGetAttr does.
-  Value* getAttr(const std::string& name, c10::TypePtr type);
+  // A get_attr for an existing constant, inserted before `before`.
+  Value* getAttr(const std::string& name, c10::TypePtr type, Node* before);
 
   // ----- editing -----
   void setArg(Node* n, size_t i, Arg a);
@@ -140,7 +140,8 @@ class Rewriter {
   void replace(Node* old, Value* with);
   // Erases `n` (its outputs must be unused).
   void erase(Node* n);
-  // Erases the get_attr behind `v` (and its constant) when nothing uses it.
+  // Erases the get_attr behind `v` when nothing uses it (the constant stays
+  // in the table: other methods may read it; export skips unread ones).
   void eraseConstantIfUnused(Value* v);
   // Replaces the tensor behind constant `name` (read by get_attr `n`).
   void setConstant(Node* getAttr, const at::Tensor& t);

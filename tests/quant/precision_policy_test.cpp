@@ -46,9 +46,10 @@ TEST_CASE("a Follow op given a float dtype literal is a Factory, read by the arg
       "  %a : Tensor = aten::zeros_like(%x, torch.float32, None, None, None, None)\n"
       "  %b : Tensor = aten::zeros_like(%x, None, None, None, None, None)\n"
       "  output(%a, %b)\n");
-  std::vector<quant::OpPrecision> classes;
+  std::vector<std::string> classes;
   g->walk([&](ir::Node* n) {
-    if (n->is("aten::zeros_like")) classes.push_back(p.classify(*n));
+    if (n->is("aten::zeros_like")) classes.push_back(quant::opPrecisionName(p.classify(*n)));
   });
-  CHECK(classes == std::vector<quant::OpPrecision>{quant::OpPrecision::Factory, quant::OpPrecision::Follow});
+  CHECK(classes == std::vector<std::string>{quant::opPrecisionName(quant::OpPrecision::Factory),
+                                            quant::opPrecisionName(quant::OpPrecision::Follow)});
 }

@@ -386,5 +386,5 @@ TEST_CASE("channels-last logs every edit it makes on every fixture (the edit log
     }
   }
   INFO("executions that changed a graph: " << fired << ", edits: " << edits);
-  CHECK(fired >= 20);
+  CHECK(fired >= 40);  // 45 with LibTorch 1.13 on CPU
 }

@@ -557,5 +557,5 @@ TEST_CASE("cast logs every edit it makes on every fixture (the edit log self-che
     }
   }
   INFO("executions that changed a graph: " << fired << ", edits: " << edits);
-  CHECK(fired >= 100);
+  CHECK(fired >= 100);  // 146 on a CPU with native bf16 (dtype=auto fires), 129 capped to AVX2
 }

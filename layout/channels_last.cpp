@@ -1,6 +1,8 @@
 #include "layout/channels_last.h"
 
 #include "ir/interpreter.h"
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
 #include "layout/op_layout_table.h"
 #include "rewriters/constants.h"
 
@@ -18,23 +20,6 @@ namespace ptopt::layout {
 using rewriters::OptionKind;
 using rewriters::PassContext;
 using rewriters::PassResult;
-
-std::string ChannelsLastPass::contract() const {
-  return "Runs conv regions of the top-level block in channels-last (channels_last_3d for 5-D). Anchors: conv2d/3d "
-         "and conv_transpose2d/3d with a 4-D/5-D constant weight, of a kind this LibTorch computes in channels-last "
-         "(probed; 1.13 on CPU: conv2d only). Preserving ops (pointwise, batch_norm, pooling, upsample, pad, cat, "
-         "to(dtype), clone, keepdim spatial reductions) extend a region when their other operands are "
-         "broadcast-safe or same-rank tensors (converted once). Weights are stored channels-last as new constants "
-         "<name>_nhwc; one contiguous(x, memory_format=channels_last) per value entering a region; one contiguous(x) per "
-         "region value that a breaker reads (view, flatten, reshape, permute, transpose, matmul/linear, "
-         "reductions over channels, unknown ops, control flow: conversions at the block boundary), and before "
-         "outputs when keep-output-layout=true. A permute NCHW->NHWC whose users make fresh contiguous results "
-         "stays a free view; a permute back enters the region through a conversion that is free when its input is "
-         "NHWC-contiguous. Values written in place that a breaker reads are converted right after their "
-         "definition. Adjacent conversions collapse. mode=auto declines regions with < 2 convs, only small convs "
-         "(<= 16 channels), tiny outputs (<= 8x8, with metadata), or mostly grouped convs with several channels "
-         "per group. Counters: convs, weights, entries, exits, pinned, cancelled, regions.";
-}
 
 std::vector<rewriters::OptionSpec> ChannelsLastPass::optionSpecs() const {
   return {
@@ -74,14 +59,27 @@ bool runsChannelsLast(bool transposed, int64_t rank) {
   return ok;
 }
 
-bool intListIs(const ir::Arg& a, const std::vector<int64_t>& want) {
-  return a.isLiteral() && a.literal().is<std::vector<int64_t>>() && a.literal().as<std::vector<int64_t>>() == want;
-}
-
 std::vector<int64_t> toNhwc(int64_t rank) { return rank == 5 ? std::vector<int64_t>{0, 2, 3, 4, 1} : std::vector<int64_t>{0, 2, 3, 1}; }
 std::vector<int64_t> toNchw(int64_t rank) { return rank == 5 ? std::vector<int64_t>{0, 4, 1, 2, 3} : std::vector<int64_t>{0, 3, 1, 2}; }
 
-bool isConversion(const ir::Node* n) { return n->is("aten::contiguous") && n->numArgs() == 2 && n->arg(1).isLiteral() && n->arg(1).literal().is<c10::MemoryFormat>(); }
+// The operand position of every user that reads a permuted value in
+// usersMakeFreshTensors (self/input of layer_norm, linear, matmul, permute
+// and the metadata sinks).
+constexpr size_t kFirstOperand = 0;
+
+// `aten::contiguous(x, memory_format=<literal>)`, as this pass inserts them.
+std::optional<ir::LayoutOp> conversion(ir::Node* n) {
+  auto op = ir::LayoutOp::match(n);
+  if (!op || !n->is("aten::contiguous") || n->numArgs() != 2 || !op->memoryFormat()) return std::nullopt;
+  return op;
+}
+
+// `aten::permute(x, dims=<literal>)`.
+std::optional<ir::LayoutOp> permute(ir::Node* n) {
+  auto op = ir::LayoutOp::match(n);
+  if (!op || !n->is("aten::permute") || n->numArgs() != 2 || !op->dims()) return std::nullopt;
+  return op;
+}
 
 // An anchor: a conv in the top-level block with a constant 4-D/5-D weight.
 struct Anchor {
@@ -89,6 +87,8 @@ struct Anchor {
   int64_t rank;
   at::Tensor weight;
   int64_t groups;
+  bool transposed;
+  size_t inputIndex, weightIndex;
 };
 
 struct Analysis {
@@ -129,15 +129,14 @@ class Analyzer {
 
     for (ir::Node* n : top_->nodes()) {
       if (!n->isCall() || !n->blocks().empty()) continue;
-      if (n->is("aten::permute") && n->numArgs() == 2 && n->arg(1).isLiteral() &&
-          n->arg(1).literal().is<std::vector<int64_t>>()) {
-        const auto& dims = n->arg(1).literal().as<std::vector<int64_t>>();
+      if (auto p = permute(n)) {
+        const std::vector<int64_t> dims = *p->dims();
         rankHints[n->output()] = static_cast<int64_t>(dims.size());
-        ir::Value* in = n->argValue(0);
+        ir::Value* in = p->self();
         auto r = in ? a.region.find(in) : a.region.end();
         if (r != a.region.end() && dims == toNhwc(r->second) && usersMakeFreshTensors(n->output())) {
           a.freePermutes.insert(n);
-          a.regionDataUses.insert({n, 0});
+          a.regionDataUses.insert({n, p->index("self")});
         } else if (r == a.region.end() && in && (dims == toNchw(4) || dims == toNchw(5)) &&
                    !mutation_.mayBeWritten(n->output()) && !pinned.count(n->output()) &&
                    !excludedSources.count(n)) {
@@ -149,9 +148,9 @@ class Analyzer {
       auto sel = selected.find(n);
       if (sel != selected.end()) {
         const Anchor& anchor = *sel->second;
-        ir::Value* in = n->argValue(0);
-        if (in && a.region.count(in)) a.regionDataUses.insert({n, 0});
-        else if (in && knownRank(in) == anchor.rank) a.entries.push_back({n, 0});
+        ir::Value* in = n->arg(anchor.inputIndex).value();
+        if (in && a.region.count(in)) a.regionDataUses.insert({n, anchor.inputIndex});
+        else if (in && knownRank(in) == anchor.rank) a.entries.push_back({n, anchor.inputIndex});
         markRegion(n, anchor.rank);
         continue;
       }
@@ -163,7 +162,7 @@ class Analyzer {
       if (op.cls != LayoutClass::Preserving) continue;
       std::vector<std::pair<ir::Node*, size_t>> operands;
       if (op.tensorList) {
-        ir::Value* list = n->argValue(0);
+        ir::Value* list = n->arg(op.dataArgs.front()).value();
         ir::Node* ln = list ? list->node() : nullptr;
         if (!ln || !ln->is("prim::ListConstruct") || ln->owningBlock() != top_ || list->uses().size() != 1) continue;
         for (size_t i = 0; i < ln->numArgs(); ++i) operands.push_back({ln, i});
@@ -206,10 +205,9 @@ class Analyzer {
     if (mutation_.mayBeWritten(v)) return false;
     for (const ir::Use& u : v->uses()) {
       const ir::Node* user = u.user;
-      if (user->owningBlock() != top_ || u.argIndex != 0) return false;
+      if (user->owningBlock() != top_ || u.argIndex != kFirstOperand) return false;
       if (user->is("aten::layer_norm") || user->is("aten::linear") || user->is("aten::matmul")) continue;
-      if (user->is("aten::permute") && user->numArgs() == 2 &&
-          (intListIs(user->arg(1), toNchw(4)) || intListIs(user->arg(1), toNchw(5))))
+      if (auto p = permute(const_cast<ir::Node*>(user)); p && (*p->dims() == toNchw(4) || *p->dims() == toNchw(5)))
         continue;
       if (classifyOp(user, 4).cls == LayoutClass::Sink) continue;
       return false;
@@ -289,7 +287,7 @@ std::map<const ir::Node*, RegionStats> regions(const Analysis& a,
     const Anchor& an = *sel->second;
     s.anchors.push_back(&an);
     ++s.convs;
-    const bool transposed = isTransposedConv(n);
+    const bool transposed = an.transposed;
     const int64_t cout = transposed ? an.weight.size(1) * an.groups : an.weight.size(0);
     const int64_t cin = transposed ? an.weight.size(0) : an.weight.size(1) * an.groups;
     if (cin > 16 || cout > 16) ++s.largeConvs;
@@ -318,17 +316,26 @@ std::string autoDecline(const RegionStats& s) {
   return "";
 }
 
-ir::Value* convert(ir::Graph& g, ir::Value* v, c10::MemoryFormat format, ir::Node* before, ir::Node* after) {
-  ir::Node* c = g.createCall("aten::contiguous", {v, format}, {c10::TensorType::get()});
-  if (before) c->insertBefore(before);
-  else c->insertAfter(after);
+// `aten::contiguous(v, format)` before `before` (or after `after`), with v's
+// metadata in the new format, named `<v>.nchw` / `<v>.nhwc`.
+ir::Value* convert(ir::Rewriter& rw, ir::Value* v, c10::MemoryFormat format, ir::Node* before, ir::Node* after) {
+  ir::Node* c = rw.graph().createCall("aten::contiguous", {v, format}, {c10::TensorType::get()});
   ir::Value* out = c->output();
-  out->meta() = v->meta();
+  out->meta() = v->meta();  // the node is not in the graph yet: its insert is the edit
   if (!out->meta().empty()) out->meta().memoryFormat = format;
   if (!v->name().empty()) out->setName(v->name() + (format == c10::MemoryFormat::Contiguous ? ".nchw" : ".nhwc"));
-  if (before) { c->setScope(before->scope()); c->setSourceLocation(before->sourceLocation()); }
-  else { c->setScope(after->scope()); c->setSourceLocation(after->sourceLocation()); }
+  const ir::Node* site = before ? before : after;
+  c->setScope(site->scope());
+  c->setSourceLocation(site->sourceLocation());
+  if (before) rw.insert(c, before);
+  else rw.insertAfter(c, after);
   return out;
+}
+
+// `m` with the memory format set (metadata left empty stays empty).
+ir::TensorMeta withFormat(ir::TensorMeta m, c10::MemoryFormat format) {
+  if (!m.empty()) m.memoryFormat = format;
+  return m;
 }
 
 // True when `user` only passes its operand on to the graph outputs: the
@@ -339,6 +346,12 @@ bool onlyReachesOutputs(const ir::Node* user) {
   for (const ir::Use& u : user->output()->uses())
     if (!onlyReachesOutputs(u.user)) return false;
   return user->output()->hasUses();
+}
+
+// Erases the get_attr behind `v` when nothing reads it; the constant stays
+// in the table (another method of the model may read it).
+void eraseGetAttrIfUnused(ir::Rewriter& rw, ir::Value* v) {
+  if (v && !v->hasUses() && v->node() && v->node()->opcode() == ir::Opcode::GetAttr) rw.erase(v->node());
 }
 
 }  // namespace
@@ -355,8 +368,10 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   // Anchors.
   std::vector<Anchor> anchors;
   graph.walk([&](ir::Node* n) {
-    if (!isConvTarget(n)) return;
-    ir::Value* w = n->numArgs() > 1 ? n->argValue(1) : nullptr;
+    if (!ir::ConvOp::isConv(n)) return;
+    const auto conv = ir::ConvOp::match(n);
+    if (!conv) return ctx.decline(name(), n, "the conv's transposed flag or groups is computed at run time");
+    ir::Value* w = conv->weight();
     auto weight = w ? rewriters::constantTensor(w) : std::nullopt;
     if (!weight) return ctx.decline(name(), n, "the conv weight is not a constant");
     const int64_t rank = weight->dim();
@@ -364,13 +379,9 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
       return ctx.decline(name(), n, "a " + std::to_string(rank - 2) + "-D conv: channels-last needs 4-D or 5-D");
     if (n->owningBlock() != top) return ctx.decline(name(), n, "inside a control-flow block (left intact)");
     if (rewriters::isWrittenAnywhere(w)) return ctx.decline(name(), n, "the weight is written in place");
-    if (!runsChannelsLast(isTransposedConv(n), rank))
+    if (!runsChannelsLast(conv->transposed(), rank))
       return ctx.decline(name(), n, "this LibTorch computes this conv kind in the contiguous format only (probed)");
-    const size_t groupsArg = (n->is("aten::_convolution") || n->is("aten::convolution")) ? 8 : 6;
-    int64_t groups = 1;
-    if (groupsArg < n->numArgs() && n->arg(groupsArg).isLiteral() && n->arg(groupsArg).literal().is<int64_t>())
-      groups = n->arg(groupsArg).literal().as<int64_t>();
-    anchors.push_back({n, rank, *weight, groups});
+    anchors.push_back({n, rank, *weight, conv->groups(), conv->transposed(), conv->index("input"), conv->weightIndex()});
   });
   if (anchors.empty()) return unchanged();
 
@@ -406,6 +417,7 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   }
   if (selected.empty()) return r;
   r.count("regions", static_cast<int64_t>(regions(a, selected).size()));
+  ir::Rewriter rw(graph, ctx.edits, name());
 
   // 1. Weights stored channels-last, as new constants (`conv1.weight_nhwc`):
   // the old tensor may still be read by another method sharing the table.
@@ -414,29 +426,31 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   std::map<ir::Value*, ir::Value*> storedAs;
   for (const auto& an : anchors) {
     if (!selected.count(an.node)) continue;
-    ir::Value* w = an.node->argValue(1);
+    ir::Value* w = an.node->arg(an.weightIndex).value();
     if (storedAs.count(w)) {
-      if (storedAs.at(w)) an.node->setArg(1, storedAs.at(w));
+      if (storedAs.at(w)) rw.setArg(an.node, an.weightIndex, storedAs.at(w));
       continue;
     }
     const auto format = channelsLastFor(an.rank);
     bool onlyAnchors = true;
-    for (const ir::Use& u : w->uses()) onlyAnchors = onlyAnchors && u.argIndex == 1 && selected.count(u.user);
+    for (const ir::Use& u : w->uses()) {
+      auto user = selected.find(u.user);
+      onlyAnchors = onlyAnchors && user != selected.end() && u.argIndex == user->second->weightIndex;
+    }
     if (!onlyAnchors || an.weight.is_contiguous(format)) {
       if (!onlyAnchors) ctx.decline(name(), an.node, "the weight is shared with a conv outside the regions: kept contiguous");
       storedAs[w] = nullptr;
       continue;
     }
     const std::string constName = w->node()->target();
-    ir::Value* nw = rewriters::addConstant(graph, constName + "_nhwc", an.weight.contiguous(format), w->node());
-    nw->meta() = w->meta();
-    if (!nw->meta().empty()) nw->meta().memoryFormat = format;
+    ir::Value* nw = rw.addConstant(constName + "_nhwc", an.weight.contiguous(format), w->node());
+    rw.setMeta(nw, withFormat(w->meta(), format));
     storedAs[w] = nw;
-    an.node->setArg(1, nw);
+    rw.setArg(an.node, an.weightIndex, nw);
     r.count("weights");
   }
   for (const auto& [w, nw] : storedAs)
-    if (nw) rewriters::eraseConstantIfUnused(w);
+    if (nw) eraseGetAttrIfUnused(rw, w);
   r.count("convs", static_cast<int64_t>(selected.size()));
 
   // 2. Permutes back to NCHW start a region through a (usually free) conversion.
@@ -444,8 +458,8 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   for (const ir::Node* src : a.sources) {
     ir::Value* p = src->output();
     const int64_t rank = region.at(p);
-    ir::Value* q = convert(graph, p, channelsLastFor(rank), nullptr, const_cast<ir::Node*>(src));
-    p->replaceUsesWithIf(q, [&](const ir::Use& u) { return u.user != q->node(); });
+    ir::Value* q = convert(rw, p, channelsLastFor(rank), nullptr, const_cast<ir::Node*>(src));
+    rw.replaceUsesIf(p, q, [&](const ir::Use& u) { return u.user != q->node(); });
     region.erase(p);
     region[q] = rank;
     r.count("entries");
@@ -456,7 +470,7 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   for (const auto& entry : a.entries) {
     ir::Node* user = entry.first;  // not a structured binding: the lambda below captures it
     const size_t arg = entry.second;
-    ir::Value* v = user->argValue(arg);
+    ir::Value* v = user->arg(arg).value();
     const int64_t want = [&] {
       const ir::Node* consumer = user->is("prim::ListConstruct") ? user->output()->uses().front().user : user;
       for (const auto& out : consumer->outputs())
@@ -467,20 +481,24 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
     const bool shareable = !mutation.mayBeWritten(v);
     if (shareable && entryOf.count(v)) converted = entryOf.at(v);
     else {
-      converted = convert(graph, v, channelsLastFor(want), user, nullptr);
+      converted = convert(rw, v, channelsLastFor(want), user, nullptr);
       if (shareable) entryOf[v] = converted;
       r.count("entries");
     }
-    user->setArg(arg, converted);
+    rw.setArg(user, arg, converted);
   }
 
   // 4. Pinned values: back to NCHW right after their definition.
   for (const ir::Value* cv : pinned) {
     ir::Value* v = const_cast<ir::Value*>(cv);
     if (!v->node() || !a.clNodes.count(v->node())) continue;
-    ir::Value* n = convert(graph, v, c10::MemoryFormat::Contiguous, nullptr, v->node());
-    v->replaceUsesWithIf(n, [&](const ir::Use& u) { return u.user != n->node(); });
-    if (v->meta().shape) v->meta().memoryFormat = channelsLastFor(static_cast<int64_t>(v->meta().shape->size()));
+    ir::Value* n = convert(rw, v, c10::MemoryFormat::Contiguous, nullptr, v->node());
+    rw.replaceUsesIf(v, n, [&](const ir::Use& u) { return u.user != n->node(); });
+    if (v->meta().shape) {
+      ir::TensorMeta m = v->meta();
+      m.memoryFormat = channelsLastFor(static_cast<int64_t>(v->meta().shape->size()));
+      rw.setMeta(v, m);
+    }
     r.count("pinned");
   }
 
@@ -496,7 +514,7 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
             [&](ir::Value* x, ir::Value* y) { return position[x->node()] < position[y->node()]; });
   for (ir::Value* v : regionValues) {
     const int64_t rank = region.at(v);
-    if (!v->meta().empty()) v->meta().memoryFormat = channelsLastFor(rank);
+    rw.setMeta(v, withFormat(v->meta(), channelsLastFor(rank)));
     std::vector<ir::Use> exits;
     ir::Node* first = nullptr;
     for (const ir::Use& u : v->uses()) {
@@ -509,29 +527,31 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
       if (!first || position[owner] < position[first]) first = owner;
     }
     if (exits.empty()) continue;
-    ir::Value* n = convert(graph, v, c10::MemoryFormat::Contiguous, first, nullptr);
-    for (const ir::Use& u : exits) u.user->setArg(u.argIndex, n);
+    ir::Value* n = convert(rw, v, c10::MemoryFormat::Contiguous, first, nullptr);
+    for (const ir::Use& u : exits) rw.setArg(u.user, u.argIndex, n);
     r.count("exits");
   }
 
   // 6. Adjacent conversions collapse.
   for (ir::Node* n : top->nodes()) {
-    if (!n->isAttached() || !isConversion(n)) continue;
-    ir::Value* in = n->argValue(0);
-    ir::Node* inner = in ? in->node() : nullptr;
-    if (!inner || !isConversion(inner) || mutation.mayBeWritten(in)) continue;
-    ir::Value* source = inner->argValue(0);
+    if (!n->isAttached()) continue;
+    const auto outer = conversion(n);
+    if (!outer) continue;
+    ir::Value* in = outer->self();
+    ir::Node* innerNode = in ? in->node() : nullptr;
+    const auto inner = innerNode ? conversion(innerNode) : std::nullopt;
+    if (!inner || mutation.mayBeWritten(in)) continue;
+    ir::Value* source = inner->self();
     if (!source || mutation.mayBeWritten(source)) continue;
-    if (inner->arg(1).literal() == n->arg(1).literal()) {
-      n->output()->replaceAllUsesWith(in);  // the same format twice
-      n->destroy();
+    if (*inner->memoryFormat() == *outer->memoryFormat()) {
+      rw.replace(n, in);  // the same format twice
     } else {
-      n->setArg(0, source);
-      if (!in->hasUses()) inner->destroy();
+      rw.setArg(n, outer->index("self"), source);
+      if (!in->hasUses()) rw.erase(innerNode);
     }
     r.count("cancelled");
   }
-  r.changed = true;
+  r.changed = rw.changed();
   return r;
 }
 

@@ -1,5 +1,7 @@
 #include "layout/op_layout_table.h"
 
+#include "ir/op_views.h"
+
 #include <unordered_map>
 
 namespace ptopt::layout {
@@ -8,13 +10,12 @@ namespace {
 
 // How a table entry is evaluated for one node.
 enum class Rule {
-  Conv,        // Anchor
   Unary,       // Preserving on argument 0
   Binary,      // Preserving on arguments 0 and 1 (broadcasting allowed)
   Ternary,     // Preserving on arguments 0, 1, 2 (where)
   Cat,         // Preserving on the elements of the list in argument 0
   Format,      // Preserving when the memory_format argument is None or preserve_format
-  Reduction,   // dims at argument 1, keepdim at argument 2
+  Reduction,   // named arguments `dim` and `keepdim`
   Metadata,    // Sink
   Breaker,     // named breaker
 };
@@ -24,17 +25,12 @@ struct Entry {
   const char* why = "";  // breakers
 };
 
-// Every operator the pass knows, by target. In-place variants (a trailing
-// `_`) share their out-of-place entry; see classifyOp.
+// Every operator the pass knows, by target, convolutions aside (the
+// anchors, recognized by ir::ConvOp). In-place variants (a trailing `_`)
+// share their out-of-place entry; see classifyOp.
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = [] {
     std::unordered_map<std::string, Entry> m;
-    // conv1d/conv_transpose1d are anchors too, so that the pass can say why
-    // it declines them (3-D tensors have no channels-last format).
-    for (const char* conv : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
-                             "aten::conv_transpose2d", "aten::conv_transpose3d",
-                             "aten::_convolution", "aten::convolution"})
-      m[conv] = {Rule::Conv};
     for (const char* unary :
          {"aten::relu", "aten::relu6", "aten::hardtanh", "aten::sigmoid", "aten::tanh", "aten::silu", "aten::gelu",
           "aten::hardswish", "aten::hardsigmoid", "aten::leaky_relu", "aten::elu", "aten::selu", "aten::celu",
@@ -94,13 +90,22 @@ const std::unordered_map<std::string, Entry>& table() {
 }
 
 bool isNoneOrPreserve(const ir::Node* n, const char* argName) {
-  auto i = n->argIndex(argName);
-  if (!i || *i >= n->numArgs()) return true;  // absent: defaults to preserve
-  const ir::Arg& a = n->arg(*i);
-  if (!a.isLiteral()) return false;
-  const ir::Literal& l = a.literal();
-  return l.isNone() || (l.is<c10::MemoryFormat>() && l.as<c10::MemoryFormat>() == c10::MemoryFormat::Preserve);
+  const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(n));
+  if (!op.has(argName)) return true;  // absent: defaults to preserve
+  const ir::Literal* l = op.literal(argName);
+  if (!l) return false;
+  return l->isNone() || (l->is<c10::MemoryFormat>() && l->as<c10::MemoryFormat>() == c10::MemoryFormat::Preserve);
 }
+
+// mean/sum/amax/amin(self, dim, keepdim, ...): named access, by the schema
+// or, for a node built without one, by these positions.
+class ReductionView : public ir::OpView {
+ public:
+  explicit ReductionView(const ir::Node* n) : OpView(const_cast<ir::Node*>(n), &kNames) {}
+
+ private:
+  static inline const std::vector<std::string> kNames = {"self", "dim", "keepdim"};
+};
 
 OpLayout breaker(std::string why) {
   OpLayout o;
@@ -116,16 +121,17 @@ OpLayout preserving(std::vector<size_t> dataArgs) {
 }
 
 OpLayout reduction(const ir::Node* n, int64_t rank) {
-  if (n->numArgs() < 3 || !n->arg(1).isLiteral() || !n->arg(1).literal().is<std::vector<int64_t>>() ||
-      !n->arg(2).isLiteral() || !n->arg(2).literal().is<bool>())
-    return breaker("a reduction whose dims or keepdim are not literals");
-  const auto& dims = n->arg(1).literal().as<std::vector<int64_t>>();
+  const ReductionView op(n);
+  const auto dimsArg = op.intListArg("dim");
+  const auto keepdim = op.boolArg("keepdim");
+  if (!dimsArg || !keepdim) return breaker("a reduction whose dims or keepdim are not literals");
+  const std::vector<int64_t>& dims = *dimsArg;
   if (dims.empty()) return breaker("a reduction over every dimension includes the channels");
   for (int64_t d : dims) {
     const int64_t dim = d < 0 ? d + rank : d;
     if (dim <= 1) return breaker("a reduction over the batch or channel dimension");
   }
-  if (n->arg(2).literal().as<bool>()) return preserving({0});
+  if (*keepdim) return preserving({0});
   OpLayout o;
   o.cls = LayoutClass::Sink;  // fewer dims: the result is a fresh contiguous tensor
   return o;
@@ -133,25 +139,17 @@ OpLayout reduction(const ir::Node* n, int64_t rank) {
 
 }  // namespace
 
-bool isConvTarget(const ir::Node* n) {
-  if (!n->isCall()) return false;
-  auto it = table().find(n->target());
-  return it != table().end() && it->second.rule == Rule::Conv;
-}
-
-bool isTransposedConv(const ir::Node* n) {
-  const std::string& t = n->target();
-  if (t == "aten::conv_transpose2d" || t == "aten::conv_transpose3d") return true;
-  if (t == "aten::_convolution" || t == "aten::convolution")
-    return n->numArgs() > 6 && n->arg(6).isLiteral() && n->arg(6).literal().is<bool>() &&
-           n->arg(6).literal().as<bool>();
-  return false;
-}
-
 OpLayout classifyOp(const ir::Node* n, int64_t rank) {
   if (!n->blocks().empty()) return breaker("control flow: conversions stay at the block boundary");
   if (n->opcode() == ir::Opcode::Output) return breaker("a block output");
   if (!n->isCall()) return breaker("not an operator");
+  // Every conv form anchors, conv1d/conv_transpose1d too, so that the pass
+  // can say why it declines them (3-D tensors have no channels-last format).
+  if (ir::ConvOp::isConv(n)) {
+    OpLayout o;
+    o.cls = LayoutClass::Anchor;  // its input: ir::ConvOp::input()
+    return o;
+  }
   std::string target = n->target();
   bool inPlace = false;
   auto it = table().find(target);
@@ -164,10 +162,6 @@ OpLayout classifyOp(const ir::Node* n, int64_t rank) {
   const Entry& e = it->second;
   OpLayout o;
   switch (e.rule) {
-    case Rule::Conv:
-      o.cls = LayoutClass::Anchor;
-      o.dataArgs = {0};
-      return o;
     case Rule::Unary: o = preserving({0}); break;
     case Rule::Binary: o = preserving({0, 1}); break;
     case Rule::Ternary: o = preserving({0, 1, 2}); break;

@@ -2,8 +2,9 @@
 // read by channels-last (layout/channels_last.h).
 //
 // Classes:
-//   Anchor      conv2d/conv3d, conv_transpose2d/3d (and _convolution /
-//               convolution) with a 4-D/5-D weight: the op that makes a
+//   Anchor      every conv form ir::ConvOp recognizes (conv1d..3d,
+//               conv_transpose1d..3d, _convolution, convolution); the pass
+//               keeps those with a 4-D/5-D weight: the op that makes a
 //               region run channels-last (its weight is stored channels-last).
 //   Preserving  the output has the layout of the data operands: pointwise
 //               unary and binary ops (also broadcasting with per-channel
@@ -33,8 +34,10 @@ enum class LayoutClass { Anchor, Preserving, Sink, Breaker };
 
 struct OpLayout {
   LayoutClass cls = LayoutClass::Breaker;
-  // Preserving: the arguments whose layout the output follows (the others are
-  // parameters, like batch_norm's weight). Anchor: {0}, the input.
+  // Preserving: the positions of the data operands, whose layout the output
+  // follows (self/input, other, ...; the others are parameters, like
+  // batch_norm's weight). Empty for an Anchor: its input is
+  // ir::ConvOp::input().
   std::vector<size_t> dataArgs;
   // Preserving: argument 0 is a prim::ListConstruct of the data tensors (cat).
   bool tensorList = false;
@@ -46,11 +49,6 @@ struct OpLayout {
 
 // How `n` treats the layout of a region value of rank `rank` (4 or 5).
 OpLayout classifyOp(const ir::Node* n, int64_t rank);
-
-// True for the conv targets that may anchor a region (the weight's rank is
-// checked by the pass).
-bool isConvTarget(const ir::Node* n);
-bool isTransposedConv(const ir::Node* n);
 
 const char* layoutClassName(LayoutClass c);
 

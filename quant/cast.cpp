@@ -2,6 +2,8 @@
 
 #include "ir/interpreter.h"
 #include "ir/literal.h"
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
 #include "quant/cpu_capability.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
@@ -16,33 +18,6 @@
 namespace ptopt::quant {
 
 using namespace rewriters;
-
-std::string CastPass::contract() const {
-  return "Gives every fp32 tensor a precision following one op-policy table: LowPrecision ops (conv, linear, "
-         "matmul, bmm, addmm, einsum, prelu, rnn cells, sdpa) run in the target dtype; Fp32 ops (softmax, "
-         "log_softmax, layer_norm, group_norm, batch_norm, exp, log, pow, rsqrt, reductions, norms, losses, "
-         "upsample) and unknown ops get their inputs back in the original dtype; Follow ops take their first "
-         "float input's precision; Promote ops with mixed precisions go to the widest. Weights of "
-         "low-precision ops are converted offline into new constants (conv1.weight_bf16; run after the "
-         "folds); activations get aten::to right before the op that needs them, memoized per (value, dtype) "
-         "where it dominates and the value is never written in place; adjacent casts cancel. Integer, bool "
-         "and float64 tensors are untouched; unknown dtypes are left alone except next to an fp32 operand of "
-         "a LowPrecision op. x.to(torch.float32) of a low-precision x becomes x.to(target); factory ops "
-         "whose float32 result is only read in low precision get the target dtype literal; type_as follows "
-         "its source. In-place ops work in the precision of the tensor they write; unknown view ops follow "
-         "their input (one kept fp32, like silu_ on a CPU, that writes a lowered op's fresh result runs on an "
-         "fp32 copy). Values cross If/Loop blocks, containers and prim::dtype in their original dtype. bf16 "
-         "for a CPU target: silu stays fp32, transposed convs without a bf16 CPU kernel (probed) stay fp32, "
-         "and convs below min-channels (default 17) stay fp32; dtype=auto does nothing on a CPU without native "
-         "bf16 (AVX512_BF16/AMX-BF16 used by oneDNN, probed: quant/cpu_capability.h). "
-         "Options: dtype=auto|bf16|fp16 (auto: bf16 on a CPU with native bf16, fp16 on CUDA unless "
-         "prefer-bf16), keep-io "
-         "(false: float32 inputs/outputs become the target dtype), clamp (fp16: weights beyond 65504 are "
-         "clamped instead of keeping their op in fp32), fp32-ops / lowp-ops (per-run table changes, "
-         "'a;b'), emulate (fp32 compute with fp16/bf16 rounding at every cast point, op result and weight), "
-         "min-channels. "
-         "Counters: lowered, casts, weights, literals, fp32, out-of-range, clamped, io-changed.";
-}
 
 std::vector<OptionSpec> CastPass::optionSpecs() const {
   return {
@@ -91,6 +66,13 @@ struct Input {
 
 std::string shortName(const ir::Value* v) { return "%" + v->name(); }
 
+// The argument an in-place op writes: its first (`Tensor(a!) self`), which is
+// what writesFirstArgument checks in its schema.
+constexpr size_t kWrittenArg = 0;
+// The first argument of a listed op (self/input): its result's dtype follows
+// it unless a dtype literal says otherwise.
+constexpr size_t kFirstInput = 0;
+
 bool writesFirstArgument(const ir::Node* n) {
   const auto* s = n->schema();
   if (!s || s->arguments().empty() || n->numArgs() == 0) return false;
@@ -109,23 +91,23 @@ bool returnsViewOfFirstArgument(const ir::Node* n) {
 }
 
 const ir::Literal* literalArg(const ir::Node* n, const std::string& name) {
-  auto i = n->argIndex(name);
-  if (!i || *i >= n->numArgs() || !n->arg(*i).isLiteral()) return nullptr;
-  return &n->arg(*i).literal();
+  return ir::OpView::of(const_cast<ir::Node*>(n)).literal(name);
 }
 
 // Transposed convolutions (conv_transpose*d, or _convolution/convolution
 // with transposed=true), by spatial rank; 0 when `n` is not one.
 int64_t transposedConvRank(const ir::Node* n) {
-  const std::string& t = n->target();
-  for (int64_t d = 1; d <= 3; ++d)
-    if (t == "aten::conv_transpose" + std::to_string(d) + "d") return d;
-  if ((t == "aten::_convolution" || t == "aten::convolution") && n->numArgs() > 6 && n->arg(6).isLiteral() &&
-      n->arg(6).literal().is<bool>() && n->arg(6).literal().as<bool>()) {
-    auto w = n->numArgs() > 1 ? constantTensor(n->argValue(1)) : std::nullopt;
-    return w ? w->dim() - 2 : 2;
-  }
-  return 0;
+  const auto conv = ir::ConvOp::match(n);
+  if (!conv || !conv->transposed()) return 0;
+  if (auto dims = conv->spatialDimsFromName()) return *dims;
+  auto w = constantTensor(conv->weight());
+  return w ? w->dim() - 2 : 2;
+}
+
+// Erases the get_attr behind `v` when nothing reads it; the constant stays
+// in the table (another method of the model may read it).
+void eraseGetAttrIfUnused(ir::Rewriter& rw, ir::Value* v) {
+  if (v && !v->hasUses() && v->node() && v->node()->opcode() == ir::Opcode::GetAttr) rw.erase(v->node());
 }
 
 // Whether this LibTorch runs a transposed conv of `rank` spatial dims in
@@ -165,15 +147,15 @@ class Caster {
   };
 
   Caster(ir::Graph& g, PassContext& ctx, std::string passName, Config cfg)
-      : g_(g), ctx_(ctx), pass_(std::move(passName)), cfg_(std::move(cfg)), mutation_(g) {}
+      : g_(g), ctx_(ctx), pass_(std::move(passName)), cfg_(std::move(cfg)), mutation_(g), rw_(g, ctx.edits, pass_) {}
 
   PassResult run() {
     processBlock(g_.block(), /*top=*/true);
     sinkFactoryCasts();
-    for (ir::Value* v : convertedSources_) eraseConstantIfUnused(v);
+    for (ir::Value* v : convertedSources_) eraseGetAttrIfUnused(rw_, v);
     size_t casts = 0;
     g_.walk([&](ir::Node* n) { casts += castNodes_.count(n) != 0; });
-    if (lowered_ + weights_ + literals_ + ioChanged_ + casts > 0) r_.changed = true;
+    r_.changed = rw_.changed();
     r_.count("lowered", lowered_);
     r_.count("casts", static_cast<int64_t>(casts));
     r_.count("weights", weights_);
@@ -199,7 +181,11 @@ class Caster {
     s.original = kFloat;
     s.lowered = true;
     s.weak = false;
-    if (!cfg_.emulate && v->meta().dtype) v->meta().dtype = cfg_.target;
+    if (!cfg_.emulate && v->meta().dtype) {
+      ir::TensorMeta m = v->meta();
+      m.dtype = cfg_.target;
+      rw_.setMeta(v, m);
+    }
   }
 
   std::optional<c10::ScalarType> metaOrType(const ir::Value* v) {
@@ -262,7 +248,7 @@ class Caster {
   void visitCall(ir::Node* n) {
     if (n->is("prim::ListConstruct") && absorbedByConsumer(n)) return;  // its consumer casts the elements
     if (n->is("aten::to") || n->is("aten::type_as")) return visitTo(n);
-    if (writesFirstArgument(n) && n->argValue(0)) return visitInPlace(n);
+    if (writesFirstArgument(n) && n->arg(kWrittenArg).value()) return visitInPlace(n);
     OpPrecision cls = cfg_.policy.classify(*n);
     if (cls == OpPrecision::Fp32 && !listed(n) && returnsViewOfFirstArgument(n)) cls = OpPrecision::Follow;
     switch (cls) {
@@ -312,7 +298,7 @@ class Caster {
   void restore(const Input& in) {
     ir::Value* v = in.value();
     if (!state(v).lowered) return;
-    in.owner->setArg(in.index, toOriginal(v, in.owner));
+    rw_.setArg(in.owner, in.index, toOriginal(v, in.owner));
   }
 
   void setOutputsOriginal(ir::Node* n, std::optional<c10::ScalarType> inferred) {
@@ -330,7 +316,7 @@ class Caster {
     }
     std::optional<c10::ScalarType> inferred;
     if (listed(n)) {
-      if (n->numArgs() && n->argValue(0)) inferred = state(n->argValue(0)).original;
+      if (n->numArgs() && n->arg(kFirstInput).value()) inferred = state(n->arg(kFirstInput).value()).original;
       if (const ir::Literal* d = literalArg(n, "dtype"); d && d->is<c10::ScalarType>()) inferred = d->as<c10::ScalarType>();
       if (floatIn) ++fp32Kept_;
     }
@@ -369,15 +355,14 @@ class Caster {
   // Why a conv is too small to pay for low precision, or "". Its weight is
   // [out, in/groups, k...]; in = in/groups * groups.
   std::string smallConv(const ir::Node* n) const {
-    if (cfg_.minChannels <= 0 || n->target().find("conv") == std::string::npos || n->numArgs() < 2) return "";
-    auto w = constantTensor(n->argValue(1));
+    if (cfg_.minChannels <= 0) return "";
+    // groups by name: argument 8 of _convolution/convolution (6 is `transposed`), 6 of the others.
+    const auto conv = ir::ConvOp::match(n);
+    if (!conv) return "";
+    auto w = constantTensor(conv->weight());
     if (!w || w->dim() < 3) return "";
-    int64_t groups = 1;
-    // groups is argument 8 of _convolution/convolution (6 is `transposed`), 6 of the others.
-    const size_t groupsArg = (n->is("aten::_convolution") || n->is("aten::convolution")) ? 8 : 6;
-    if (n->numArgs() > groupsArg && n->arg(groupsArg).isLiteral() && n->arg(groupsArg).literal().is<int64_t>())
-      groups = n->arg(groupsArg).literal().as<int64_t>();
-    const bool transposed = transposedConvRank(n) != 0;
+    const int64_t groups = conv->groups();
+    const bool transposed = conv->transposed();
     const int64_t out = transposed ? w->size(1) * groups : w->size(0);
     const int64_t in = transposed ? w->size(0) : w->size(1) * groups;
     if (in >= cfg_.minChannels || out >= cfg_.minChannels) return "";
@@ -457,13 +442,14 @@ class Caster {
 
   // `x.to(dtype)`, `x.to(other)`, `x.type_as(other)`.
   void visitTo(ir::Node* n) {
-    ir::Value* x = n->argValue(0);
+    const auto to = ir::ToOp::match(n);
+    ir::Value* x = to->self();
     ir::Value* out = n->output();
     if (!x) return setOutputsOriginal(n, std::nullopt);
     const auto& sx = state(x);
     // A dtype from another tensor: follows it at run time.
     if (n->is("aten::type_as") || n->overload() == "other") {
-      ir::Value* other = n->argValue(1);
+      ir::Value* other = to->other();
       if (!other) {
         restoreAll(n);
         return setOutputsOriginal(n, std::nullopt);
@@ -473,8 +459,8 @@ class Caster {
       setOutputsOriginal(n, so.original);
       return;
     }
-    const ir::Literal* d = literalArg(n, "dtype");
-    const bool hasDtypeArg = n->argIndex("dtype").has_value();
+    const ir::Literal* d = to->literal("dtype");
+    const bool hasDtypeArg = to->has("dtype");
     if (hasDtypeArg && !d) {  // a dtype computed at run time
       restoreAll(n);
       return setOutputsOriginal(n, std::nullopt);
@@ -483,21 +469,21 @@ class Caster {
       if (sx.lowered) return markLowered(out);
       return setOutputsOriginal(n, sx.original);
     }
-    const c10::ScalarType to = d->as<c10::ScalarType>();
-    if (to == kFloat && sx.lowered) {
+    const c10::ScalarType dtype = d->as<c10::ScalarType>();
+    if (dtype == kFloat && sx.lowered) {
       // A no-op in the original (float32 to float32): keep the precision.
       if (!cfg_.emulate) {
-        n->setArg(*n->argIndex("dtype"), ir::Literal(cfg_.target));
+        rw_.setArg(n, to->index("dtype"), ir::Literal(cfg_.target));
         ++literals_;
       }
       return markLowered(out);
     }
     // Any other conversion reads x as it is (to() converts from any dtype).
-    setOutputsOriginal(n, to);
+    setOutputsOriginal(n, dtype);
   }
 
   void visitInPlace(ir::Node* n) {
-    ir::Value* self = n->argValue(0);
+    ir::Value* self = n->arg(kWrittenArg).value();
     const bool low = state(self).lowered;
     // An in-place op the table keeps in fp32 (silu_ on a CPU target) writing
     // the fresh result of a lowered op that nothing else reads: it runs on an
@@ -506,13 +492,13 @@ class Caster {
     if (low && listed(n) && cfg_.policy.classify(*n) == OpPrecision::Fp32 && self->uses().size() == 1 &&
         self->node() && cfg_.policy.classify(*self->node()) == OpPrecision::LowPrecision && !cfg_.emulate) {
       const c10::ScalarType original = state(self).original.value_or(kFloat);
-      n->setArg(0, cast(self, original, n, /*lowered=*/false));
+      rw_.setArg(n, kWrittenArg, cast(self, original, n, /*lowered=*/false));
       setOutputsOriginal(n, original);
       ++fp32Kept_;
       return;
     }
     for (const Input& in : tensorInputs(n)) {
-      if (in.owner == n && in.index == 0) continue;
+      if (in.owner == n && in.index == kWrittenArg) continue;
       ir::Value* v = in.value();
       if (low && (isFloat32(v) || state(v).lowered)) {
         if (!checkWeakConversions(n, {in}, false).empty()) continue;  // mixed, in-place ops convert on write
@@ -537,18 +523,17 @@ class Caster {
         n->numArgs() != 3)
       return;
     const bool inPlace = n->is("aten::_add_relu_");
-    ir::Builder b(n);
-    ir::Value* sum = b.call(inPlace ? "aten::add_.Tensor" : "aten::add.Tensor", {n->arg(0), n->arg(1), n->arg(2)});
-    ir::Value* out = b.call("aten::relu_", {sum});
+    // add(self, other, alpha) takes _add_relu's arguments as they are.
+    ir::Value* sum = rw_.call(n, inPlace ? "aten::add_.Tensor" : "aten::add.Tensor", n->args());
+    ir::Value* out = rw_.call(n, "aten::relu_", {sum});
     for (ir::Value* v : {sum, out}) {
-      v->meta() = n->output()->meta();
+      rw_.setMeta(v, n->output()->meta());
       markLowered(v);
     }
     if (mutation_.mayBeWritten(n->output())) written_.insert(sum), written_.insert(out);
     out->node()->setScope(n->scope());
     sum->node()->setScope(n->scope());
-    n->output()->replaceAllUsesWith(out);
-    n->destroy();
+    rw_.replace(n, out);
     ++split_;
   }
 
@@ -576,7 +561,7 @@ class Caster {
   void lower(const Input& in) {
     ir::Value* v = in.value();
     if (state(v).lowered) return;
-    in.owner->setArg(in.index, toLow(v, in.owner));
+    rw_.setArg(in.owner, in.index, toLow(v, in.owner));
   }
 
   ir::Value* toLow(ir::Value* v, ir::Node* user) {
@@ -602,18 +587,18 @@ class Caster {
       for (auto it = range.first; it != range.second; ++it)
         if (dominates(it->second, user)) return it->second->output();
     }
-    ir::Builder b(user);
     ir::Value* c;
     if (cfg_.emulate) {
-      ir::Value* down = b.call("aten::to.dtype", {v, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
+      ir::Value* down = rw_.call(user, "aten::to.dtype", {v, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
       castNodes_.insert(down->node());
-      c = b.call("aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
+      c = rw_.call(user, "aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
     } else {
-      c = b.call("aten::to.dtype", {v, to, false, false, ir::Literal(ir::NoneLiteral{})});
+      c = rw_.call(user, "aten::to.dtype", {v, to, false, false, ir::Literal(ir::NoneLiteral{})});
     }
     castNodes_.insert(c->node());
-    c->meta() = v->meta();
-    if (!cfg_.emulate && c->meta().dtype) c->meta().dtype = to;
+    ir::TensorMeta m = v->meta();
+    if (!cfg_.emulate && m.dtype) m.dtype = to;
+    rw_.setMeta(c, m);
     if (lowered) markLowered(c);
     else state(c).original = to;
     castSource_[c] = v;
@@ -633,13 +618,12 @@ class Caster {
   void roundResult(ir::Value* out) {
     ir::Node* n = out->node();
     ir::Node* next = n->next();
-    ir::Builder b(next);
-    ir::Value* down = b.call("aten::to.dtype", {out, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
-    ir::Value* up = b.call("aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
+    ir::Value* down = rw_.call(next, "aten::to.dtype", {out, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
+    ir::Value* up = rw_.call(next, "aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
     castNodes_.insert(down->node());
     castNodes_.insert(up->node());
-    out->replaceUsesWithIf(up, [&](const ir::Use& u) { return u.user != down->node(); });
-    up->meta() = out->meta();
+    rw_.replaceUsesIf(out, up, [&](const ir::Use& u) { return u.user != down->node(); });
+    rw_.setMeta(up, out->meta());
     markLowered(up);
   }
 
@@ -668,10 +652,10 @@ class Caster {
       ++weights_;
     }
     ir::Node* get = g_.createGetAttr(newName, c10::TensorType::get());
-    get->insertAfter(v->node());
     ir::Value* nv = get->output();
-    nv->meta() = v->meta();
+    nv->meta() = v->meta();  // not in the graph yet: its insert is the edit
     if (!cfg_.emulate && nv->meta().dtype) nv->meta().dtype = cfg_.target;
+    rw_.insertAfter(get, v->node());
     markLowered(nv);
     convertedValues_[v] = nv;
     convertedSources_.push_back(v);
@@ -688,15 +672,14 @@ class Caster {
       for (const ir::Use& u : out->uses())
         allCasts = allCasts && castNodes_.count(u.user) && state(u.user->output()).lowered && u.argIndex == 0;
       if (!allCasts) continue;
-      const auto idx = f->argIndex("dtype");
+      const auto idx = ir::OpView::of(f).indexOf("dtype");
       if (!idx) continue;
-      f->setArg(*idx, ir::Literal(cfg_.target));
+      rw_.setArg(f, *idx, ir::Literal(cfg_.target));
       ++literals_;
       for (const ir::Use& u : std::vector<ir::Use>(out->uses())) {
         ir::Node* c = u.user;
-        c->output()->replaceAllUsesWith(out);
         castNodes_.erase(c);
-        c->destroy();
+        rw_.replace(c, out);
       }
       markLowered(out);
     }
@@ -707,6 +690,7 @@ class Caster {
   std::string pass_;
   Config cfg_;
   ir::MutationAnalysis mutation_;
+  ir::Rewriter rw_;  // every edit goes through it (ir/rewriter.h)
   PassResult r_;
   std::unordered_map<const ir::Value*, ValueState> states_;
   std::multimap<std::pair<ir::Value*, bool>, ir::Node*> castMemo_;

@@ -1,63 +1,6 @@
 // cast: run compute-bound operators in fp16 or bf16, with casts only where
 // the precision changes.
-//
-// Contract. Walks the graph in program order and gives every fp32 tensor
-// value a precision, following the one op-policy table
-// (quant/precision_policy.h): a LowPrecision op (conv, linear, matmul, ...)
-// whose floating-point inputs are fp32 runs in the target dtype; an Fp32 op
-// (softmax, layer_norm, reductions, ...) and every op the table does not
-// know get their inputs back in their original dtype; Follow ops take the
-// precision of their first floating-point input; Promote ops with mixed
-// precisions go to the widest. Weights (float32 constants) read by ops that
-// run in low precision are converted offline into new constants
-// (`conv1.weight_bf16`; the pass runs after the folds, so it converts the
-// folded weights, never unfolded ones); the fp32 originals are erased when
-// nothing else reads them. Activations are converted by
-// `aten::to(x, dtype)` inserted right before the op that needs them,
-// memoized per (value, dtype) wherever the earlier cast dominates and the
-// value is never written in place; a cast back to a cast's own source
-// returns that source (adjacent casts cancel). Integer, bool and float64
-// tensors are never touched; a value whose dtype is unknown (no shape-prop
-// metadata) is left alone, except as an input of a LowPrecision op whose
-// other operand is fp32 (those kernels require equal dtypes).
-//
-// dtype literals: `x.to(torch.float32)` of a low-precision x becomes
-// `x.to(<target>)` (it was a no-op); a factory op (zeros, ones, full,
-// arange, empty, ..._like with a dtype) whose float32 result is only read at
-// the target precision gets the target dtype literal; `type_as` and
-// `to(x, other)` follow their dtype source at run time and are tracked, so no
-// op sees mixed floating-point types. An in-place op (`relu_`, `add_`) works
-// in the precision of the tensor it writes; an op the table does not know
-// that returns a view of its first input follows it. `_add_relu` has no
-// fp16/bf16 kernel: lowered, it is split into add and relu_ (counter split). Control flow: values
-// enter and leave prim::If / prim::Loop blocks, containers (tuples, lists
-// not consumed by cat/stack/einsum) and `prim::dtype` in their original
-// dtype.
-//
-// Options: dtype=auto|bf16|fp16 (auto: bf16 for CPU targets, fp16 for CUDA
-// targets unless prefer-bf16 or PassContext::preferBf16; for a CPU target
-// without native bf16 (quant/cpu_capability.h: no AVX512_BF16/AMX-BF16 that
-// oneDNN uses) auto leaves the graph in fp32, declined once: bf16 would run
-// slower than fp32 there, and less accurately); keep-io=true keeps
-// the graph's inputs and outputs in their dtypes, keep-io=false lets float32
-// inputs and outputs become the target dtype (the model's signature changes;
-// counter io-changed); fp16 range: a weight with |w| > 65504 keeps its op in
-// fp32 (declined, counter out-of-range) unless clamp=true (clamped to the
-// fp16 range, counter clamped); fp32-ops= / lowp-ops= move operators between
-// classes (`softmax;gelu`); emulate=true computes in fp32 but rounds through
-// the target dtype at every cast point, every low-precision op's result and
-// every converted weight (stored as fp32): the numerics of fp16 storage on a
-// CPU without fp16 kernels. Does not fire on graphs without fp32 values.
-// bf16 for a CPU target: an op this LibTorch has no CPU kernel for in bf16
-// (transposed convs in 1.13, probed once) stays fp32, declined; so do convs
-// whose input and output channels are all below min-channels (default 17
-// there: measured, a stack of 8-channel convs ran 1.34x slower in bf16),
-// and silu runs in fp32 (its bf16 CPU kernel is 2.6x slower; lowp-ops=silu
-// overrides).
-// Counters: lowered (ops in low precision), casts (cast nodes in the
-// result), weights (constants converted), literals (dtype literals
-// rewritten), fp32 (listed fp32 ops that kept full precision), out-of-range,
-// clamped, io-changed.
+// The contract is kContract below (`ptopt passes cast` prints it).
 #pragma once
 
 #include "rewriters/pass.h"
@@ -68,11 +11,56 @@ namespace ptopt::quant {
 
 class CastPass : public rewriters::Pass {
  public:
+  static constexpr const char* kContract =
+      "Walks the graph in program order and gives every fp32 tensor value a precision, following the one "
+      "op-policy table (quant/precision_policy.h): a LowPrecision op (conv, linear, matmul, bmm, addmm, einsum, "
+      "prelu, rnn cells, sdpa) whose floating-point inputs are fp32 runs in the target dtype; an Fp32 op "
+      "(softmax, log_softmax, layer_norm, group_norm, batch_norm, exp, log, pow, rsqrt, reductions, norms, "
+      "losses, upsample) and every op the table does not know get their inputs back in their original dtype; "
+      "Follow ops take the precision of their first floating-point input; Promote ops with mixed precisions go "
+      "to the widest. "
+      "Weights (float32 constants) read by ops that run in low precision are converted offline into new "
+      "constants (conv1.weight_bf16; the pass runs after the folds, so it converts the folded weights, never "
+      "unfolded ones), dense in the layout they had (channels-last weights stay channels-last); the fp32 "
+      "originals are erased when nothing else reads them. Activations are converted by aten::to(x, dtype) "
+      "inserted right before the op that needs them, memoized per (value, dtype) wherever the earlier cast "
+      "dominates and the value is never written in place; a cast back to a cast's own source returns that source "
+      "(adjacent casts cancel). Integer, bool and float64 tensors are never touched; a value whose dtype is "
+      "unknown (no shape-prop metadata) is left alone, except as an input of a LowPrecision op whose other "
+      "operand is fp32 (those kernels require equal dtypes). "
+      "dtype literals: x.to(torch.float32) of a low-precision x becomes x.to(<target>) (it was a no-op); a "
+      "factory op (zeros, ones, full, arange, empty, ..._like with a dtype) whose float32 result is only read at "
+      "the target precision gets the target dtype literal; type_as and to(x, other) follow their dtype source at "
+      "run time and are tracked, so no op sees mixed floating-point types. An in-place op (relu_, add_) works in "
+      "the precision of the tensor it writes (one the table keeps fp32, like silu_ on a CPU, that writes a "
+      "lowered op's fresh result runs on an fp32 copy); an op the table does not know that returns a view of its "
+      "first input follows it. _add_relu has no fp16/bf16 kernel: lowered, it is split into add and relu_ "
+      "(counter split). Control flow: values enter and leave prim::If / prim::Loop blocks, containers (tuples, "
+      "lists not consumed by cat/stack/einsum) and prim::dtype in their original dtype. "
+      "Options: dtype=auto|bf16|fp16 (auto: bf16 for CPU targets, fp16 for CUDA targets unless prefer-bf16 or "
+      "PassContext::preferBf16; for a CPU target without native bf16 (quant/cpu_capability.h: no "
+      "AVX512_BF16/AMX-BF16 that oneDNN uses, probed) auto leaves the graph in fp32, declined once: bf16 would "
+      "run slower than fp32 there, and less accurately); keep-io=true keeps the graph's inputs and outputs in "
+      "their dtypes, keep-io=false lets float32 inputs and outputs become the target dtype (the model's "
+      "signature changes; counter io-changed); fp16 range: a weight with |w| > 65504 keeps its op in fp32 "
+      "(declined, counter out-of-range) unless clamp=true (clamped to the fp16 range, counter clamped); "
+      "fp32-ops= / lowp-ops= move operators between classes for one run ('softmax;gelu'); emulate=true computes "
+      "in fp32 but rounds through the target dtype at every cast point, every low-precision op's result and "
+      "every converted weight (stored as fp32): the numerics of fp16 storage on a CPU without fp16 kernels; "
+      "min-channels (below). Does not fire on graphs without fp32 values. "
+      "bf16 for a CPU target: an op this LibTorch has no CPU kernel for in bf16 (transposed convs in 1.13, "
+      "probed once) stays fp32, declined; so do convs (ir::ConvOp, groups read by name) whose input and output "
+      "channels are all below min-channels (default 17 there: measured, a stack of 8-channel convs ran 1.34x "
+      "slower in bf16), and silu runs in fp32 (its bf16 CPU kernel is 2.6x slower; lowp-ops=silu overrides). "
+      "Counters: lowered (ops in low precision), casts (cast nodes in the result), weights (constants "
+      "converted), literals (dtype literals rewritten), fp32 (listed fp32 ops that kept full precision), "
+      "out-of-range, clamped, io-changed, split.";
+
   std::string name() const override { return "cast"; }
   std::string description() const override {
     return "run conv/linear/matmul in fp16 or bf16, casts only at precision boundaries";
   }
-  std::string contract() const override;
+  std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };

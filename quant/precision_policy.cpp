@@ -1,5 +1,7 @@
 #include "quant/precision_policy.h"
 
+#include "ir/op_views.h"
+
 #include <cctype>
 #include <stdexcept>
 
@@ -132,9 +134,7 @@ OpPrecision PrecisionPolicy::classify(const ir::Node& n) const {
   const OpPrecision p = classify(n.target());
   // `zeros_like(x, dtype=torch.float32)` creates rather than follows.
   if (p == OpPrecision::Follow) {
-    if (auto i = n.argIndex("dtype"); i && *i < n.numArgs() && n.arg(*i).isLiteral() &&
-                                      n.arg(*i).literal().is<c10::ScalarType>())
-      return OpPrecision::Factory;
+    if (ir::OpView::of(const_cast<ir::Node*>(&n)).dtypeArg("dtype")) return OpPrecision::Factory;
   }
   return p;
 }

@@ -1,7 +1,8 @@
 // cast: which ops run in low precision, where the casts go, dtype literals,
 // fp16 range, keep-io, and numerics within the bf16 / fp16 criteria on every
-// fixture. The bf16 outputs are saved for the Python reload check
-// (python.reload_cast). bf16 numerics are judged by what this CPU computes
+// fixture; the edit log proven complete on every fixture
+// (Instrumentation::checkEditLog). The bf16 outputs are saved for the
+// Python reload check (python.reload_cast). bf16 numerics are judged by what this CPU computes
 // (tests/support/lowp_check.h); fp16 is emulated (fp32 compute), the same on
 // every CPU.
 #include "quant/cast.h"
@@ -147,37 +148,6 @@ test::LowpVerdict judgeGraphBf16(const c10::IValue& actual, const c10::IValue& e
 }
 
 }  // namespace
-
-TEST_CASE("the op-policy table puts the issue's op groups in their classes") {
-  auto p = quant::PrecisionPolicy::defaults();
-  using quant::OpPrecision;
-  for (const char* op : {"conv2d", "conv_transpose2d", "linear", "matmul", "bmm", "addmm", "baddbmm", "einsum",
-                         "prelu", "lstm_cell", "scaled_dot_product_attention"})
-    CHECK(p.classify(std::string("aten::") + op) == OpPrecision::LowPrecision);
-  for (const char* op : {"softmax", "log_softmax", "layer_norm", "group_norm", "exp", "log1p", "pow", "rsqrt",
-                         "reciprocal", "sum", "prod", "cumsum", "mean", "norm", "mse_loss", "cosine_similarity",
-                         "logsumexp", "upsample_bilinear2d"})
-    CHECK(p.classify(std::string("aten::") + op) == OpPrecision::Fp32);
-  CHECK(p.classify("aten::relu") == OpPrecision::Follow);
-  CHECK(p.classify("aten::relu_") == OpPrecision::Follow);  // in-place variants share the class
-  CHECK(p.classify("aten::max_pool2d") == OpPrecision::Follow);
-  CHECK(p.classify("aten::view") == OpPrecision::Follow);
-  CHECK(p.classify("aten::add") == OpPrecision::Promote);
-  CHECK(p.classify("aten::cat") == OpPrecision::Promote);
-  CHECK(p.classify("aten::zeros") == OpPrecision::Factory);
-  CHECK(p.classify("aten::size") == OpPrecision::Neutral);
-  CHECK(p.classify("aten::some_unknown_op") == OpPrecision::Fp32);
-  CHECK_FALSE(p.knows("aten::some_unknown_op"));
-
-  p.set("softmax", OpPrecision::LowPrecision);
-  p.set("aten::linear", OpPrecision::Fp32);
-  CHECK(p.classify("aten::softmax") == OpPrecision::LowPrecision);
-  CHECK(p.classify("aten::linear") == OpPrecision::Fp32);
-  CHECK(quant::PrecisionPolicy::parseOpList("gelu; aten::softmax,linear") ==
-        std::vector<std::string>{"gelu", "aten::softmax", "linear"});
-  CHECK(quant::PrecisionPolicy::parseOpList("").empty());
-  CHECK_THROWS_AS(quant::PrecisionPolicy::parseOpList("gelu;;softmax"), std::invalid_argument);
-}
 
 TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16 is preferred") {
   const std::string o3 = rewriters::presetPipeline(3);
@@ -553,4 +523,39 @@ TEST_CASE("cast reads the groups of _convolution at its own position when sizing
   }
   INFO(all);
   CHECK(sized);
+}
+
+TEST_CASE("cast logs every edit it makes on every fixture (the edit log self-check)") {
+  // After -O2, cast as -O3 runs it (dtype=auto) and in every mode that edits
+  // differently (bf16, fp16, fp16 clamped, emulated fp16, keep-io=false):
+  // Instrumentation::checkEditLog rebuilds the IR text before the pass from
+  // the log's diff and compares it with the real text, and checks that the
+  // pass reports changed exactly when it logged edits.
+  const auto& registry = defaultRegistry();
+  rewriters::Instrumentation inst;
+  inst.checkEditLog = true;
+  size_t fired = 0, edits = 0;
+  for (const auto& f : test::allFixtures()) {
+    INFO(f.name);
+    Optimizer opt = Optimizer::load(f.path);
+    rewriters::PassContext prep;
+    prep.exampleInputs = verify::makeInputs(f.inputs, 0);
+    opt.run(rewriters::presetPipelineBody(2), &prep);  // -O3 up to its cast
+    for (const char* pass : {"cast{dtype=auto}", "cast{dtype=bf16}", "cast{dtype=fp16}", "cast{dtype=fp16,clamp=true}",
+                             "cast{dtype=fp16,emulate=true}", "cast{dtype=bf16,keep-io=false}"}) {
+      INFO(pass);
+      ir::Model model = opt.model().clone();
+      rewriters::PassContext ctx;
+      rewriters::PassManager pm(registry, rewriters::parsePipeline(pass, registry), inst);
+      rewriters::RunReport report;
+      CHECK_NOTHROW(report = pm.run(model, ctx));
+      for (const auto& e : report.executions) {
+        CHECK(e.changed == (e.edits != 0));
+        fired += e.changed;
+        edits += e.edits;
+      }
+    }
+  }
+  INFO("executions that changed a graph: " << fired << ", edits: " << edits);
+  CHECK(fired >= 100);  // 146 on a CPU with native bf16 (dtype=auto fires), 129 capped to AVX2
 }

@@ -1,10 +1,13 @@
 #include "fusion/bn_math.h"
 
+#include "fusion/conv.h"
 #include "rewriters/constants.h"
+
+#include <algorithm>
 
 namespace ptopt::fusion {
 
-using rewriters::constantTensorArg;
+using rewriters::constantTensor;
 
 at::Tensor BatchNormParams::scale() const {
   at::Tensor s = (var.to(at::kDouble) + eps).rsqrt();
@@ -16,28 +19,30 @@ at::Tensor BatchNormParams::shift() const {
   return beta ? s + beta->to(at::kDouble) : s;
 }
 
-std::optional<BatchNormParams> BatchNormParams::read(const ir::Node* bn, std::string& why) {
-  if (!bn->is("aten::batch_norm") || bn->numArgs() < 9) { why = "not aten::batch_norm"; return std::nullopt; }
-  const ir::Arg& training = bn->arg(5);
-  if (!training.isLiteral() || !training.literal().is<bool>() || training.literal().as<bool>()) {
+std::optional<BatchNormParams> BatchNormParams::read(const ir::Node* node, std::string& why) {
+  auto bn = ir::BatchNormOp::match(node);
+  if (!bn || !bn->has("cudnn_enabled")) { why = "not aten::batch_norm"; return std::nullopt; }
+  const auto training = bn->training();
+  if (!training || *training) {
     why = "the BatchNorm is in training mode (run bn-inference first)";
     return std::nullopt;
   }
   BatchNormParams p;
-  auto mean = constantTensorArg(bn, 3), var = constantTensorArg(bn, 4);
+  auto mean = constantTensor(bn->runningMean()), var = constantTensor(bn->runningVar());
   if (!mean || !var) { why = "the running statistics are not constants"; return std::nullopt; }
   p.mean = *mean;
   p.var = *var;
-  for (size_t i : {1u, 2u}) {
-    const ir::Arg& a = bn->arg(i);
-    if (a.isLiteral() && a.literal().isNone()) continue;
-    auto t = constantTensorArg(bn, i);
-    if (!t) { why = i == 1 ? "the BatchNorm weight is not a constant" : "the BatchNorm bias is not a constant"; return std::nullopt; }
-    (i == 1 ? p.gamma : p.beta) = *t;
+  // gamma and beta: None without affine parameters, else constants.
+  for (const char* name : {"weight", "bias"}) {
+    if (bn->isNone(name)) continue;
+    auto t = constantTensor(bn->value(name));
+    const bool isWeight = std::string(name) == "weight";
+    if (!t) { why = isWeight ? "the BatchNorm weight is not a constant" : "the BatchNorm bias is not a constant"; return std::nullopt; }
+    (isWeight ? p.gamma : p.beta) = *t;
   }
-  const ir::Arg& eps = bn->arg(7);
-  if (!eps.isLiteral() || !eps.literal().is<double>()) { why = "eps is not a literal"; return std::nullopt; }
-  p.eps = eps.literal().as<double>();
+  const ir::Literal* eps = bn->literal("eps");
+  if (!eps || !eps->is<double>()) { why = "eps is not a literal"; return std::nullopt; }
+  p.eps = eps->as<double>();
   if (p.mean.dim() != 1 || p.var.numel() != p.mean.numel() ||
       (p.gamma && p.gamma->numel() != p.mean.numel()) || (p.beta && p.beta->numel() != p.mean.numel())) {
     why = "the BatchNorm parameters have inconsistent shapes";
@@ -54,12 +59,12 @@ std::vector<ir::Node*> batchNorms(const ir::Graph& g) {
   return out;
 }
 
-void replaceBatchNorm(ir::Node* bn, ir::Value* by) {
+void replaceBatchNorm(ir::Rewriter& rw, const ir::BatchNormOp& bn, ir::Value* by) {
   std::vector<ir::Value*> params;
-  for (size_t i = 1; i <= 4; ++i) params.push_back(bn->argValue(i));
-  bn->output()->replaceAllUsesWith(by);
-  bn->destroy();
-  for (ir::Value* v : params) rewriters::eraseConstantIfUnused(v);
+  for (ir::Value* v : {bn.weight(), bn.bias(), bn.runningMean(), bn.runningVar()})
+    if (v && std::find(params.begin(), params.end(), v) == params.end()) params.push_back(v);  // one constant may fill two
+  rw.replace(bn.node(), by);
+  for (ir::Value* v : params) rw.eraseConstantIfUnused(v);
 }
 
 at::Tensor foldWeight(const at::Tensor& weight, const at::Tensor& scale, bool transposed, int64_t groups) {
@@ -86,6 +91,22 @@ at::Tensor foldBias(const std::optional<at::Tensor>& bias, const BatchNormParams
   at::Tensor folded = (b - bn.mean.to(at::kDouble)) * bn.scale();
   if (bn.beta) folded = folded + bn.beta->to(at::kDouble);
   return folded.to(dtype);
+}
+
+void foldBatchNormInto(ir::Rewriter& rw, const ir::OpView& producer, const ir::BatchNormOp& bn,
+                       const BatchNormParams& params, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  ir::Node* node = producer.node();
+  at::Tensor newWeight;
+  if (auto conv = ir::ConvOp::match(node)) {
+    newWeight = foldWeight(weight, params.scale(), conv->transposed(), conv->groups());
+  } else {
+    // A linear weight is [out, in]: out features on dim 0, like a conv's.
+    newWeight = (weight.to(at::kDouble) * params.scale().unsqueeze(1)).to(weight.scalar_type());
+  }
+  const at::Tensor newBias = foldBias(bias, params, weight.scalar_type());
+  setWeightAndBias(rw, producer, newWeight, newBias, ".bnfold");
+  noteFold(rw, node, bn.node());
+  replaceBatchNorm(rw, bn, node->output());
 }
 
 }  // namespace ptopt::fusion

@@ -1,9 +1,11 @@
-// BatchNorm parameters and the algebra of folding them into a preceding
-// conv or linear. Computed with ATen in float64, cast back to the weight's
+// BatchNorm parameters, the algebra of folding them into a preceding conv or
+// linear, and the fold itself (foldBatchNormInto, shared by fold-conv-bn and
+// fold-linear-bn). Computed with ATen in float64, cast back to the weight's
 // dtype (so folding an fp32 model loses no more than one rounding).
 #pragma once
 
-#include "ir/ir.h"
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
 #include "rewriters/pass.h"
 
 #include <ATen/ATen.h>
@@ -33,7 +35,7 @@ struct BatchNormParams {
 std::vector<ir::Node*> batchNorms(const ir::Graph& g);
 // Replaces the BatchNorm's result by `by`, erases the node and the constants
 // only it read.
-void replaceBatchNorm(ir::Node* bn, ir::Value* by);
+void replaceBatchNorm(ir::Rewriter& rw, const ir::BatchNormOp& bn, ir::Value* by);
 
 // Folds BN into conv weights. Regular convs keep output channels on weight
 // dim 0: W' = W * scale[o]. Transposed convs keep them on dim 1, per group:
@@ -42,5 +44,15 @@ void replaceBatchNorm(ir::Node* bn, ir::Value* by);
 at::Tensor foldWeight(const at::Tensor& weight, const at::Tensor& scale, bool transposed, int64_t groups);
 // b' = (b - mean) * scale + beta; a missing conv bias counts as zero.
 at::Tensor foldBias(const std::optional<at::Tensor>& bias, const BatchNormParams& bn, const at::ScalarType dtype);
+
+// The end of fold-conv-bn and fold-linear-bn, once the match is checked:
+// `producer` (a conv or a linear whose output only `bn` reads, with constant
+// `weight` and constant or absent `bias`) gets the folded weight (foldWeight
+// for a conv; W * s[:, None] for a linear's [out, in]) and the folded bias
+// (foldBias) as new constants `<name>.bnfold`; the BatchNorm's uses read the
+// producer's output, the BatchNorm and the constants only it read are
+// erased, and the producer's provenance notes the fold.
+void foldBatchNormInto(ir::Rewriter& rw, const ir::OpView& producer, const ir::BatchNormOp& bn,
+                       const BatchNormParams& params, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
 
 }  // namespace ptopt::fusion

@@ -7,21 +7,13 @@ namespace ptopt::fusion {
 
 using namespace rewriters;
 
-std::string BnToAffinePass::contract() const {
-  return "An inference batch_norm with constant statistics that no conv or linear absorbed (DenseNet's BN "
-         "after a concat) can become addcmul(shift, x, scale) with precomputed per-channel scale and "
-         "shift shaped [C, 1, ...]. On the CPUs measured (bench/bn_vs_affine.py, 1 thread) batch_norm's "
-         "inference kernel is 3-5x faster than addcmul, so by default the pass leaves every BatchNorm "
-         "alone and says why; force=true converts anyway. Even then it does not fire when the input rank "
-         "is unknown (run shape-prop with --input-shape) or the statistics are not constants.";
-}
-
 PassResult BnToAffinePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
+  ir::Rewriter rw(graph, ctx.edits, name());
   const bool force = options().getBool("force");
-  for (ir::Node* bn : batchNorms(graph)) {
+  for (ir::Node* node : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
-      ctx.decline(name(), bn, why);
+      ctx.decline(name(), node, why);
       r.count("declined");
     };
     if (!force) {
@@ -29,9 +21,10 @@ PassResult BnToAffinePass::run(ir::Graph& graph, PassContext& ctx) {
       continue;
     }
     std::string why;
-    auto params = BatchNormParams::read(bn, why);
+    auto params = BatchNormParams::read(node, why);
     if (!params) { decline(why); continue; }
-    ir::Value* x = bn->argValue(0);
+    auto bn = ir::BatchNormOp::match(node);
+    ir::Value* x = bn->input();
     if (!x->meta().shape || x->meta().shape->size() < 2) {
       decline("the input rank is unknown (run shape-prop with --input-shape)");
       continue;
@@ -39,15 +32,14 @@ PassResult BnToAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     std::vector<int64_t> shape(x->meta().shape->size() - 1, 1);
     shape[0] = params->channels();
     const auto dtype = params->mean.scalar_type();
-    ir::Value* scale = addConstant(graph, modulePrefix(bn->argValue(3)->node()->target()) + ".affine_scale",
-                                   params->scale().reshape(shape).to(dtype), bn);
-    ir::Value* shift = addConstant(graph, modulePrefix(bn->argValue(3)->node()->target()) + ".affine_shift",
-                                   params->shift().reshape(shape).to(dtype), bn);
-    ir::Value* out = ir::Builder(bn).call("aten::addcmul", {shift, x, scale, 1});
-    replaceBatchNorm(bn, out);
+    const std::string prefix = modulePrefix(bn->runningMean()->node()->target());
+    ir::Value* scale = rw.addConstant(prefix + ".affine_scale", params->scale().reshape(shape).to(dtype), node);
+    ir::Value* shift = rw.addConstant(prefix + ".affine_shift", params->shift().reshape(shape).to(dtype), node);
+    ir::Value* out = rw.call(node, "aten::addcmul", {shift, x, scale, 1});
+    replaceBatchNorm(rw, *bn, out);
     r.count("converted");
-    r.changed = true;
   }
+  r.changed = rw.changed();
   return r;
 }
 

@@ -1,35 +1,39 @@
 #include "fusion/drop_zero_bias.h"
 
-#include "fusion/conv.h"
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
 #include "rewriters/constants.h"
 
 namespace ptopt::fusion {
 
 using namespace rewriters;
 
-std::string DropZeroBiasPass::contract() const {
-  return "A conv or linear whose bias is a constant tensor of exact zeros gets None instead, saving the "
-         "add. Results differ at most in the sign of zero. Does not fire when the bias is not a constant, "
-         "has a non-zero element, or is written in place.";
+namespace {
+// The conv or linear view of `n`.
+std::optional<ir::OpView> convOrLinear(ir::Node* n) {
+  if (auto conv = ir::ConvOp::match(n)) return ir::OpView(*conv);
+  if (auto linear = ir::LinearOp::match(n)) return ir::OpView(*linear);
+  return std::nullopt;
 }
+}  // namespace
 
-PassResult DropZeroBiasPass::run(ir::Graph& graph, PassContext&) {
+PassResult DropZeroBiasPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
-  std::vector<ir::Node*> candidates;
+  ir::Rewriter rw(graph, ctx.edits, name());
+  std::vector<ir::OpView> candidates;
   graph.walk([&](ir::Node* n) {
-    if (asConv(n) || n->is("aten::linear")) candidates.push_back(n);
+    if (auto view = convOrLinear(n)) candidates.push_back(*view);
   });
-  for (ir::Node* n : candidates) {
-    const size_t biasIndex = 2;
-    auto bias = constantTensorArg(n, biasIndex);
-    if (!bias || isWrittenAnywhere(n->argValue(biasIndex))) continue;
+  for (const ir::OpView& view : candidates) {
+    ir::Value* old = view.value("bias");
+    auto bias = constantTensor(old);
+    if (!bias || isWrittenAnywhere(old)) continue;
     if (bias->numel() == 0 || bias->count_nonzero().item<int64_t>() != 0) continue;
-    ir::Value* old = n->argValue(biasIndex);
-    n->setArg(biasIndex, ir::Literal(ir::NoneLiteral{}));
-    eraseConstantIfUnused(old);
+    rw.setArg(view.node(), view.index("bias"), ir::Literal(ir::NoneLiteral{}));
+    rw.eraseConstantIfUnused(old);
     r.count("dropped");
-    r.changed = true;
   }
+  r.changed = rw.changed();
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include "fusion/bn_math.h"
 #include "fusion/conv.h"
+#include "ir/op_views.h"
 #include "rewriters/constants.h"
 
 #include <fmt/format.h>
@@ -10,70 +11,59 @@ namespace ptopt::fusion {
 
 using namespace rewriters;
 
-std::string FoldConvAffinePass::contract() const {
-  return "Matches P OP c, P a conv or a linear, for OP in add, sub, mul, div (.Tensor or .Scalar; also c + P, "
-         "c - P and c * P) where c is a literal number or a constant tensor broadcasting per output channel: one "
-         "element; for a conv [C, 1, ...] of the output's rank minus one, or [1, C, 1, ...] when metadata "
-         "shows a batched input; for a linear [C], or [1, ..., C] when metadata shows the output's rank. A "
-         "floating c of another dtype must not promote the result (0-dim, or a narrower float); an integer "
-         "or bool c folds when every value is exactly representable in the weight's dtype. mul/div scale "
-         "weight and bias per output channel (division becomes multiplication by 1/c in float64); add/sub "
-         "shift the bias by alpha * c (a producer without bias gains one). New constants get derived names "
-         "(conv1.weight.affine); nothing is mutated; chains fold in one run. Does not fire when the "
-         "producer's output has another user, the weight is not constant or is written in place, c does not "
-         "broadcast per channel, c would promote the result's dtype or is not exactly representable, c has "
-         "a zero divisor, for c / P, or across blocks.";
-}
-
 namespace {
 
 enum class Op { Add, Sub, Mul, Div };
 
 struct AffineMatch {
   Op op;
-  size_t producerArg, constArg;
+  bool producerRight = false;  // `c OP P`: the conv or linear's result is `other`, c is `self`
   double alpha = 1;
+  const char* producerArg() const { return producerRight ? "other" : "self"; }
+  const char* constArg() const { return producerRight ? "self" : "other"; }
 };
 
 // A conv or a linear: output channels on weight dim 0 (dim 1 per group for
 // transposed convs); the channel dim of a linear's output is its last.
 struct Producer {
+  ir::OpView view;  // weight, bias and input by name
   bool linear = false;
-  ConvInfo conv;
+  bool transposed = false;
+  int64_t groups = 1;
 };
 
-std::optional<Producer> asProducer(const ir::Node* n) {
+std::optional<Producer> asProducer(ir::Node* n) {
   if (!n) return std::nullopt;
-  if (n->is("aten::linear") && n->numArgs() == 3) return Producer{true, {}};
-  if (auto info = asConv(n)) return Producer{false, *info};
+  // A linear with every argument written out (input, weight, bias).
+  if (auto linear = ir::LinearOp::match(n); linear && n->numArgs() == 3) return Producer{*linear, true};
+  if (auto conv = ir::ConvOp::match(n)) return Producer{*conv, false, conv->transposed(), conv->groups()};
   return std::nullopt;
 }
 
-std::optional<AffineMatch> matchOp(const ir::Node* n) {
+std::optional<AffineMatch> matchOp(ir::Node* n) {
   static const std::pair<const char*, Op> kOps[] = {
       {"aten::add", Op::Add}, {"aten::sub", Op::Sub}, {"aten::mul", Op::Mul}, {"aten::div", Op::Div}};
   if (!n->isCall() || (n->overload() != "Tensor" && n->overload() != "Scalar")) return std::nullopt;
   for (const auto& [target, op] : kOps) {
     if (n->target() != target) continue;
-    AffineMatch m{op, 0, 1};
+    // add/sub(self, other, alpha), mul/div(self, other), all arguments written out.
+    const ir::OpView view = ir::OpView::of(n);
+    if (!view.has("self") || !view.has("other")) return std::nullopt;
+    AffineMatch m{op};
     const bool hasAlpha = op == Op::Add || op == Op::Sub;
     if (hasAlpha) {
-      if (n->numArgs() != 3 || !n->arg(2).isLiteral()) return std::nullopt;
-      const auto& a = n->arg(2).literal();
-      if (a.is<int64_t>()) m.alpha = static_cast<double>(a.as<int64_t>());
-      else if (a.is<double>()) m.alpha = a.as<double>();
-      else return std::nullopt;
+      if (n->numArgs() != 3 || !view.literal("alpha")) return std::nullopt;
+      auto alpha = view.floatArg("alpha");
+      if (!alpha) return std::nullopt;
+      m.alpha = *alpha;
     } else if (n->numArgs() != 2) {
       return std::nullopt;
     }
     // The producer on the right: `c + alpha*P`, `c - alpha*P`, `c * P`
     // (and `c / P`, which is declined).
-    const ir::Value* first = n->argValue(0);
+    ir::Value* first = view.value("self");
     const bool firstIsProducer = first && asProducer(first->node());
-    if (!firstIsProducer && n->overload() == "Tensor") {
-      m.producerArg = 1;
-      m.constArg = 0;
-    }
+    m.producerRight = !firstIsProducer && n->overload() == "Tensor";
     return m;
   }
   return std::nullopt;
@@ -105,10 +95,9 @@ std::string dtypeProblem(const at::Tensor& c, at::ScalarType weightType) {
 }
 
 // The per-output-channel values of c (float64, length channels), or nullopt.
-std::optional<at::Tensor> perChannel(const ir::Node* n, size_t i, int64_t channels, const Producer& producer,
-                                     int64_t weightRank, at::ScalarType weightType, const ir::Node* p,
-                                     std::string& why) {
-  const ir::Arg& a = n->arg(i);
+std::optional<at::Tensor> perChannel(const ir::Arg& a, int64_t channels, const Producer& producer,
+                                     int64_t weightRank, at::ScalarType weightType, std::string& why) {
+  const ir::Node* p = producer.view.node();
   if (a.isLiteral()) {
     const auto& l = a.literal();
     double v;
@@ -145,7 +134,7 @@ std::optional<at::Tensor> perChannel(const ir::Node* n, size_t i, int64_t channe
   if (c->numel() == 1 && c->dim() <= outRank - 1) return single();
   if (c->dim() == outRank - 1 && onlyChannel(0)) return perChannelValues();
   if (c->dim() == outRank && onlyChannel(1)) {
-    const auto& shape = p->argValue(0)->meta().shape;
+    const auto& shape = producer.view.value("input")->meta().shape;
     if (shape && static_cast<int64_t>(shape->size()) == outRank) return perChannelValues();
     why = "a [1, C, 1, ...] constant needs shape metadata showing a batched input";
     return std::nullopt;
@@ -158,6 +147,7 @@ std::optional<at::Tensor> perChannel(const ir::Node* n, size_t i, int64_t channe
 
 PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
+  ir::Rewriter rw(graph, ctx.edits, name());
   std::vector<ir::Node*> candidates;
   graph.walk([&](ir::Node* n) {
     if (matchOp(n)) candidates.push_back(n);
@@ -165,35 +155,36 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
   for (ir::Node* n : candidates) {
     auto m = matchOp(n);
     if (!m) continue;
-    ir::Value* y = n->argValue(m->producerArg);
+    const ir::OpView op = ir::OpView::of(n);
+    ir::Value* y = op.value(m->producerArg());
     ir::Node* p = y ? y->node() : nullptr;
     auto producer = asProducer(p);
     if (!producer) continue;
+    const ir::OpView& pv = producer->view;
     const char* what = producer->linear ? "linear" : "conv";
     auto decline = [&](const std::string& why) {
       if (ctx.declineOnce(name(), n, why)) r.count("declined");
     };
-    if (m->producerArg == 1 && m->op == Op::Div) {
+    if (m->producerRight && m->op == Op::Div) {
       decline(fmt::format("c / {} is not affine in the weights", what));
       continue;
     }
     if (valueUses(y) != 1) { decline(fmt::format("the {}'s output has another user", what)); continue; }
     if (p->owningBlock() != n->owningBlock()) { decline(fmt::format("{} and operation are in different blocks", what)); continue; }
-    auto weight = constantTensorArg(p, ConvInfo::kWeight);
-    if (!weight || isWrittenAnywhere(p->argValue(ConvInfo::kWeight)) || !at::isFloatingType(weight->scalar_type()) ||
+    auto weight = constantTensor(pv.value("weight"));
+    if (!weight || isWrittenAnywhere(pv.value("weight")) || !at::isFloatingType(weight->scalar_type()) ||
         (producer->linear && weight->dim() != 2)) {
       decline(fmt::format("the {} weight is not a floating-point constant", what));
       continue;
     }
     std::optional<at::Tensor> bias;
-    if (!(p->arg(ConvInfo::kBias).isLiteral() && p->arg(ConvInfo::kBias).literal().isNone())) {
-      bias = constantTensorArg(p, ConvInfo::kBias);
+    if (!pv.isNone("bias")) {
+      bias = constantTensor(pv.value("bias"));
       if (!bias) { decline(fmt::format("the {} bias is not a constant", what)); continue; }
     }
-    const ConvInfo& info = producer->conv;
-    const int64_t channels = info.transposed ? weight->size(1) * info.groups : weight->size(0);
+    const int64_t channels = producer->transposed ? weight->size(1) * producer->groups : weight->size(0);
     std::string why;
-    auto v = perChannel(n, m->constArg, channels, *producer, weight->dim(), weight->scalar_type(), p, why);
+    auto v = perChannel(op.arg(m->constArg()), channels, *producer, weight->dim(), weight->scalar_type(), why);
     if (!v) { decline(why); continue; }
     if (m->op == Op::Div && v->eq(0).any().item<bool>()) { decline("the divisor has a zero"); continue; }
 
@@ -201,7 +192,7 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     //   P + alpha*c, P - alpha*c:  scale 1,       shift +-alpha*c
     //   c + alpha*P, c - alpha*P:  scale +-alpha, shift c
     //   P * c, c * P, P / c:       scale c (1/c), shift 0
-    const bool producerLeft = m->producerArg == 0;
+    const bool producerLeft = !m->producerRight;
     const double sign = m->op == Op::Sub ? -1.0 : 1.0;
     std::optional<at::Tensor> scale;
     at::Tensor shift = at::zeros({channels}, at::TensorOptions().dtype(at::kDouble));
@@ -216,19 +207,18 @@ PassResult FoldConvAffinePass::run(ir::Graph& graph, PassContext& ctx) {
     }
     const auto dtype = weight->scalar_type();
     std::optional<at::Tensor> newWeight;
-    if (scale) newWeight = foldWeight(*weight, *scale, info.transposed, info.groups);
+    if (scale) newWeight = foldWeight(*weight, *scale, producer->transposed, producer->groups);
     at::Tensor b = bias ? bias->to(at::kDouble) : at::zeros({channels}, at::TensorOptions().dtype(at::kDouble));
     std::optional<at::Tensor> newBias;
     if (bias || m->op == Op::Add || m->op == Op::Sub) newBias = ((scale ? b * *scale : b) + shift).to(dtype);
-    ir::Value* operand = n->argValue(m->constArg);
-    setWeightAndBias(graph, p, newWeight, newBias, ".affine");
-    noteFold(p, n);
-    n->output()->replaceAllUsesWith(y);
-    n->destroy();
-    eraseConstantIfUnused(operand);
+    ir::Value* operand = op.value(m->constArg());
+    setWeightAndBias(rw, pv, newWeight, newBias, ".affine");
+    noteFold(rw, p, n);
+    rw.replace(n, y);
+    rw.eraseConstantIfUnused(operand);
     r.count("folded");
-    r.changed = true;
   }
+  r.changed = rw.changed();
   return r;
 }
 

@@ -1,17 +1,5 @@
 // fold-linear-bn: fold a BatchNorm1d into the Linear before it.
-//
-// Contract. Matches `aten::batch_norm(aten::linear(x, W, b), ...)` in
-// inference mode, with constant W, constant or absent b and constant
-// BatchNorm statistics, when the linear's output is known to be 2-D
-// ([N, features], so BatchNorm1d normalizes the features): from shape
-// metadata (shape-prop with --input-shape), or from the linear's input being
-// `flatten(_, 1, -1)` or another 2-D linear. The result is
-// `linear(x, W * s[:, None], (b - mean) * s + beta)` with s = gamma /
-// sqrt(var + eps), computed in float64 and cast back, stored as new
-// constants (`fc.weight.bnfold`). Does not fire (and says why) when the
-// output rank is unknown or not 2 (BatchNorm1d on [N, C, L] normalizes dim
-// 1, not the linear's features), when the linear's output has another user,
-// or when anything is not constant.
+// The contract is kContract below (`ptopt passes fold-linear-bn` prints it).
 #pragma once
 
 #include "rewriters/pass.h"
@@ -20,9 +8,20 @@ namespace ptopt::fusion {
 
 class FoldLinearBnPass : public rewriters::Pass {
  public:
+  static constexpr const char* kContract =
+      "Matches `aten::batch_norm(aten::linear(x, W, b), ...)` in inference mode, with constant W, constant or "
+      "absent b and constant BatchNorm statistics, when the linear's output is known to be 2-D ([N, features], "
+      "so BatchNorm1d normalizes the features): from shape metadata (shape-prop with --input-shape), or because "
+      "the linear's input is `flatten(_, 1, -1)` or another 2-D linear. The result is "
+      "`linear(x, W * s[:, None], (b - mean) * s + beta)` with s = gamma / sqrt(var + eps), computed in float64 "
+      "and cast back, stored as new constants (fc.weight.bnfold, fc.bias.bnfold); nothing is mutated. Does not "
+      "fire (and says why) when the output rank is unknown or not 2 (BatchNorm1d on [N, C, L] normalizes dim 1, "
+      "not the linear's features), when the linear's output has another user, when linear and BatchNorm sit in "
+      "different blocks, when the channels do not match the output features, or when anything is not constant.";
+
   std::string name() const override { return "fold-linear-bn"; }
   std::string description() const override { return "fold BatchNorm1d into the preceding Linear on 2-D input"; }
-  std::string contract() const override;
+  std::string contract() const override { return kContract; }
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };
 

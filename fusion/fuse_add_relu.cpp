@@ -1,25 +1,21 @@
 #include "fusion/fuse_add_relu.h"
 
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
+
 namespace ptopt::fusion {
 
 using namespace rewriters;
 
-std::string FuseAddReluPass::contract() const {
-  return "relu(add.Tensor(a, b, alpha)) (or relu_ of it) becomes aten::_add_relu.Tensor(a, b, alpha), and "
-         "relu_(add_.Tensor(a, b, alpha)) (ResNet's out += identity; relu(out)) becomes "
-         "aten::_add_relu_.Tensor(a, b, alpha), which mutates a exactly as the pair did. One pass over "
-         "memory instead of two, identical arithmetic. Fires only when the op exists in the running "
-         "LibTorch, the add's result has no other user, and both nodes are in the same block.";
-}
-
 PassResult FuseAddReluPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
+  ir::Rewriter rw(graph, ctx.edits, name());
   std::vector<ir::Node*> relus;
   graph.walk([&](ir::Node* n) {
     if (n->is("aten::relu") || n->is("aten::relu_")) relus.push_back(n);
   });
   for (ir::Node* relu : relus) {
-    ir::Value* sum = relu->argValue(0);
+    ir::Value* sum = ir::OpView::of(relu).value("self");
     ir::Node* add = sum ? sum->node() : nullptr;
     if (!add || !(add->is("aten::add") || add->is("aten::add_")) || add->overload() != "Tensor") continue;
     const bool inplaceAdd = add->target() == "aten::add_";
@@ -40,17 +36,18 @@ PassResult FuseAddReluPass::run(ir::Graph& graph, PassContext& ctx) {
       r.count("declined");
       continue;
     }
-    std::vector<ir::Arg> args = add->args();
-    ir::Node* node = ir::Builder(relu).callNode(fused, args, {c10::TensorType::get()});
+    // add(self, other, alpha) and _add_relu(self, other, alpha) share their
+    // arguments.
+    ir::Node* node = graph.createCall(fused, add->args(), {c10::TensorType::get()});
     node->setScope(relu->scope());
     node->output()->meta() = relu->output()->meta();  // what shape-prop knew stays known
     node->setProvenance("fuse(" + add->target().substr(6) + ", " + relu->target().substr(6) + ")");  // drop "aten::"
-    relu->output()->replaceAllUsesWith(node->output());
-    relu->destroy();
-    add->destroy();
+    rw.insert(node, relu);
+    rw.replace(relu, node->output());
+    rw.erase(add);
     r.count("fused");
-    r.changed = true;
   }
+  r.changed = rw.changed();
   return r;
 }
 

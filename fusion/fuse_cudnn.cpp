@@ -1,6 +1,8 @@
 #include "fusion/fuse_cudnn.h"
 
 #include "ir/literal.h"
+#include "ir/op_views.h"
+#include "ir/rewriter.h"
 #include "rewriters/constants.h"
 
 #include <ATen/ATen.h>
@@ -9,18 +11,7 @@ namespace ptopt::fusion {
 
 using namespace rewriters;
 
-std::string FuseCudnnPass::contract() const {
-  return "CUDA targets only: relu(add(conv2d(x, w, b), z, alpha)) (also relu_, add_, _add_relu, _add_relu_) becomes "
-         "aten::cudnn_convolution_add_relu(x, w, z, alpha, b, stride, padding, dilation, groups) and "
-         "relu(conv2d(x, w, b)) becomes aten::cudnn_convolution_relu. add(z, conv) needs alpha = 1; an in-place "
-         "add must write the conv's result. Needs literal stride/padding/dilation/groups, a constant 4-D weight, "
-         "a conv result with no other user, and a residual of the conv's shape and dtype (shape-prop). Weights "
-         "contiguous in neither NCHW nor NHWC are stored contiguous. Changes nothing for other targets.";
-}
-
 namespace {
-
-bool isLiteralIntList(const ir::Arg& a) { return a.isLiteral() && a.literal().is<std::vector<int64_t>>(); }
 
 // conv2d's int[2] arguments accept one element for both dims; cuDNN's
 // fused ops read two.
@@ -31,13 +22,14 @@ ir::Literal twoDims(const ir::Arg& a) {
 }
 
 struct ConvMatch {
-  ir::Node* conv = nullptr;
-  std::string why;  // why it cannot be fused, when conv is null
+  std::optional<ir::ConvOp> conv;
+  std::string why;  // why it cannot be fused, when conv is empty
 };
 
 class Fuser {
  public:
-  Fuser(ir::Graph& g, PassContext& ctx, std::string pass) : g_(g), ctx_(ctx), pass_(std::move(pass)) {}
+  Fuser(ir::Graph& g, PassContext& ctx, std::string pass)
+      : g_(g), ctx_(ctx), pass_(std::move(pass)), rw_(g, ctx.edits, pass_) {}
 
   PassResult run() {
     std::vector<ir::Node*> candidates;
@@ -50,12 +42,13 @@ class Fuser {
       if (n->is("aten::_add_relu") || n->is("aten::_add_relu_")) fuseAdd(n, n, n->is("aten::_add_relu_"));
       else visitRelu(n);
     }
+    r_.changed = rw_.changed();
     return std::move(r_);
   }
 
  private:
   void visitRelu(ir::Node* relu) {
-    ir::Value* in = relu->argValue(0);
+    ir::Value* in = ir::OpView::of(relu).value("self");
     ir::Node* producer = in ? in->node() : nullptr;
     if (!producer || producer->owningBlock() != relu->owningBlock()) return;
     if ((producer->is("aten::add") || producer->is("aten::add_")) && producer->overload() == "Tensor") {
@@ -68,23 +61,26 @@ class Fuser {
     if (producer->is("aten::conv2d")) {
       ConvMatch m = fusibleConv(in);
       if (!m.conv) return decline(relu, m.why);
-      ir::Node* conv = m.conv;
-      std::vector<ir::Arg> args{conv->arg(0), storedWeight(conv), conv->arg(2), twoDims(conv->arg(3)),
-                                twoDims(conv->arg(4)), twoDims(conv->arg(5)), conv->arg(6)};
-      replace(relu, {conv}, "aten::cudnn_convolution_relu", std::move(args), "conv+relu");
+      const ir::ConvOp& conv = *m.conv;
+      // cudnn_convolution_relu(self, weight, bias, stride, padding, dilation, groups)
+      std::vector<ir::Arg> args{conv.arg("input"),          storedWeight(conv),           conv.arg("bias"),
+                                twoDims(conv.arg("stride")), twoDims(conv.arg("padding")), twoDims(conv.arg("dilation")),
+                                conv.arg("groups")};
+      replace(relu, {conv.node()}, "aten::cudnn_convolution_relu", std::move(args), "conv+relu");
       r_.count("relu");
     }
   }
 
   // `root` computes relu(a + alpha*b) from `add` (the same node for _add_relu).
   void fuseAdd(ir::Node* root, ir::Node* add, bool inPlace) {
-    ir::Value* a = add->argValue(0);
-    ir::Value* b = add->argValue(1);
+    const ir::OpView sum = ir::OpView::of(add);  // add / _add_relu(self, other, alpha)
+    ir::Value* a = sum.value("self");
+    ir::Value* b = sum.value("other");
     if (!a || !b) return;
-    const ir::Arg alpha = add->numArgs() > 2 ? add->arg(2) : ir::Arg(ir::Literal(int64_t{1}));
+    const ir::Arg alpha = sum.has("alpha") ? sum.arg("alpha") : ir::Arg(ir::Literal(int64_t{1}));
     ConvMatch ma = fusibleConv(a), mb = fusibleConv(b);
     ir::Value* z = nullptr;
-    ir::Node* conv = nullptr;
+    std::optional<ir::ConvOp> conv;
     if (ma.conv) {
       conv = ma.conv;
       z = b;
@@ -99,14 +95,16 @@ class Fuser {
     } else {
       return decline(root, ma.why.empty() ? mb.why : ma.why);
     }
-    const ir::Value* y = conv->output();
+    const ir::Value* y = conv->node()->output();
     if (!z->meta().shape || !y->meta().shape || *z->meta().shape != *y->meta().shape)
       return decline(root, "the residual is not known to have the conv's shape (cuDNN does not broadcast it; run shape-prop)");
     if (!z->meta().dtype || z->meta().dtype != y->meta().dtype)
       return decline(root, "the residual is not known to have the conv's dtype");
-    std::vector<ir::Arg> args{conv->arg(0), storedWeight(conv), ir::Arg(z), alpha, conv->arg(2),
-                              twoDims(conv->arg(3)), twoDims(conv->arg(4)), twoDims(conv->arg(5)), conv->arg(6)};
-    std::vector<ir::Node*> gone{conv};  // producers first
+    // cudnn_convolution_add_relu(self, weight, z, alpha, bias, stride, padding, dilation, groups)
+    std::vector<ir::Arg> args{conv->arg("input"),          storedWeight(*conv),           ir::Arg(z),
+                              alpha,                        conv->arg("bias"),             twoDims(conv->arg("stride")),
+                              twoDims(conv->arg("padding")), twoDims(conv->arg("dilation")), conv->arg("groups")};
+    std::vector<ir::Node*> gone{conv->node()};  // producers first
     if (add != root) gone.push_back(add);
     replace(root, gone, "aten::cudnn_convolution_add_relu", std::move(args), "conv+add+relu");
     r_.count("add-relu");
@@ -114,42 +112,43 @@ class Fuser {
 
   // `v` as the result of a conv2d that cuDNN can fuse, or why not.
   ConvMatch fusibleConv(ir::Value* v) {
-    ir::Node* conv = v->node();
-    if (!conv || !conv->is("aten::conv2d")) return {nullptr, "no conv2d feeds it"};
-    if (conv->overload() != "") return {nullptr, "the conv's padding is a string (\"same\"/\"valid\")"};
-    if (v->uses().size() != 1) return {nullptr, "the conv's result has another user"};
-    if (conv->numArgs() < 7) return {nullptr, "the conv has defaulted arguments"};
-    for (size_t i = 3; i <= 5; ++i)
-      if (!isLiteralIntList(conv->arg(i))) return {nullptr, "the conv's stride/padding/dilation are not literal"};
-    if (!conv->arg(6).isLiteral() || !conv->arg(6).literal().is<int64_t>()) return {nullptr, "groups is not literal"};
-    auto w = constantTensorArg(conv, 1);
-    if (!w || w->dim() != 4) return {nullptr, "the conv's weight is not a constant 4-D tensor"};
+    ir::Node* node = v->node();
+    if (!node || !node->is("aten::conv2d")) return {std::nullopt, "no conv2d feeds it"};
+    if (node->overload() != "") return {std::nullopt, "the conv's padding is a string (\"same\"/\"valid\")"};
+    if (v->uses().size() != 1) return {std::nullopt, "the conv's result has another user"};
+    const ir::OpView args = ir::OpView::of(node);
+    if (!args.has("groups")) return {std::nullopt, "the conv has defaulted arguments"};
+    for (const char* list : {"stride", "padding", "dilation"})
+      if (!args.intListArg(list)) return {std::nullopt, "the conv's stride/padding/dilation are not literal"};
+    auto conv = ir::ConvOp::match(node);
+    if (!conv) return {std::nullopt, "groups is not literal"};
+    auto w = constantTensor(conv->weight());
+    if (!w || w->dim() != 4) return {std::nullopt, "the conv's weight is not a constant 4-D tensor"};
     return {conv, ""};
   }
 
   // The conv's weight, stored contiguous when it is in neither format.
-  ir::Arg storedWeight(ir::Node* conv) {
-    ir::Value* w = conv->argValue(1);
+  ir::Arg storedWeight(const ir::ConvOp& conv) {
+    ir::Value* w = conv.weight();
     at::Tensor t = *constantTensor(w);
     if (t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast)) return ir::Arg(w);
     r_.count("weights");
-    return ir::Arg(addConstant(g_, w->node()->target() + "_contig", t.contiguous(), w->node()));
+    return ir::Arg(rw_.addConstant(w->node()->target() + "_contig", t.contiguous(), w->node()));
   }
 
   void replace(ir::Node* root, const std::vector<ir::Node*>& gone, const std::string& op, std::vector<ir::Arg> args,
                const std::string& what) {
-    ir::Node* fused = ir::Builder(root).callNode(op, std::move(args), {c10::TensorType::get()});
+    ir::Node* fused = g_.createCall(op, std::move(args), {c10::TensorType::get()});
     fused->setScope(gone.front()->scope());
     // The fused result has the conv's shape and dtype.
     fused->output()->meta() = root->output()->meta().empty() ? gone.front()->output()->meta() : root->output()->meta();
     fused->setProvenance("fuse-cudnn(" + what + ")");
-    root->output()->replaceAllUsesWith(fused->output());
-    ir::Value* oldWeight = gone.front()->argValue(1);
-    root->destroy();
+    rw_.insert(fused, root);
+    ir::Value* oldWeight = ir::ConvOp::match(gone.front())->weight();
+    rw_.replace(root, fused->output());
     for (auto it = gone.rbegin(); it != gone.rend(); ++it)  // users before producers
-      if (*it != root && (*it)->isAttached()) (*it)->destroy();
-    eraseConstantIfUnused(oldWeight);
-    r_.changed = true;
+      if (*it != root && (*it)->isAttached()) rw_.erase(*it);
+    rw_.eraseConstantIfUnused(oldWeight);
   }
 
   void decline(ir::Node* n, const std::string& why) { ctx_.decline(pass_, n, why); }
@@ -157,6 +156,7 @@ class Fuser {
   ir::Graph& g_;
   PassContext& ctx_;
   std::string pass_;
+  ir::Rewriter rw_;
   PassResult r_;
 };
 

@@ -1,4 +1,5 @@
 // fold-conv-bn: fires on every conv kind, structure, numerics, declines.
+#include "tests/fusion/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -139,7 +140,7 @@ std::unique_ptr<ir::Graph> convBnGraph(bool training, bool constantStats = true)
 TEST_CASE("DoesNotFoldTrainingModeBatchNorm") {
   auto g = convBnGraph(true);
   rewriters::PassContext ctx;
-  auto report = test::runPipeline(*g, "fold-conv-bn", &ctx);
+  auto report = test::runChecked(*g, "fold-conv-bn", &ctx);
   CHECK(test::counter(report, "fold-conv-bn", "folded") == 0);
   CHECK_THAT(ctx.declines().at(0), Catch::Contains("training mode (run bn-inference first)"));
   // bn-inference then fold-conv-bn does fold it.
@@ -151,7 +152,7 @@ TEST_CASE("DoesNotFoldTrainingModeBatchNorm") {
 TEST_CASE("DoesNotFoldNonConstantStatistics") {
   auto g = convBnGraph(false, /*constantStats=*/false);
   rewriters::PassContext ctx;
-  auto report = test::runPipeline(*g, "fold-conv-bn", &ctx);
+  auto report = test::runChecked(*g, "fold-conv-bn", &ctx);
   CHECK(test::counter(report, "fold-conv-bn", "folded") == 0);
   CHECK_THAT(ctx.declines().at(0), Catch::Contains("running statistics are not constants"));
 }
@@ -160,10 +161,30 @@ TEST_CASE("fold-conv-bn matches the float64 formula") {
   auto g = convBnGraph(false);
   const auto& c = g->constants();
   const at::Tensor w = c.tensor("conv.weight"), mean = c.tensor("bn.running_mean"), var = c.tensor("bn.running_var");
-  test::runPipeline(*g, "fold-conv-bn");
+  test::runChecked(*g, "fold-conv-bn");
   const at::Tensor scale = (var.to(at::kDouble) + 1e-5).rsqrt();
   const at::Tensor expectedW = (w.to(at::kDouble) * scale.view({4, 1, 1, 1})).to(at::kFloat);
   const at::Tensor expectedB = (-mean.to(at::kDouble) * scale).to(at::kFloat);
   CHECK(torch::equal(c.tensor("conv.weight.bnfold"), expectedW));
   CHECK(torch::equal(c.tensor("conv.bias.bnfold"), expectedB));
+}
+
+TEST_CASE("fold-conv-bn logs every edit it makes on real fixtures") {
+  // resnet18_trace keeps aten::_convolution (no canonicalize before).
+  for (const char* name : {"resnet18_script", "resnet18_trace", "conv1d_bn", "conv3d_bn", "conv_transpose2d_bn",
+                           "grouped_convs", "bn_no_affine", "conv_twice_two_bns", "shared_weight_convs"}) {
+    DYNAMIC_SECTION(name) {
+      const auto& f = test::fixture(name);
+      Optimizer opt = Optimizer::load(f.path);
+      if (std::string(name) != "resnet18_trace") opt.run("canonicalize");
+      rewriters::PassContext ctx;
+      auto report = opt.run("fold-conv-bn", &ctx, test::editLogChecked());
+      CHECK(test::counter(report, "fold-conv-bn", "folded") >= 1);
+      CHECK(test::loggedEdits(report) > 0);
+      CHECK(test::countOps(opt.model().forward(), "aten::batch_norm") == 0);
+      auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+      INFO(v.summary);
+      CHECK(v.passed);
+    }
+  }
 }

@@ -1,4 +1,5 @@
 // fold-linear-bn: needs a proven 2-D input.
+#include "tests/fusion/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -43,7 +44,7 @@ TEST_CASE("fold-linear-bn folds after flatten without metadata") {
   auto expected = torch::batch_norm(torch::linear(x.flatten(1), constants->tensor("fc.weight")), {}, {},
                                     constants->tensor("bn.running_mean"), constants->tensor("bn.running_var"),
                                     false, 0.1, 1e-5, true);
-  auto report = test::runPipeline(*g, "fold-linear-bn");
+  auto report = test::runChecked(*g, "fold-linear-bn");
   REQUIRE(test::counter(report, "fold-linear-bn", "folded") == 1);
   auto actual = torch::linear(x.flatten(1), constants->tensor("fc.weight.bnfold"), constants->tensor("fc.bias.bnfold"));
   CHECK(torch::allclose(actual, expected, 1e-5, 1e-6));
@@ -53,8 +54,48 @@ TEST_CASE("DoesNotFoldLinearBnWithUnknownRank") {
   const auto& f = test::fixture("linear_bn1d");
   Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;
-  auto report = opt.run("fold-linear-bn", &ctx);
+  auto report = opt.run("fold-linear-bn", &ctx, test::editLogChecked());
   CHECK(test::counter(report, "fold-linear-bn", "folded") == 0);
   REQUIRE_FALSE(ctx.declines().empty());
   CHECK_THAT(ctx.declines()[0], Catch::Contains("not known to be 2-D"));
+}
+
+TEST_CASE("fold-linear-bn logs every edit it makes on a real fixture") {
+  const auto& f = test::fixture("linear_bn1d");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("shape-prop", &ctx);
+  auto report = opt.run("fold-linear-bn", &ctx, test::editLogChecked());
+  CHECK(test::counter(report, "fold-linear-bn", "folded") == 1);
+  CHECK(test::loggedEdits(report) > 0);
+  CHECK(test::countOps(opt.model().forward(), "aten::batch_norm") == 0);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("FoldLinearBnDoesNotFoldWhenTheLinearOutputIsReused") {
+  auto constants = std::make_shared<ir::ConstantTable>();
+  constants->set("fc.weight", torch::randn({6, 12}));
+  constants->set("bn.running_mean", torch::randn({6}));
+  constants->set("bn.running_var", torch::rand({6}) + 0.5);
+  ir::ParseOptions opts;
+  opts.constants = constants;
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+      "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
+      "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
+      "  %f : Tensor = aten::flatten.using_ints(%x, 1, -1)\n"
+      "  %y : Tensor = aten::linear(%f, %w, None)\n"
+      "  %z : Tensor = aten::batch_norm(%y, None, None, %m, %v, False, 0.1, 1e-05, True)\n"
+      "  %s : Tensor = aten::add.Tensor(%z, %y, 1)\n"
+      "  output(%s)\n", opts);
+  rewriters::PassContext ctx;
+  auto report = test::runChecked(*g, "fold-linear-bn", &ctx);
+  CHECK_FALSE(report.changed());
+  CHECK(test::countOps(*g, "aten::batch_norm") == 1);
+  REQUIRE(ctx.declines().size() == 1);
+  CHECK_THAT(ctx.declines()[0], Catch::Contains("the linear's output has another user"));
 }

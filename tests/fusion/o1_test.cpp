@@ -1,7 +1,7 @@
 // The default pipeline (-O1) on every fixture: numerics within rtol 1e-4 /
 // atol 1e-5, no BatchNorm left after a conv or linear, no dropout anywhere.
 // The outputs are saved for the Python reload check (python.reload_o1).
-#include "fusion/conv.h"
+#include "ir/op_views.h"
 #include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
@@ -19,8 +19,8 @@ size_t bnAfterConvOrLinear(const ir::Graph& g) {
   size_t count = 0;
   g.walk([&](ir::Node* n) {
     if (!n->is("aten::batch_norm")) return;
-    const ir::Value* in = n->argValue(0);
-    if (in && in->node() && (fusion::asConv(in->node()) || in->node()->is("aten::linear"))) ++count;
+    const ir::Value* in = ir::BatchNormOp::match(n)->input();
+    if (in && in->node() && (ir::ConvOp::match(in->node()) || ir::LinearOp::match(in->node()))) ++count;
   });
   return count;
 }

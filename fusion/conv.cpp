@@ -4,12 +4,6 @@
 
 namespace ptopt::fusion {
 
-std::optional<ConvInfo> asConv(const ir::Node* n) {
-  auto conv = ir::ConvOp::match(n);
-  if (!conv) return std::nullopt;
-  return ConvInfo{conv->transposed(), conv->groups()};
-}
-
 void setWeightAndBias(ir::Rewriter& rw, const ir::OpView& producer, const std::optional<at::Tensor>& weight,
                       const std::optional<at::Tensor>& bias, const std::string& suffix) {
   ir::Node* node = producer.node();

@@ -13,17 +13,6 @@
 
 namespace ptopt::fusion {
 
-// Deprecated: use ir::ConvOp. Kept only for tests/verify/mutation_suite.cpp
-// (outside fusion/); remove both when it reads convs through ir::ConvOp.
-struct ConvInfo {
-  bool transposed = false;
-  int64_t groups = 1;
-  static constexpr size_t kWeight = 1, kBias = 2;
-};
-// nullopt when `n` is not a conv, or its groups / transposed flag are not
-// literals (ir::ConvOp::match).
-std::optional<ConvInfo> asConv(const ir::Node* n);
-
 // Gives `producer` (a conv or linear view) a new constant weight and/or
 // bias, named after the old ones plus `suffix` (`conv1.weight.bnfold`;
 // `conv1.bias.bnfold` when it had no bias), and erases the old constants

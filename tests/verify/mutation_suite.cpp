@@ -28,7 +28,7 @@
 // test prints the margin: the smallest mutation's err/bound over the largest
 // legitimate one (README, "Verification").
 #include "fusion/bn_math.h"
-#include "fusion/conv.h"
+#include "ir/op_views.h"
 #include "rewriters/constants.h"
 #include "tools/api.h"
 
@@ -71,7 +71,7 @@ std::vector<MutationFixture> mutationFixtures() {
 std::vector<ir::Node*> plainConvs(const ir::Graph& g) {
   std::vector<ir::Node*> out;
   g.walk([&](ir::Node* n) {
-    if (auto info = fusion::asConv(n); info && !info->transposed) out.push_back(n);
+    if (auto conv = ir::ConvOp::match(n); conv && !conv->transposed()) out.push_back(n);
   });
   return out;
 }
@@ -79,7 +79,7 @@ std::vector<ir::Node*> plainConvs(const ir::Graph& g) {
 ir::Node* transposedConv(const ir::Graph& g) {
   ir::Node* found = nullptr;
   g.walk([&](ir::Node* n) {
-    if (auto info = fusion::asConv(n); info && info->transposed) found = n;
+    if (auto conv = ir::ConvOp::match(n); conv && conv->transposed()) found = n;
   });
   return found;
 }
@@ -199,10 +199,11 @@ TEST_CASE("every mutation of a fold or a layout fails the fp32 criterion, and th
       for (const std::string mutation : {"bias-sign", "bias-dropped"}) {
         ir::Model m = o1.clone();
         ir::Node* conv = plainConvs(m.forward())[index];
-        auto bias = rewriters::constantTensorArg(conv, fusion::ConvInfo::kBias);
+        const size_t biasIndex = ir::ConvOp::match(conv)->biasIndex();
+        auto bias = rewriters::constantTensorArg(conv, biasIndex);
         REQUIRE(bias);
-        if (mutation == "bias-sign") replaceTensorArg(m.forward(), conv, fusion::ConvInfo::kBias, -*bias, "mutant.bias");
-        else conv->setArg(fusion::ConvInfo::kBias, ir::Literal(ir::NoneLiteral{}));
+        if (mutation == "bias-sign") replaceTensorArg(m.forward(), conv, biasIndex, -*bias, "mutant.bias");
+        else conv->setArg(biasIndex, ir::Literal(ir::NoneLiteral{}));
         CHECK_FALSE(check(mutants, mutation, label, m));
       }
     }
@@ -220,12 +221,12 @@ TEST_CASE("every mutation of a fold or a layout fails the fp32 criterion, and th
       ir::Model m = o1.clone();
       ir::Node* folded = transposedConv(m.forward());
       REQUIRE(folded != nullptr);
-      auto w = rewriters::constantTensorArg(folded, fusion::ConvInfo::kWeight);
+      auto w = rewriters::constantTensorArg(folded, ir::ConvOp::match(folded)->weightIndex());
       REQUIRE(w);
       REQUIRE(w->size(0) == w->size(1));  // in == out channels: the wrong axis still fits
       const at::Tensor unfolded = w->to(at::kDouble) / s.view({1, -1, 1, 1});
       const at::Tensor wrong = (unfolded * s.view({-1, 1, 1, 1})).to(w->scalar_type());
-      replaceTensorArg(m.forward(), folded, fusion::ConvInfo::kWeight, wrong, "mutant.weight");
+      replaceTensorArg(m.forward(), folded, ir::ConvOp::match(folded)->weightIndex(), wrong, "mutant.weight");
       CHECK_FALSE(check(mutants, "convT-axis", "decoder", m));
     }
 

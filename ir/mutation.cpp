@@ -132,12 +132,103 @@ bool anyUseMayWrite(const Value* v) {
 // ------------------------------------------------------------ MutationAnalysis
 
 MutationAnalysis::MutationAnalysis(const Graph& g) {
-  containers_ = 0;
-  parent_.push_back(0);
-  g.walk([&](Node* n) { visit(n); });
-  for (const Value* v : written_) writtenRoots_.insert(find(id(v)));
-  for (const Value* v : observed_) observedRoots_.insert(find(id(v)));
-  for (const Value* v : escaping_) escapingRoots_.insert(find(id(v)));
+  // Two partitions of the values in parent_. Slot 2k of value k: the write
+  // classes (visitWrites): operands and results an operator ties together,
+  // containers with what is put into and taken out of each; what
+  // mayBeWritten reads (folding, copying constants, layout). Slot 2k + 1:
+  // the merge classes (visit): mutable values only, the same ties plus
+  // every container of mutable elements in one class (containers_ = 1),
+  // since elements can be taken out of them anywhere; what mayBeMutated
+  // (through identityObserved) and mayEscape read. Roots of the first are
+  // even, of the second odd, so one root set serves both. written_ seeds
+  // both; observed_ (identity comparisons, and writes the merge rules add)
+  // only the second.
+  parent_ = {0, 1};
+  containers_ = 1;
+
+  // The write classes. All values take part (an int an operator ties to a
+  // tensor ties what it reaches): the conservative rules the interpreter
+  // and the folds have always used.
+  auto join = [&](const Value* a, const Value* b) {
+    if (!a || !b) return;
+    const size_t x = find(id(a)), y = find(id(b));
+    if (x != y) parent_[x] = y;
+  };
+  const Node* graphOutput = g.block()->outputNode();
+  std::function<bool(const Node*)> onlyReturned = [&](const Node* m) {
+    if (!m->is("prim::TupleConstruct") || m->numOutputs() != 1 || !m->output()->hasUses()) return false;
+    for (const Use& u : m->output()->uses())
+      if (u.user != graphOutput && !onlyReturned(u.user)) return false;
+    return true;
+  };
+  auto visitWrites = [&](const Node* n) {
+    if (!n->isCall()) return;
+    std::vector<const Value*> operands;
+    for (const Arg& a : n->args())
+      if (a.isValue()) operands.push_back(a.value());
+    auto joinAllOperands = [&] {
+      const Value* first = nullptr;
+      for (const Value* v : operands) first ? join(first, v) : void(first = v);
+      for (const auto& out : n->outputs()) first ? join(first, out.get()) : void(first = out.get());
+    };
+    if (n->is("prim::If")) {
+      for (const auto& b : n->blocks()) {
+        const Node* out = b->outputNode();
+        for (size_t i = 0; out && i < n->numOutputs() && i < out->numArgs(); ++i) join(n->output(i), out->argValue(i));
+      }
+      return;
+    }
+    if (n->is("prim::Loop")) {
+      if (n->blocks().empty()) return;
+      const Block* body = n->block(0);
+      const Node* out = body->outputNode();
+      for (size_t i = 0; i < n->numOutputs(); ++i) {
+        const Value* carried = n->output(i);
+        if (i + 2 < n->numArgs()) join(carried, n->argValue(i + 2));
+        if (i + 1 < body->params().size()) join(carried, body->param(i + 1));
+        if (out && i + 1 < out->numArgs()) join(carried, out->argValue(i + 1));
+      }
+      return;
+    }
+    if (const c10::FunctionSchema* s = n->schema(); s && !s->is_vararg()) {
+      if (s->aliasAnalysis() == c10::AliasAnalysisKind::CONSERVATIVE) {
+        joinAllOperands();
+        written_.insert(written_.end(), operands.begin(), operands.end());
+        return;
+      }
+      const Value* anchor = nullptr;
+      auto tie = [&](const Value* v) { anchor ? join(anchor, v) : void(anchor = v); };
+      for (size_t i = 0; i < n->numArgs() && i < s->arguments().size(); ++i) {
+        const auto* info = s->arguments()[i].alias_info();
+        if (!info || !n->arg(i).isValue()) continue;
+        tie(n->arg(i).value());
+        if (info->isWrite()) written_.push_back(n->arg(i).value());
+      }
+      for (size_t i = 0; i < n->numOutputs() && i < s->returns().size(); ++i)
+        if (s->returns()[i].alias_info()) tie(n->output(i));
+      return;
+    }
+    if (isContainerPrim(n->target())) {
+      // A tuple that only the graph returns is never read inside it: its
+      // elements do not alias each other through it.
+      if (!onlyReturned(n)) joinAllOperands();
+      return;
+    }
+    if (isPureScalarPrim(n->target())) return;
+    // Unknown aliasing: everything may alias and be written.
+    joinAllOperands();
+    written_.insert(written_.end(), operands.begin(), operands.end());
+  };
+  g.walk([&](Node* n) {
+    visitWrites(n);
+    visit(n);
+  });
+  for (const Value* v : written_) {
+    writtenRoots_.insert(find(id(v)));
+    writtenRoots_.insert(find(id(v) + 1));
+  }
+  for (const Value* v : observed_) observedRoots_.insert(find(id(v) + 1));
+  for (const Value* v : escaping_) escapingRoots_.insert(find(id(v) + 1));
   g.walk([&](Node* n) {
     if (n->opcode() == Opcode::GetAttr && mayBeWritten(n->output())) writtenConstants_.insert(n->target());
   });
@@ -145,7 +236,10 @@ MutationAnalysis::MutationAnalysis(const Graph& g) {
 
 size_t MutationAnalysis::id(const Value* v) {
   auto [it, inserted] = ids_.emplace(v, parent_.size());
-  if (inserted) parent_.push_back(parent_.size());
+  if (inserted) {
+    parent_.push_back(parent_.size());
+    parent_.push_back(parent_.size());
+  }
   return it->second;
 }
 
@@ -160,12 +254,11 @@ size_t MutationAnalysis::find(size_t i) const {
   return root;
 }
 
+// Unites the merge classes of ids `a` and `b` (`b` == containers_: the class
+// of all containers).
 void MutationAnalysis::unite(size_t a, size_t b) {
-  a = find(a);
-  b = find(b);
-  if (a == b) return;
-  if (a == containers_) std::swap(a, b);  // keep the container class's root stable
-  parent_[a] = b;
+  size_t x = find(a + 1), y = find(b == containers_ ? containers_ : b + 1);
+  if (x != y) parent_[x] = y;
 }
 
 size_t MutationAnalysis::classOf(const Value* v) const {
@@ -192,9 +285,11 @@ void MutationAnalysis::joinAll(const Node* n, bool write) {
   if (touchesContainer && !group.empty()) unite(id(group[0]), containers_);
   if (write)
     for (const Arg& a : n->args())
-      if (isMutableValue(a.value())) written_.push_back(a.value());
+      if (isMutableValue(a.value())) observed_.push_back(a.value());
 }
 
+// The merge classes (slot 2k + 1) of `n`'s values; writes found here count
+// for the merge questions only (observed_).
 void MutationAnalysis::visit(const Node* n) {
   const Block* top = n->graph().block();
   if (n->opcode() == Opcode::Output) {
@@ -258,7 +353,7 @@ void MutationAnalysis::visit(const Node* n) {
       const c10::AliasInfo* info = i < formals.size() ? formals[i].alias_info() : nullptr;
       if (!info && i < formals.size() && !isContainerOfMutable(v->type())) continue;
       add(v);
-      if (info && info->isWrite()) written_.push_back(v);
+      if (info && info->isWrite()) observed_.push_back(v);
     }
     const auto& returns = schema->returns();
     for (size_t i = 0; i < n->numOutputs(); ++i) {
@@ -295,21 +390,24 @@ void MutationAnalysis::visit(const Node* n) {
 }
 
 bool MutationAnalysis::mayBeWritten(const Value* v) const {
-  if (!isMutableValue(v)) return false;
   const size_t c = classOf(v);
   return c != kNone && writtenRoots_.count(c) != 0;
 }
 
+// In the merged partition: compared by identity, or written (the part of
+// mayBeMutated that mayBeWritten's value-flow classes do not see).
 bool MutationAnalysis::identityObserved(const Value* v) const {
   if (!isMutableValue(v)) return false;
-  const size_t c = classOf(v);
-  return c != kNone && observedRoots_.count(c) != 0;
+  auto it = ids_.find(v);
+  if (it == ids_.end()) return false;
+  const size_t c = find(it->second + 1);
+  return observedRoots_.count(c) != 0 || writtenRoots_.count(c) != 0;
 }
 
 bool MutationAnalysis::mayEscape(const Value* v) const {
   if (!isMutableValue(v)) return false;
-  const size_t c = classOf(v);
-  return c != kNone && escapingRoots_.count(c) != 0;
+  auto it = ids_.find(v);
+  return it != ids_.end() && escapingRoots_.count(find(it->second + 1)) != 0;
 }
 
 }  // namespace ptopt::ir

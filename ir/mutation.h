@@ -42,45 +42,48 @@ bool useMayWrite(const Use& u);
 // Some use of `v` may write it (useMayWrite).
 bool anyUseMayWrite(const Value* v);
 
-// Which values of a graph may be written in place, through aliases.
+// Which values of a graph may be written in place, through aliases. Values
+// fall into classes (union-find) that over-approximate aliasing, in two
+// partitions built in one walk:
 //
-// Values of mutable types fall into classes (union-find) that
-// over-approximate aliasing:
-//  - a schema'd operator puts every argument and result that carries an
-//    alias annotation (`Tensor(a)`, `Tensor(a!)`, `t(*)`), every container
-//    argument and every vararg in one class; dropout and type_as, which may
-//    return their input despite a fresh-result schema, join input and result;
-//  - prim::If joins each result with the branches' outputs at its position,
-//    prim::Loop each carried value with its initial value, body parameter and
-//    body output;
-//  - other schema-less operators (ListConstruct, TupleUnpack, ...) put all
-//    their operands and results in one class, except a TupleConstruct that
-//    only the graph returns (it is never read inside the graph, so its
-//    elements do not alias each other through it);
-//  - containers of mutable elements (List[Tensor], tuples, dicts, objects)
-//    share one global class, since elements can be taken out of them
-//    anywhere;
-//  - operators whose aliasing is unknown (CONSERVATIVE registrations, vararg
-//    schemas other than the container prims, unknown schema-less operators,
-//    opaque operators without trusted annotations) join everything they touch.
-// A class is written when one of its values is passed to a writing argument
-// (`(a!)`) or to an operator whose aliasing is unknown or that has side
-// effects (ir::hasSideEffects). Identity comparisons (aten::__is__) are
-// recorded apart: they forbid merging, not folding. A class escapes when one
-// of its values is an output of the top-level block (or an element of a tuple
-// that is).
+// Write classes (mayBeWritten, writtenConstants: what the interpreter copies
+// before a run, what const-fold, channels-last and cast may change). Every
+// value takes part. A schema'd operator ties its annotated arguments and
+// results (`Tensor(a)`, `Tensor(a!)`, `t(*)`); prim::If ties each result to
+// the branches' outputs at its position, prim::Loop each carried value to
+// its initial value, body parameter and body output; container prims
+// (ListConstruct, TupleUnpack, ...) tie all their operands and results,
+// except a TupleConstruct that only the graph returns (never read inside the
+// graph, its elements do not alias through it); operators whose aliasing is
+// unknown (CONSERVATIVE registrations, vararg schemas, unknown schema-less
+// operators) tie everything they touch. A class is written when a value is
+// passed to a writing argument (`(a!)`) or to an operator of unknown aliasing.
+//
+// Merge classes (mayBeMutated, mayEscape: what cse and canonicalize may
+// merge or forward). Mutable values only, tied as above and further: every
+// container argument or result and every vararg of a schema'd operator;
+// dropout and type_as (which may return their input despite a fresh-result
+// schema) tie input and result; opaque operators without trusted annotations
+// tie and write everything; schema-less operators with side effects write
+// their operands; all containers of mutable elements (List[Tensor], tuples,
+// dicts, objects) share one class, since elements can be taken out of them
+// anywhere. Identity comparisons (aten::__is__) count as mutation here, not
+// as writes. A class escapes when one of its values is an output of the
+// top-level block (or an element of a tuple that is).
 class MutationAnalysis {
  public:
   explicit MutationAnalysis(const Graph& g);
-  // `v` or a value that may alias it may be written in place. False for
-  // immutable types and for values created after the analysis.
+  // `v` or a value of its write class may be written in place. False for
+  // values created after the analysis.
   bool mayBeWritten(const Value* v) const;
-  // `v` or a value that may alias it is compared by identity (aten::__is__).
+  // In the merge classes: `v`'s class is compared by identity or may be
+  // written (the part of mayBeMutated that the write classes do not see).
   bool identityObserved(const Value* v) const;
-  // mayBeWritten or identityObserved: replacing `v` by an equal value could
-  // be seen (cse, canonicalize).
-  bool mayBeMutated(const Value* v) const { return mayBeWritten(v) || identityObserved(v); }
-  // `v` or a value that may alias it is a graph output.
+  // Replacing `v` by an equal value could be seen: it may be written, or
+  // mutated or compared by identity through a merge class (cse,
+  // canonicalize). Always false for immutable types.
+  bool mayBeMutated(const Value* v) const { return isMutableValue(v) && (mayBeWritten(v) || identityObserved(v)); }
+  // `v` or a value of its merge class is a graph output.
   bool mayEscape(const Value* v) const;
   // The constants (by name) whose get_attr values may be written.
   const std::set<std::string>& writtenConstants() const { return writtenConstants_; }

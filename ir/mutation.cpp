@@ -136,13 +136,10 @@ MutationAnalysis::MutationAnalysis(const Graph& g) {
   // classes (visitWrites): operands and results an operator ties together,
   // containers with what is put into and taken out of each; what
   // mayBeWritten reads (folding, copying constants, layout). Slot 2k + 1:
-  // the merge classes (visit): mutable values only, the same ties plus
-  // every container of mutable elements in one class (containers_ = 1),
-  // since elements can be taken out of them anywhere; what mayBeMutated
-  // (through identityObserved) and mayEscape read. Roots of the first are
-  // even, of the second odd, so one root set serves both. written_ seeds
-  // both; observed_ (identity comparisons, and writes the merge rules add)
-  // only the second.
+  // the merge classes (visit, joinAll): mutable values only, every container
+  // of mutable elements in one class (containers_ = 1); what mayBeMutated
+  // and mayEscape read. written_ seeds the first, observed_ (writes and
+  // identity comparisons the merge rules find) the second.
   parent_ = {0, 1};
   containers_ = 1;
 
@@ -223,10 +220,7 @@ MutationAnalysis::MutationAnalysis(const Graph& g) {
     visitWrites(n);
     visit(n);
   });
-  for (const Value* v : written_) {
-    writtenRoots_.insert(find(id(v)));
-    writtenRoots_.insert(find(id(v) + 1));
-  }
+  for (const Value* v : written_) writtenRoots_.insert(find(id(v)));
   for (const Value* v : observed_) observedRoots_.insert(find(id(v) + 1));
   for (const Value* v : escaping_) escapingRoots_.insert(find(id(v) + 1));
   g.walk([&](Node* n) {
@@ -266,12 +260,17 @@ size_t MutationAnalysis::classOf(const Value* v) const {
   return it == ids_.end() ? kNone : find(it->second);
 }
 
-// Every mutable operand, result, block parameter and block output of `n` in
-// one class; with `write`, every mutable operand is written.
+// The merge classes of `n`'s values; writes found here (and identity
+// comparisons) count for the merge questions only (observed_). `write`:
+// every mutable operand, result, block parameter and block output of `n` in
+// one class, and with `write` every mutable operand written.
 void MutationAnalysis::joinAll(const Node* n, bool write) {
   std::vector<const Value*> group;
+  bool touchesContainer = false;
   auto add = [&](const Value* v) {
-    if (isMutableValue(v)) group.push_back(v);
+    if (!isMutableValue(v)) return;
+    group.push_back(v);
+    touchesContainer = touchesContainer || isContainerOfMutable(v->type());
   };
   for (const Arg& a : n->args()) add(a.value());
   for (const auto& out : n->outputs()) add(out.get());
@@ -279,8 +278,6 @@ void MutationAnalysis::joinAll(const Node* n, bool write) {
     for (const auto& p : b->params()) add(p.get());
     for (const Value* v : b->outputValues()) add(v);
   }
-  bool touchesContainer = false;
-  for (const Value* v : group) touchesContainer = touchesContainer || isContainerOfMutable(v->type());
   for (size_t i = 1; i < group.size(); ++i) unite(id(group[0]), id(group[i]));
   if (touchesContainer && !group.empty()) unite(id(group[0]), containers_);
   if (write)
@@ -288,105 +285,53 @@ void MutationAnalysis::joinAll(const Node* n, bool write) {
       if (isMutableValue(a.value())) observed_.push_back(a.value());
 }
 
-// The merge classes (slot 2k + 1) of `n`'s values; writes found here count
-// for the merge questions only (observed_).
 void MutationAnalysis::visit(const Node* n) {
-  const Block* top = n->graph().block();
   if (n->opcode() == Opcode::Output) {
-    if (n->owningBlock() == top)
+    if (n->owningBlock() == n->graph().block())
       for (const Arg& a : n->args())
         if (isMutableValue(a.value())) escaping_.push_back(a.value());
     return;
   }
   if (n->opcode() != Opcode::CallFunction) return;
-  const std::string& t = n->target();
 
-  // Two values that hold the same object.
-  auto pair = [&](const Value* a, const Value* b) {
-    if (!isMutableValue(a) || !isMutableValue(b)) return;
-    unite(id(a), id(b));
-    if (isContainerOfMutable(a->type()) || isContainerOfMutable(b->type())) unite(id(a), containers_);
-  };
-
-  if (n->is("prim::If")) {
-    for (const auto& b : n->blocks()) {
-      const Node* out = b->outputNode();
-      for (size_t i = 0; out && i < n->numOutputs() && i < out->numArgs(); ++i) pair(n->output(i), out->argValue(i));
-    }
-    return;
-  }
-  if (n->is("prim::Loop")) {
-    // Loop(max_trip, cond, carried...) with body (i, carried...) -> (cond, carried...).
-    if (n->blocks().empty()) return;
-    const Block* body = n->block(0);
-    const Node* out = body->outputNode();
-    for (size_t i = 0; i < n->numOutputs(); ++i) {
-      const Value* carried = n->output(i);
-      if (i + 2 < n->numArgs()) pair(carried, n->argValue(i + 2));
-      if (i + 1 < body->params().size()) pair(carried, body->param(i + 1));
-      if (out && i + 1 < out->numArgs()) pair(carried, out->argValue(i + 1));
-    }
-    return;
-  }
-  if (opaqueMayWriteAll(n)) return joinAll(n, true);
-
+  // An opaque operator registered without trusted alias annotations, and a
+  // schema-less one, may alias everything it touches; it writes what it is
+  // given when it has side effects.
   const c10::FunctionSchema* schema = n->schema();
-  if (schema && observesIdentity(t))
+  if (!schema || opaqueMayWriteAll(n)) return joinAll(n, n->blocks().empty() && hasSideEffects(n));
+
+  std::vector<const Value*> group;
+  bool touchesContainer = false;
+  auto add = [&](const Value* v) {
+    group.push_back(v);
+    touchesContainer = touchesContainer || isContainerOfMutable(v->type());
+  };
+  const auto& formals = schema->arguments();
+  for (size_t i = 0; i < n->numArgs(); ++i) {
+    const Value* v = n->arg(i).value();
+    if (!isMutableValue(v)) continue;
+    // Arguments past the schema's (varargs) are treated as annotated.
+    const c10::AliasInfo* info = i < formals.size() ? formals[i].alias_info() : nullptr;
+    if (!info && i < formals.size() && !isContainerOfMutable(v->type())) continue;
+    add(v);
+    if (info && info->isWrite()) observed_.push_back(v);
+  }
+  const auto& returns = schema->returns();
+  for (size_t i = 0; i < n->numOutputs(); ++i) {
+    const Value* v = n->output(i);
+    if (!isMutableValue(v)) continue;
+    const c10::AliasInfo* info = i < returns.size() ? returns[i].alias_info() : nullptr;
+    if (!info && i < returns.size() && !isContainerOfMutable(v->type())) continue;
+    add(v);
+  }
+  for (size_t i = 1; i < group.size(); ++i) unite(id(group[0]), id(group[i]));
+  if (touchesContainer && !group.empty()) unite(id(group[0]), containers_);
+  if (returnsInputDespiteSchema(n->target()) && n->numArgs() && n->numOutputs() && isMutableValue(n->arg(0).value()) &&
+      isMutableValue(n->output()))
+    unite(id(n->arg(0).value()), id(n->output()));
+  if (observesIdentity(n->target()))
     for (const Arg& a : n->args())
       if (isMutableValue(a.value())) observed_.push_back(a.value());
-  const bool knownPrim = isContainerPrim(t) || isPureScalarPrim(t);
-  if (schema && schema->aliasAnalysis() == c10::AliasAnalysisKind::CONSERVATIVE) return joinAll(n, true);
-  if (schema && schema->is_vararg() && !knownPrim) return joinAll(n, true);
-
-  if (schema && !schema->is_vararg()) {
-    std::vector<const Value*> group;
-    bool touchesContainer = false;
-    auto add = [&](const Value* v) {
-      group.push_back(v);
-      touchesContainer = touchesContainer || isContainerOfMutable(v->type());
-    };
-    const auto& formals = schema->arguments();
-    for (size_t i = 0; i < n->numArgs(); ++i) {
-      const Value* v = n->argValue(i);
-      if (!isMutableValue(v)) continue;
-      // Arguments past the schema's (varargs) are treated as annotated.
-      const c10::AliasInfo* info = i < formals.size() ? formals[i].alias_info() : nullptr;
-      if (!info && i < formals.size() && !isContainerOfMutable(v->type())) continue;
-      add(v);
-      if (info && info->isWrite()) observed_.push_back(v);
-    }
-    const auto& returns = schema->returns();
-    for (size_t i = 0; i < n->numOutputs(); ++i) {
-      const Value* v = n->output(i);
-      if (!isMutableValue(v)) continue;
-      const c10::AliasInfo* info = i < returns.size() ? returns[i].alias_info() : nullptr;
-      if (!info && i < returns.size() && !isContainerOfMutable(v->type())) continue;
-      add(v);
-    }
-    for (size_t i = 1; i < group.size(); ++i) unite(id(group[0]), id(group[i]));
-    if (touchesContainer && !group.empty()) unite(id(group[0]), containers_);
-    if (returnsInputDespiteSchema(t) && n->numArgs() && n->numOutputs()) pair(n->argValue(0), n->output());
-    return;
-  }
-
-  // Schema-less (or a container prim with a vararg schema). A tuple that
-  // only the graph returns is never read inside it: its elements do not
-  // alias each other through it, but they escape.
-  const Node* graphOutput = top->outputNode();
-  std::function<bool(const Node*)> onlyReturned = [&](const Node* m) {
-    if (!m->is("prim::TupleConstruct") || m->numOutputs() != 1 || !m->output()->hasUses()) return false;
-    for (const Use& u : m->output()->uses())
-      if (u.user != graphOutput && !onlyReturned(u.user)) return false;
-    return true;
-  };
-  if (onlyReturned(n)) {
-    for (const Arg& a : n->args())
-      if (isMutableValue(a.value())) escaping_.push_back(a.value());
-    return;
-  }
-  // An operator not known to only build containers or compute scalars, or
-  // one with side effects, may write what it is given.
-  joinAll(n, !knownPrim || (n->blocks().empty() && hasSideEffects(n)));
 }
 
 bool MutationAnalysis::mayBeWritten(const Value* v) const {
@@ -394,14 +339,10 @@ bool MutationAnalysis::mayBeWritten(const Value* v) const {
   return c != kNone && writtenRoots_.count(c) != 0;
 }
 
-// In the merged partition: compared by identity, or written (the part of
-// mayBeMutated that mayBeWritten's value-flow classes do not see).
-bool MutationAnalysis::identityObserved(const Value* v) const {
+bool MutationAnalysis::mayBeMutated(const Value* v) const {
   if (!isMutableValue(v)) return false;
   auto it = ids_.find(v);
-  if (it == ids_.end()) return false;
-  const size_t c = find(it->second + 1);
-  return observedRoots_.count(c) != 0 || writtenRoots_.count(c) != 0;
+  return it != ids_.end() && observedRoots_.count(find(it->second + 1)) != 0;
 }
 
 bool MutationAnalysis::mayEscape(const Value* v) const {

@@ -44,7 +44,7 @@ bool anyUseMayWrite(const Value* v);
 
 // Which values of a graph may be written in place, through aliases. Values
 // fall into classes (union-find) that over-approximate aliasing, in two
-// partitions built in one walk:
+// partitions built in one walk, for two kinds of question:
 //
 // Write classes (mayBeWritten, writtenConstants: what the interpreter copies
 // before a run, what const-fold, channels-last and cast may change). Every
@@ -60,29 +60,28 @@ bool anyUseMayWrite(const Value* v);
 // passed to a writing argument (`(a!)`) or to an operator of unknown aliasing.
 //
 // Merge classes (mayBeMutated, mayEscape: what cse and canonicalize may
-// merge or forward). Mutable values only, tied as above and further: every
-// container argument or result and every vararg of a schema'd operator;
-// dropout and type_as (which may return their input despite a fresh-result
-// schema) tie input and result; opaque operators without trusted annotations
-// tie and write everything; schema-less operators with side effects write
-// their operands; all containers of mutable elements (List[Tensor], tuples,
-// dicts, objects) share one class, since elements can be taken out of them
-// anywhere. Identity comparisons (aten::__is__) count as mutation here, not
-// as writes. A class escapes when one of its values is an output of the
-// top-level block (or an element of a tuple that is).
+// merge or forward). Mutable values only (never int, float, bool, str, ...).
+// A schema'd operator ties its annotated arguments and results, its
+// container arguments and results, and its varargs; dropout and type_as
+// (which may return their input despite a fresh-result schema) tie input and
+// result; schema-less operators, and opaque ones without trusted
+// annotations, tie everything they touch, block parameters and outputs
+// included; all containers of mutable elements (List[Tensor], tuples, dicts,
+// objects) share one class, since elements can be taken out of them
+// anywhere. A class is mutated when a value is passed to a writing argument,
+// to a side-effecting operator of unknown aliasing, or compared by identity
+// (aten::__is__); it escapes when a value is an output of the top-level
+// block.
 class MutationAnalysis {
  public:
   explicit MutationAnalysis(const Graph& g);
   // `v` or a value of its write class may be written in place. False for
   // values created after the analysis.
   bool mayBeWritten(const Value* v) const;
-  // In the merge classes: `v`'s class is compared by identity or may be
-  // written (the part of mayBeMutated that the write classes do not see).
-  bool identityObserved(const Value* v) const;
-  // Replacing `v` by an equal value could be seen: it may be written, or
-  // mutated or compared by identity through a merge class (cse,
-  // canonicalize). Always false for immutable types.
-  bool mayBeMutated(const Value* v) const { return isMutableValue(v) && (mayBeWritten(v) || identityObserved(v)); }
+  // `v`'s merge class may be written or compared by identity: replacing `v`
+  // by an equal value could be seen (cse, canonicalize). False for immutable
+  // types.
+  bool mayBeMutated(const Value* v) const;
   // `v` or a value of its merge class is a graph output.
   bool mayEscape(const Value* v) const;
   // The constants (by name) whose get_attr values may be written.

@@ -1,6 +1,7 @@
 #include "ir/dead_code.h"
 
 #include <set>
+#include <unordered_set>
 #include <string>
 
 namespace ptopt::ir {
@@ -35,16 +36,54 @@ bool drawsRandomNumbers(const std::string& target) {
   return false;
 }
 
-size_t eliminateInBlock(Block& b) {
+// `user`, or a node it is nested in, is in `gone`.
+bool insideGone(const Node* user, const std::unordered_set<const Node*>& gone) {
+  for (const Node* m = user; m; m = m->owningBlock() ? m->owningBlock()->owningNode() : nullptr)
+    if (gone.count(m)) return true;
+  return false;
+}
+
+// No output is read (by a node outside `gone`) and no side effects.
+bool isDead(const Node* n, const std::unordered_set<const Node*>& gone) {
+  if (n->opcode() == Opcode::Output || n->opcode() == Opcode::Placeholder) return false;
+  for (const auto& out : n->outputs())
+    for (const Use& u : out->uses())
+      if (!insideGone(u.user, gone)) return false;
+  return !hasSideEffects(n);
+}
+
+// How many nodes of `b` the node-by-node walk below would remove, without
+// removing them (`gone` collects them).
+size_t countDead(const Block& b, std::unordered_set<const Node*>& gone) {
+  size_t count = 0;
+  for (const Node* n = b.last(); n; n = n->prev()) {
+    for (const auto& nested : n->blocks()) count += countDead(*nested, gone);
+    if (isDead(n, gone)) {
+      gone.insert(n);
+      ++count;
+    }
+  }
+  return count;
+}
+
+size_t eliminateInBlock(Block& b, Rewriter& rw) {
+  static const std::unordered_set<const Node*> kNoneGone;
   size_t removed = 0;
   for (Node* n = b.last(); n;) {
     Node* prev = n->prev();
-    for (const auto& nested : n->blocks()) removed += eliminateInBlock(*nested);
-    bool used = n->opcode() == Opcode::Output || n->opcode() == Opcode::Placeholder;
-    for (const auto& out : n->outputs()) used = used || out->hasUses();
-    if (!used && !hasSideEffects(n)) {
+    if (!n->blocks().empty() && isDead(n, kNoneGone)) {
+      // A dead If/Loop goes in one erase with its blocks (so the edit log
+      // holds its whole text); its dead nested nodes count as removed too.
+      std::unordered_set<const Node*> gone;
+      for (const auto& nested : n->blocks()) removed += countDead(*nested, gone);
       removed += 1;
-      n->destroy();
+      rw.erase(n);
+    } else {
+      for (const auto& nested : n->blocks()) removed += eliminateInBlock(*nested, rw);
+      if (isDead(n, kNoneGone)) {
+        removed += 1;
+        rw.erase(n);
+      }
     }
     n = prev;
   }
@@ -52,19 +91,6 @@ size_t eliminateInBlock(Block& b) {
 }
 
 }  // namespace
-
-bool isOpaque(const Node* n) {
-  if (!n->isCall()) return false;
-  const std::string& t = n->target();
-  return t.rfind("aten::", 0) != 0 && t.rfind("prim::", 0) != 0;
-}
-
-bool opaqueMayWriteAll(const Node* n) {
-  if (!isOpaque(n)) return false;
-  if (!n->schema()) return true;
-  const auto kind = n->schema()->aliasAnalysis();
-  return kind != c10::AliasAnalysisKind::FROM_SCHEMA && kind != c10::AliasAnalysisKind::PURE_FUNCTION;
-}
 
 bool hasSideEffects(const Node* n) {
   if (n->opcode() != Opcode::CallFunction) return n->opcode() == Opcode::Output;
@@ -87,6 +113,11 @@ bool hasSideEffects(const Node* n) {
   return false;
 }
 
-size_t eliminateDeadCode(Graph& g) { return eliminateInBlock(*g.block()); }
+size_t eliminateDeadCode(Rewriter& rw) { return eliminateInBlock(*rw.graph().block(), rw); }
+
+size_t eliminateDeadCode(Graph& g) {
+  Rewriter rw(g, nullptr, "import");
+  return eliminateDeadCode(rw);
+}
 
 }  // namespace ptopt::ir

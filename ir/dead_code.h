@@ -22,7 +22,7 @@
 //  - its alias annotations are trusted when the operator was registered from
 //    its schema (TORCH_LIBRARY's default, FROM_SCHEMA): `Tensor(a!)` writes,
 //    `Tensor(a)` aliases. An operator registered CONSERVATIVE may write and
-//    alias every mutable argument (opaqueMayWriteAll);
+//    alias every mutable argument (opaqueMayWriteAll, ir/mutation.h);
 //  - nothing is moved across it: no pass moves a node with side effects, and
 //    rewrites insert their replacement where the matched nodes were;
 //  - layout and precision passes must give it tensors in the layout and dtype
@@ -30,18 +30,16 @@
 #pragma once
 
 #include "ir/ir.h"
+#include "ir/mutation.h"  // isOpaque, opaqueMayWriteAll
+#include "ir/rewriter.h"
 
 namespace ptopt::ir {
 
-// A call_function outside aten:: and prim:: (see above).
-bool isOpaque(const Node* n);
-// An opaque operator whose schema's alias annotations cannot be trusted (it
-// was not registered FROM_SCHEMA or PURE_FUNCTION, or it has no schema): it
-// may write and alias every mutable argument.
-bool opaqueMayWriteAll(const Node* n);
-
 bool hasSideEffects(const Node* n);
-// Removes dead nodes in every block; returns how many were removed.
+// Removes dead nodes in every block, users before producers; returns how
+// many were removed. Passes use the Rewriter form (each erase is logged);
+// the graph form is for the importer, before any pass runs.
+size_t eliminateDeadCode(Rewriter& rw);
 size_t eliminateDeadCode(Graph& g);
 
 }  // namespace ptopt::ir

@@ -20,13 +20,14 @@
 //
 // Inline literals become IValues (Literal::toIValue), get_attr reads
 // Graph::constants(). Runs have autograd off. Constants the graph may write in
-// place (MutationAnalysis) are copied before the graph sees them, so running a
+// place (ir::MutationAnalysis, ir/mutation.h) are copied before the graph sees them, so running a
 // graph never changes its constant table. Values are released after their
 // last use. An Interpreter reads the graph's structure when it is built: do
 // not edit the graph while one is in use (evaluateNode has no such cache).
 #pragma once
 
 #include "ir/ir.h"
+#include "ir/mutation.h"  // MutationAnalysis: which constants a run may write
 
 #include <ATen/core/ivalue.h>
 
@@ -46,30 +47,6 @@ namespace ptopt::ir {
 class InterpreterError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-// Which values a graph may write in place, through aliases. Values are put in
-// alias classes: a schema's annotated arguments and results (`Tensor(a)`,
-// `t[](a!)`), the operands and results of container ops (lists, tuples,
-// dicts), If/Loop results with their block outputs, and loop-carried values
-// with their body parameters. A class is written when one of its members is
-// passed to a writing argument (`Tensor(a!)`), or to an operator whose
-// aliasing TorchScript does not know (conservative alias analysis, unknown
-// schema-less ops).
-class MutationAnalysis {
- public:
-  explicit MutationAnalysis(const Graph& g);
-  // False for values created after the analysis.
-  bool mayBeWritten(const Value* v) const;
-  // The constants (by name) whose get_attr values may be written.
-  const std::set<std::string>& writtenConstants() const { return writtenConstants_; }
-
- private:
-  const Value* find(const Value* v) const;
-  void unite(const Value* a, const Value* b);
-  mutable std::unordered_map<const Value*, const Value*> parent_;
-  std::set<const Value*> writtenRoots_;
-  std::set<std::string> writtenConstants_;
 };
 
 // Called for every value the interpreter binds: graph inputs, get_attr

@@ -142,7 +142,8 @@ class DropoutOp : public OpView {
  public:
   static std::optional<DropoutOp> match(Node* n);
   static std::optional<DropoutOp> match(const Node* n) { return match(const_cast<Node*>(n)); }
-  Value* input() const { return value("input"); }
+  // The in-place forms (`dropout_(Tensor(a!) self, ...)`) call it `self`.
+  Value* input() const { return value(has("input") ? "input" : "self"); }
   std::optional<double> p() const { return floatArg("p"); }
   std::optional<bool> train() const { return boolArg("train"); }
   bool inPlace() const { return !target().empty() && target().back() == '_'; }

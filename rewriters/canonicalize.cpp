@@ -1,7 +1,7 @@
 #include "rewriters/canonicalize.h"
 
-#include "ir/dead_code.h"
-#include "rewriters/cse.h"
+#include "ir/mutation.h"
+#include "ir/op_views.h"
 
 #include <functional>
 #include <optional>
@@ -14,51 +14,27 @@ namespace {
 
 using ir::Literal;
 using ir::Node;
+using ir::OpView;
+using ir::Rewriter;
 using ir::Value;
 
 std::string valueName(const Value* v) { return "%" + v->name(); }
 
-// Replaces node `n` (one output) by `m`, inserted at n's place; m keeps n's
-// result name, metadata and scope.
-void replaceNode(Node* n, Node* m) {
-  m->insertBefore(n);
+// Replaces node `n` (one output) by the detached call `m`, inserted at n's
+// place; m keeps n's result name, metadata and scope.
+void replaceNode(Rewriter& rw, Node* n, Node* m) {
   m->setScope(n->scope());
-  Value* old = n->output();
-  m->output()->meta() = old->meta();
-  const std::string resultName = old->name();
-  old->replaceAllUsesWith(m->output());
-  n->destroy();
-  m->output()->setName(resultName);
+  m->output()->meta() = n->output()->meta();
+  rw.insert(m, n);
+  const std::string resultName = n->output()->name();
+  rw.replace(n, m->output());
+  rw.setName(m->output(), resultName);
 }
 
-// Replaces every use of n's result by `by` and erases n.
-void forwardTo(Node* n, Value* by) {
-  n->output()->replaceAllUsesWith(by);
-  n->destroy();
-}
-
-const Literal* literalArg(const Node* n, const std::string& name) {
-  auto i = n->argIndex(name);
-  if (!i || !n->arg(*i).isLiteral()) return nullptr;
-  return &n->arg(*i).literal();
-}
-
-std::optional<std::vector<int64_t>> intListArg(const Node* n, const std::string& name) {
-  const Literal* l = literalArg(n, name);
-  if (!l || !l->is<std::vector<int64_t>>()) return std::nullopt;
-  return l->as<std::vector<int64_t>>();
-}
-
-std::optional<bool> boolArg(const Node* n, const std::string& name) {
-  const Literal* l = literalArg(n, name);
-  if (!l || !l->is<bool>()) return std::nullopt;
-  return l->as<bool>();
-}
-
-bool isLiteralOne(const ir::Arg& a) {
-  if (!a.isLiteral()) return false;
-  const Literal& l = a.literal();
-  return (l.is<int64_t>() && l.as<int64_t>() == 1) || (l.is<double>() && l.as<double>() == 1.0);
+// Argument `name` is the literal 1 (int or float).
+bool isLiteralOne(const OpView& op, const std::string& name) {
+  const Literal* l = op.literal(name);
+  return l && ((l->is<int64_t>() && l->as<int64_t>() == 1) || (l->is<double>() && l->as<double>() == 1.0));
 }
 
 // ------------------------------------------------------------------ lists
@@ -117,9 +93,9 @@ std::string listUseProblem(const ir::Use& u, ElemKind kind) {
   return "";
 }
 
-int64_t inlineConstantLists(ir::Graph& g, PassContext& ctx, const std::string& pass) {
+int64_t inlineConstantLists(Rewriter& rw, PassContext& ctx, const std::string& pass) {
   std::vector<Node*> lists;
-  g.walk([&](Node* n) {
+  rw.graph().walk([&](Node* n) {
     if (n->is("prim::ListConstruct") && n->numOutputs() == 1 && n->output()->hasUses()) lists.push_back(n);
   });
   int64_t count = 0;
@@ -140,8 +116,8 @@ int64_t inlineConstantLists(ir::Graph& g, PassContext& ctx, const std::string& p
       continue;
     }
     const std::vector<ir::Use> uses = n->output()->uses();
-    for (const ir::Use& u : uses) u.user->setArg(u.argIndex, *literal);
-    n->destroy();
+    for (const ir::Use& u : uses) rw.setArg(u.user, u.argIndex, *literal);
+    rw.erase(n);
     ++count;
   }
   return count;
@@ -155,37 +131,38 @@ bool isConvolution(const Node* n) {
 }
 
 // Returns the counter name on success, "" (and a decline) otherwise.
-std::string canonicalizeConvolution(ir::Graph& g, Node* n, PassContext& ctx, const std::string& pass) {
+// (Not ir::ConvOp: that view wants a literal `groups`, while a computed one
+// is carried over here as it is.)
+std::string canonicalizeConvolution(Rewriter& rw, Node* n, PassContext& ctx, const std::string& pass) {
   auto decline = [&](const std::string& why) {
     ctx.decline(pass, n, why);
     return std::string();
   };
-  auto input = n->argIndex("input"), weight = n->argIndex("weight"), bias = n->argIndex("bias"),
-       groups = n->argIndex("groups");
-  if (!input || !weight || !bias || !groups) return decline("unexpected argument list");
-  auto stride = intListArg(n, "stride"), padding = intListArg(n, "padding"),
-       dilation = intListArg(n, "dilation"), outputPadding = intListArg(n, "output_padding");
+  const OpView conv = OpView::of(n);
+  if (!conv.has("input") || !conv.has("weight") || !conv.has("bias") || !conv.has("groups"))
+    return decline("unexpected argument list");
+  auto stride = conv.intListArg("stride"), padding = conv.intListArg("padding"),
+       dilation = conv.intListArg("dilation"), outputPadding = conv.intListArg("output_padding");
   if (!stride || !padding || !dilation || !outputPadding)
     return decline("stride, padding, dilation and output_padding must be literal int lists");
-  auto transposed = boolArg(n, "transposed");
+  auto transposed = conv.boolArg("transposed");
   if (!transposed) return decline("'transposed' is not a literal");
-  if (n->arg(*groups).isLiteral() && !n->arg(*groups).literal().is<int64_t>())
-    return decline("'groups' is not an int");
+  if (conv.literal("groups") && !conv.intArg("groups")) return decline("'groups' is not an int");
 
   // _convolution fixes the cuDNN flags (benchmark, deterministic,
   // cudnn_enabled, allow_tf32) in the graph; conv2d reads the global ones at
   // run time. On CPU they do nothing; on a GPU they pick algorithms and TF32,
   // so the rewrite could change numerics there.
   for (const char* flag : {"benchmark", "deterministic", "cudnn_enabled", "allow_tf32"}) {
-    if (!n->argIndex(flag)) continue;  // aten::convolution has none
-    if (!boolArg(n, flag)) return decline(std::string("flag '") + flag + "' is not a literal");
+    if (!conv.has(flag)) continue;  // aten::convolution has none
+    if (!conv.boolArg(flag)) return decline(std::string("flag '") + flag + "' is not a literal");
     if (ctx.targetDevice != "cpu")
       return decline("its cuDNN flags are fixed in the graph while conv reads the global ones (target " +
                      ctx.targetDevice + ")");
   }
 
   size_t rank = stride->size();
-  const Value* w = n->argValue(*weight);
+  const Value* w = conv.value("weight");
   if (w && w->meta().shape) {
     if (w->meta().shape->size() < 3) return decline("weight metadata has rank < 3");
     rank = w->meta().shape->size() - 2;
@@ -200,7 +177,7 @@ std::string canonicalizeConvolution(ir::Graph& g, Node* n, PassContext& ctx, con
       if (p != 0) return decline("non-zero output_padding on a non-transposed convolution");
 
   const std::string k = std::to_string(rank);
-  const ir::Arg in = n->arg(*input), wt = n->arg(*weight), b = n->arg(*bias), gr = n->arg(*groups);
+  const ir::Arg in = conv.arg("input"), wt = conv.arg("weight"), b = conv.arg("bias"), gr = conv.arg("groups");
   std::string target;
   std::vector<ir::Arg> args;
   if (!*transposed) {
@@ -213,8 +190,7 @@ std::string canonicalizeConvolution(ir::Graph& g, Node* n, PassContext& ctx, con
   }
   auto [t, overload] = ir::splitQualifiedTarget(target);
   if (!ir::findSchema(t, overload)) return decline("no operator " + target);
-  Node* m = g.createCall(target, std::move(args), {n->output()->type()});
-  replaceNode(n, m);
+  replaceNode(rw, n, rw.graph().createCall(target, std::move(args), {n->output()->type()}));
   return *transposed ? "conv-transpose" : "conv";
 }
 
@@ -222,13 +198,13 @@ std::string canonicalizeConvolution(ir::Graph& g, Node* n, PassContext& ctx, con
 
 // w when `v` is `aten::t(w)`.
 Value* transposedWeight(const Value* v) {
-  const Node* t = v ? v->node() : nullptr;
+  Node* t = v ? v->node() : nullptr;
   if (!t || !t->is("aten::t") || !t->overload().empty() || t->numArgs() != 1) return nullptr;
-  return t->argValue(0);
+  return OpView::of(t).value("self");
 }
 
-void eraseIfUnused(Node* n) {
-  if (n && n->isAttached() && !n->output()->hasUses()) n->destroy();
+void eraseIfUnused(Rewriter& rw, Node* n) {
+  if (n && n->isAttached() && !n->output()->hasUses()) rw.erase(n);
 }
 
 bool sameDtype(std::initializer_list<const Value*> vs) {
@@ -242,52 +218,57 @@ bool sameDtype(std::initializer_list<const Value*> vs) {
 }
 
 // aten::addmm(b, x, t(w), 1, 1) -> aten::linear(x, w, b).
-bool canonicalizeAddmm(ir::Graph& g, Node* n, PassContext& ctx, const std::string& pass) {
+bool canonicalizeAddmm(Rewriter& rw, Node* n, PassContext& ctx, const std::string& pass) {
   if (!n->is("aten::addmm") || !n->overload().empty() || n->numArgs() != 5) return false;
-  Value* b = n->argValue(0);
-  Value* x = n->argValue(1);
-  Value* mat2 = n->argValue(2);
+  const OpView addmm = OpView::of(n);
+  Value* b = addmm.value("self");
+  Value* x = addmm.value("mat1");
+  Value* mat2 = addmm.value("mat2");
   Value* w = transposedWeight(mat2);
   if (!b || !x || !w) return false;
-  if (!isLiteralOne(n->arg(3)) || !isLiteralOne(n->arg(4))) {
+  if (!isLiteralOne(addmm, "beta") || !isLiteralOne(addmm, "alpha")) {
     ctx.decline(pass, n, "beta and alpha must be literal 1 to become aten::linear");
     return false;
   }
   Node* transpose = mat2->node();
-  replaceNode(n, g.createCall("aten::linear", {x, w, b}, {n->output()->type()}));
-  eraseIfUnused(transpose);
+  replaceNode(rw, n, rw.graph().createCall("aten::linear", {x, w, b}, {n->output()->type()}));
+  eraseIfUnused(rw, transpose);
   return true;
 }
 
 // aten::add(aten::matmul|mm(x, t(w)), b, 1) -> aten::linear(x, w, b), with
 // metadata proving the 2-D case.
-bool canonicalizeMatmulAdd(ir::Graph& g, Node* n, PassContext& ctx, const std::string& pass) {
+bool canonicalizeMatmulAdd(Rewriter& rw, Node* n, PassContext& ctx, const std::string& pass) {
   if (!n->is("aten::add") || n->overload() != "Tensor" || n->numArgs() != 3) return false;
-  for (size_t mmSide : {0, 1}) {
-    Value* mmOut = n->argValue(mmSide);
-    Value* b = n->argValue(1 - mmSide);
+  const OpView add = OpView::of(n);
+  // The product may be either operand of the sum.
+  for (const auto& [mmSide, biasSide] : {std::pair{"self", "other"}, std::pair{"other", "self"}}) {
+    Value* mmOut = add.value(mmSide);
+    Value* b = add.value(biasSide);
     Node* mm = mmOut ? mmOut->node() : nullptr;
     if (!b || !mm || !(mm->is("aten::matmul") || mm->is("aten::mm")) || !mm->overload().empty() ||
         mm->numArgs() != 2)
       continue;
-    Value* x = mm->argValue(0);
-    Value* w = transposedWeight(mm->argValue(1));
+    const OpView product = OpView::of(mm);
+    Value* x = product.value("self");
+    Value* mat2 = product.value(mm->is("aten::mm") ? "mat2" : "other");
+    Value* w = transposedWeight(mat2);
     if (!x || !w) continue;
     auto decline = [&](const std::string& why) {
       ctx.decline(pass, n, "matmul + bias is not aten::linear: " + why);
       return false;
     };
-    if (!isLiteralOne(n->arg(2))) return decline("alpha is not literal 1");
+    if (!isLiteralOne(add, "alpha")) return decline("alpha is not literal 1");
     if (mmOut->uses().size() != 1) return decline(valueName(mmOut) + " has other uses");
     const auto &xs = x->meta().shape, &bs = b->meta().shape, &ms = mmOut->meta().shape;
     if (!xs || !bs || !ms) return decline("needs shape metadata (run shape-prop first)");
     if (xs->size() != 2 || bs->size() != 1 || ms->size() != 2 || (*bs)[0] != (*ms)[1])
       return decline("input is not 2-D or the bias is not 1-D of the output width");
     if (!sameDtype({x, w, b})) return decline("input, weight and bias dtypes are not proven equal");
-    Node* transpose = mm->argValue(1)->node();
-    replaceNode(n, g.createCall("aten::linear", {x, w, b}, {n->output()->type()}));
-    mm->destroy();
-    eraseIfUnused(transpose);
+    Node* transpose = mat2->node();
+    replaceNode(rw, n, rw.graph().createCall("aten::linear", {x, w, b}, {n->output()->type()}));
+    rw.erase(mm);
+    eraseIfUnused(rw, transpose);
     return true;
   }
   return false;
@@ -295,35 +276,41 @@ bool canonicalizeMatmulAdd(ir::Graph& g, Node* n, PassContext& ctx, const std::s
 
 // ------------------------------------------------------------------ no-ops
 
-bool isDropout(const Node* n) {
-  return n->isCall() && n->overload().empty() &&
-         (n->is("aten::dropout") || n->is("aten::feature_dropout") || n->is("aten::alpha_dropout") ||
-          n->is("aten::feature_alpha_dropout"));
-}
+// A no-op found by noopKind: the counter name and the input its result
+// equals.
+struct Noop {
+  std::string kind;
+  Value* input = nullptr;
+};
 
-// The counter name when n is a provable no-op (its result may be replaced by
-// its first argument); "" otherwise (with a decline when it is close).
-std::string noopKind(const Node* n, const MutationAnalysis& mutation, PassContext& ctx, const std::string& pass) {
-  if (!n->isCall() || n->numArgs() == 0 || n->numOutputs() != 1 || !n->argValue(0)) return "";
-  const Value* x = n->argValue(0);
-  const ir::TensorMeta& meta = x->meta();
+// The no-op `n` provably is (its result may be replaced by its input); an
+// empty kind otherwise (with a decline when it is close).
+Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, const std::string& pass) {
+  if (!n->isCall() || n->numArgs() == 0 || n->numOutputs() != 1) return {};
   auto decline = [&](const std::string& why) {
     ctx.decline(pass, n, why);
-    return std::string();
+    return Noop{};
   };
 
-  if (isDropout(n)) {
-    auto train = boolArg(n, "train");
-    if (!train || *train) return "";  // training mode: a real random op
-    return "noop-dropout";
+  if (auto dropout = ir::DropoutOp::match(n); dropout && !dropout->inPlace() && n->overload().empty()) {
+    Value* x = dropout->input();
+    auto train = dropout->train();
+    if (!x || !train || *train) return {};  // training mode: a real random op
+    return {"noop-dropout", x};
   }
 
+  const OpView op = OpView::of(n);
+  Value* x = op.value("self");
+  if (!x) return {};
+  const ir::TensorMeta& meta = x->meta();
+
   if ((n->is("aten::view") || n->is("aten::reshape")) && n->overload().empty() && n->numArgs() == 2) {
-    if (!n->arg(1).isLiteral() || !n->arg(1).literal().is<std::vector<int64_t>>()) return "";
+    const ir::Arg* size = ir::LayoutOp::match(n)->size();
+    if (!size || !size->isLiteral() || !size->literal().is<std::vector<int64_t>>()) return {};
     if (!meta.shape) return decline("no shape metadata for " + valueName(x) + " (run shape-prop first)");
-    std::vector<int64_t> sizes = n->arg(1).literal().as<std::vector<int64_t>>();
+    std::vector<int64_t> sizes = size->literal().as<std::vector<int64_t>>();
     const std::vector<int64_t>& shape = *meta.shape;
-    if (sizes.size() != shape.size()) return "";
+    if (sizes.size() != shape.size()) return {};
     // One -1 takes whatever is left; with every other size equal, that is
     // the remaining dimension exactly when the element counts agree.
     size_t inferred = 0;
@@ -332,55 +319,55 @@ std::string noopKind(const Node* n, const MutationAnalysis& mutation, PassContex
         sizes[i] = shape[i];
         ++inferred;
       }
-    if (inferred > 1) return "";
-    if (sizes != shape) return "";
+    if (inferred > 1) return {};
+    if (sizes != shape) return {};
     if (mutation.mayBeMutated(n->output()) || mutation.mayBeMutated(x))
       return decline("the view or its input may be mutated in place");
-    return "noop-view";
+    return {"noop-view", x};
   }
 
   if (n->is("aten::contiguous") && n->overload().empty()) {
-    const Literal* mf = literalArg(n, "memory_format");
+    const Literal* mf = op.literal("memory_format");
     const bool contiguousFormat =
-        !n->argIndex("memory_format") ||
+        !op.has("memory_format") ||
         (mf && mf->is<c10::MemoryFormat>() && mf->as<c10::MemoryFormat>() == c10::MemoryFormat::Contiguous);
-    if (!contiguousFormat) return "";
+    if (!contiguousFormat) return {};
     if (!meta.memoryFormat) return decline("no memory-format metadata for " + valueName(x) + " (run shape-prop first)");
-    if (*meta.memoryFormat != c10::MemoryFormat::Contiguous) return "";
+    if (*meta.memoryFormat != c10::MemoryFormat::Contiguous) return {};
     if (mutation.mayBeMutated(n->output())) return decline("the result may be mutated in place");
-    return "noop-contiguous";
+    return {"noop-contiguous", x};
   }
 
   if (n->is("aten::to") &&
       (n->overload() == "dtype" || n->overload() == "device" || n->overload() == "dtype_layout")) {
-    auto copy = boolArg(n, "copy");
-    if (!copy || *copy) return "";
-    const Literal* mf = literalArg(n, "memory_format");
-    if (n->argIndex("memory_format") &&
+    auto copy = op.boolArg("copy");
+    if (!copy || *copy) return {};
+    const Literal* mf = op.literal("memory_format");
+    if (op.has("memory_format") &&
         !(mf && (mf->isNone() || (mf->is<c10::MemoryFormat>() &&
                                   mf->as<c10::MemoryFormat>() == c10::MemoryFormat::Preserve))))
-      return "";
+      return {};
     // dtype (required for dtype/device, optional for dtype_layout)
-    const Literal* dt = literalArg(n, "dtype");
-    if (!dt || !(dt->is<c10::ScalarType>() || (dt->isNone() && n->overload() == "dtype_layout"))) return "";
-    const Literal* dev = literalArg(n, "device");
-    if (n->argIndex("device") && (!dev || !(dev->is<c10::Device>() || dev->isNone()))) return "";
-    const Literal* layout = literalArg(n, "layout");
-    if (n->argIndex("layout") && (!layout || !layout->isNone())) return "";
-    const Literal* pin = literalArg(n, "pin_memory");
-    if (n->argIndex("pin_memory") && (!pin || !pin->isNone())) return "";
+    const Literal* dt = op.literal("dtype");
+    if (!dt || !(dt->is<c10::ScalarType>() || (dt->isNone() && n->overload() == "dtype_layout"))) return {};
+    const Literal* dev = op.literal("device");
+    if (op.has("device") && (!dev || !(dev->is<c10::Device>() || dev->isNone()))) return {};
+    const Literal* layout = op.literal("layout");
+    if (op.has("layout") && (!layout || !layout->isNone())) return {};
+    const Literal* pin = op.literal("pin_memory");
+    if (op.has("pin_memory") && (!pin || !pin->isNone())) return {};
     if (dt->is<c10::ScalarType>()) {
       if (!meta.dtype) return decline("no dtype metadata for " + valueName(x) + " (run shape-prop first)");
-      if (*meta.dtype != dt->as<c10::ScalarType>()) return "";
+      if (*meta.dtype != dt->as<c10::ScalarType>()) return {};
     }
     if (dev && dev->is<c10::Device>()) {
       if (!meta.device) return decline("no device metadata for " + valueName(x) + " (run shape-prop first)");
-      if (*meta.device != dev->as<c10::Device>()) return "";
+      if (*meta.device != dev->as<c10::Device>()) return {};
     }
     if (mutation.mayBeMutated(n->output())) return decline("the result may be mutated in place");
-    return "noop-to";
+    return {"noop-to", x};
   }
-  return "";
+  return {};
 }
 
 // Calls f on every node, nested blocks first; f may erase the node it is
@@ -396,34 +383,20 @@ void forEachNode(ir::Block* b, const std::function<void(Node*)>& f) {
 
 }  // namespace
 
-std::string CanonicalizePass::contract() const {
-  return "One form per op. (1) prim::ListConstruct of int/float/bool literals becomes an inline list "
-         "literal when every use is a read-only list argument of a schema'd op (lists that are "
-         "written, kept or returned stay). (2) aten::_convolution / aten::convolution with literal "
-         "stride/padding/dilation/output_padding and flags become conv1d/2d/3d or "
-         "conv_transpose1d/2d/3d (rank from weight metadata, else the stride length), bitwise equal; "
-         "_convolution only for a CPU target (its fixed cuDNN flags matter on a GPU). (3) addmm(b, x, t(w), 1, 1) becomes "
-         "linear(x, w, b) (bitwise); matmul/mm(x, t(w)) + b too when metadata proves 2-D x and 1-D b "
-         "of one dtype (within 1e-6). (4) No-ops become their input: dropout-family ops with "
-         "train=False always; view/reshape to x's own shape, contiguous() of a contiguous x, to() of "
-         "x's own dtype/device without copy only when metadata proves it (this specializes the graph to "
-         "the shapes shape-prop saw). Counters: list, conv, "
-         "conv-transpose, linear, noop-dropout, noop-view, noop-contiguous, noop-to.";
-}
-
 PassResult CanonicalizePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult result;
   const std::string pass = name();
+  Rewriter rw(graph, ctx.edits, pass);
 
-  if (int64_t n = inlineConstantLists(graph, ctx, pass)) result.count("list", n);
+  if (int64_t n = inlineConstantLists(rw, ctx, pass)) result.count("list", n);
 
   // Rewrites erase the node at hand and possibly its producers (which come
   // earlier), never a later node, so walking on from the saved next is safe.
   forEachNode(graph.block(), [&](Node* n) {
     if (isConvolution(n)) {
-      std::string kind = canonicalizeConvolution(graph, n, ctx, pass);
+      std::string kind = canonicalizeConvolution(rw, n, ctx, pass);
       if (!kind.empty()) result.count(kind);
-    } else if (canonicalizeAddmm(graph, n, ctx, pass) || canonicalizeMatmulAdd(graph, n, ctx, pass)) {
+    } else if (canonicalizeAddmm(rw, n, ctx, pass) || canonicalizeMatmulAdd(rw, n, ctx, pass)) {
       result.count("linear");
     }
   });
@@ -431,15 +404,15 @@ PassResult CanonicalizePass::run(ir::Graph& graph, PassContext& ctx) {
   // No-ops last, over the graph as it is now (the mutation facts hold for the
   // whole stage: forwarding a no-op's result to its input only merges values
   // that already share a class).
-  const MutationAnalysis mutation(graph);
+  const ir::MutationAnalysis mutation(graph);
   forEachNode(graph.block(), [&](Node* n) {
-    std::string kind = noopKind(n, mutation, ctx, pass);
-    if (kind.empty()) return;
-    forwardTo(n, n->argValue(0));
-    result.count(kind);
+    Noop noop = noopKind(n, mutation, ctx, pass);
+    if (noop.kind.empty()) return;
+    rw.replace(n, noop.input);
+    result.count(noop.kind);
   });
 
-  result.changed = !result.counters.empty();
+  result.changed = rw.changed();
   return result;
 }
 

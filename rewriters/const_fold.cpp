@@ -2,6 +2,7 @@
 
 #include "ir/dead_code.h"
 #include "ir/interpreter.h"
+#include "ir/mutation.h"
 #include "ir/model.h"
 #include "ir/text.h"
 
@@ -77,7 +78,7 @@ void collectTensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
 class Folder {
  public:
   Folder(ir::Graph& g, PassContext& ctx, const std::string& pass, int64_t maxBytes)
-      : g_(g), ctx_(ctx), pass_(pass), maxBytes_(maxBytes), mutation_(g) {}
+      : g_(g), ctx_(ctx), pass_(pass), maxBytes_(maxBytes), mutation_(g), rw_(g, ctx.edits, pass) {}
 
   PassResult run() {
     std::vector<ir::Node*> order;
@@ -100,7 +101,7 @@ class Folder {
         }
     }
     if (folded_) result_.count("folded", folded_);
-    result_.changed = folded_ > 0;
+    result_.changed = rw_.changed();
     return result_;
   }
 
@@ -203,20 +204,20 @@ class Folder {
     g_.constants().set(name, t);
     created_.insert(name);
     ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
-    insertInPrologue(getAttr);
     getAttr->output()->meta() = out->meta();
+    insertInPrologue(getAttr);
     known_[getAttr->output()] = t;
-    out->replaceAllUsesWith(getAttr->output());
+    rw_.replaceAllUsesWith(out, getAttr->output());
   }
 
-  static void replaceWithLiteral(ir::Value* out, const c10::IValue& iv, const c10::TypePtr& hint) {
+  void replaceWithLiteral(ir::Value* out, const c10::IValue& iv, const c10::TypePtr& hint) {
     const ir::Literal generic = *ir::Literal::fromIValue(iv, hint);
     const std::vector<ir::Use> uses = out->uses();
     for (const ir::Use& u : uses) {
       std::optional<ir::Literal> lit;
       if (const auto* s = u.user->schema(); s && u.argIndex < s->arguments().size())
         lit = ir::Literal::fromIValue(iv, s->arguments()[u.argIndex].real_type());
-      u.user->setArg(u.argIndex, lit ? *lit : generic);
+      rw_.setArg(u.user, u.argIndex, lit ? *lit : generic);
     }
   }
 
@@ -232,15 +233,15 @@ class Folder {
       }
       prologueKnown_ = true;
     }
-    if (prologueTail_) getAttr->insertAfter(prologueTail_);
-    else g_.block()->prependNode(getAttr);
+    if (prologueTail_) rw_.insertAfter(getAttr, prologueTail_);
+    else rw_.insert(getAttr, g_.block()->first());
     prologueTail_ = getAttr;
   }
 
   void destroy(ir::Node* n) {
     if (n == prologueTail_) prologueKnown_ = false;
     destroyed_.insert(n);
-    n->destroy();
+    rw_.erase(n);
   }
 
   // Removes get_attr nodes and kept evaluated nodes that folding left unused.
@@ -257,7 +258,9 @@ class Folder {
       for (const ir::Arg& a : d->args())
         if (a.isValue()) values.push_back(a.value());
       for (const auto& out : d->outputs()) known_.erase(out.get());
-      // An intermediate constant of this run that a later fold consumed.
+      // An intermediate constant of this run that a later fold consumed (the
+      // table is not part of the graph's text: only the get_attr's erase is
+      // an edit).
       if (d->opcode() == ir::Opcode::GetAttr && created_.count(d->target())) {
         g_.constants().erase(d->target());
         created_.erase(d->target());
@@ -271,6 +274,7 @@ class Folder {
   const std::string& pass_;
   int64_t maxBytes_;
   ir::MutationAnalysis mutation_;
+  ir::Rewriter rw_;
   std::unordered_map<const ir::Value*, c10::IValue> known_;
   std::unordered_set<const ir::Node*> destroyed_;
   std::vector<ir::Node*> kept_;
@@ -282,19 +286,6 @@ class Folder {
 };
 
 }  // namespace
-
-std::string ConstFoldPass::contract() const {
-  return "Evaluates call_function nodes whose value arguments are all constants (get_attr values or "
-         "results already evaluated) and whose other arguments are literals, with the real operator "
-         "through the Interpreter (eager PyTorch numerics). Tensor results become new named constants "
-         "(`<input>.folded`) read by a get_attr at the top of the graph; literal results (numbers, bools, "
-         "strings, lists of those, dtypes, devices, None) are written into their users. Results that are "
-         "neither stay, but feed later folds. Existing constants are never modified. Does not fire on: "
-         "side effects (in-place ops, random draws, raising, printing, unknown ops), constants written "
-         "in place anywhere in the graph or results written in place, nodes with nested blocks, "
-         "uninitialized results (aten::empty), dead nodes, nodes whose evaluation fails, and tensor "
-         "results over max-bytes (counted as skipped-large). Counters: folded, skipped-large.";
-}
 
 std::vector<OptionSpec> ConstFoldPass::optionSpecs() const {
   OptionSpec maxBytes;

@@ -1,6 +1,6 @@
 #include "rewriters/constants.h"
 
-#include "ir/dead_code.h"
+#include "ir/mutation.h"
 
 namespace ptopt::rewriters {
 
@@ -18,29 +18,7 @@ std::optional<at::Tensor> constantTensorArg(const ir::Node* n, size_t i) {
   return constantTensor(n->arg(i).value());
 }
 
-bool isWrittenAnywhere(const ir::Value* v) {
-  for (const ir::Use& u : v->uses()) {
-    const ir::Node* user = u.user;
-    if (user->opcode() != ir::Opcode::CallFunction) continue;
-    const auto* schema = user->schema();
-    if (ir::opaqueMayWriteAll(user)) return true;  // its annotations are not to be trusted
-    if (!schema) {
-      static const char* kReadOnly[] = {"prim::ListConstruct", "prim::TupleConstruct", "prim::If",
-                                         "prim::Loop", "prim::unchecked_cast", "prim::DictConstruct"};
-      bool known = false;
-      for (const char* k : kReadOnly) known = known || user->target() == k;
-      if (!known) return true;
-      continue;
-    }
-    if (u.argIndex < schema->arguments().size()) {
-      const auto& alias = schema->arguments()[u.argIndex].alias_info();
-      if (alias && alias->isWrite()) return true;
-    } else if (schema->is_mutable()) {
-      return true;  // vararg position of a mutable op
-    }
-  }
-  return false;
-}
+bool isWrittenAnywhere(const ir::Value* v) { return ir::anyUseMayWrite(v); }
 
 ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& t, ir::Node* before) {
   const std::string name = g.constants().uniqueName(base);

@@ -15,11 +15,14 @@ std::optional<at::Tensor> constantTensor(const ir::Value* v);
 // The tensor behind an argument that is a get_attr value (nullopt for None
 // literals and non-constants).
 std::optional<at::Tensor> constantTensorArg(const ir::Node* n, size_t i);
-// True when some node may write `v` in place (a mutable schema argument that
-// is written, or an unknown schema-less user).
+// True when some use may write `v` in place (ir::anyUseMayWrite: a written
+// schema argument, an opaque or unknown schema-less user). Direct uses only:
+// for the whole alias picture use ir::MutationAnalysis (ir/mutation.h).
 bool isWrittenAnywhere(const ir::Value* v);
 // Registers `t` under a name derived from `base` (`base`, `base.1`, ...) and
 // inserts its get_attr node before `before`. Returns the new value.
+// Edits around ir::Rewriter: passes call rw.addConstant (same naming and
+// placement, logged). Kept for code not yet moved to the rewriter.
 ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& t, ir::Node* before);
 // Uses of `v` that read more than its metadata. aten::dim / size / numel,
 // prim::device / dtype only look at rank, shape, dtype and device, which a
@@ -27,7 +30,9 @@ ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& 
 // checks TorchScript keeps, e.g. BatchNorm's `_check_input_dim`).
 size_t valueUses(const ir::Value* v);
 
-// Erases the get_attr node behind `v` when nothing uses it any more.
+// Erases the get_attr node behind `v` when nothing uses it any more (the
+// constant stays in the table). Edits around ir::Rewriter: passes call
+// rw.eraseConstantIfUnused. Kept for code not yet moved to the rewriter.
 void eraseConstantIfUnused(ir::Value* v);
 // `conv1.weight` -> `conv1`; names without a dot stay as they are.
 std::string modulePrefix(const std::string& constantName);

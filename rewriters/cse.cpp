@@ -1,6 +1,7 @@
 #include "rewriters/cse.h"
 
 #include "ir/dead_code.h"
+#include "ir/mutation.h"
 
 #include <cstring>
 #include <functional>
@@ -11,46 +12,6 @@
 namespace ptopt::rewriters {
 
 namespace {
-
-constexpr size_t kNone = std::numeric_limits<size_t>::max();
-
-// Containers whose elements may be mutated (or may alias something that is):
-// values taken out of them can alias anything put into any of them.
-bool isContainerOfMutable(const c10::TypePtr& t) {
-  switch (t->kind()) {
-    case c10::TypeKind::ListType:
-      return MutationAnalysis::isMutableType(t->castRaw<c10::ListType>()->getElementType());
-    case c10::TypeKind::DictType: {
-      const auto* d = t->castRaw<c10::DictType>();
-      return MutationAnalysis::isMutableType(d->getKeyType()) ||
-             MutationAnalysis::isMutableType(d->getValueType());
-    }
-    case c10::TypeKind::TupleType:
-      for (const auto& e : t->containedTypes())
-        if (MutationAnalysis::isMutableType(e)) return true;
-      return false;
-    case c10::TypeKind::OptionalType:
-      return isContainerOfMutable(t->castRaw<c10::OptionalType>()->getElementType());
-    case c10::TypeKind::TensorType:
-      return false;
-    default:
-      return MutationAnalysis::isMutableType(t);  // objects, Any, futures, unions
-  }
-}
-
-// Operators whose schema declares a fresh result although they may return
-// their input itself (dropout when not training, type_as to the same dtype).
-bool returnsInputDespiteSchema(const std::string& target) {
-  return target == "aten::dropout" || target == "aten::feature_dropout" ||
-         target == "aten::alpha_dropout" || target == "aten::feature_alpha_dropout" ||
-         target == "aten::type_as";
-}
-
-bool observesIdentity(const std::string& target) {
-  return target == "aten::__is__" || target == "aten::__isnot__";
-}
-
-bool isMutableValue(const ir::Value* v) { return v && MutationAnalysis::isMutableType(v->type()); }
 
 // ------------------------------------------------------------------ hashing
 
@@ -151,166 +112,12 @@ struct NodeEqual {
 
 }  // namespace
 
-// ------------------------------------------------------------------ MutationAnalysis
-
-bool MutationAnalysis::isMutableType(const c10::TypePtr& t) {
-  if (!t) return true;
-  switch (t->kind()) {
-    case c10::TypeKind::IntType:
-    case c10::TypeKind::FloatType:
-    case c10::TypeKind::BoolType:
-    case c10::TypeKind::StringType:
-    case c10::TypeKind::NoneType:
-    case c10::TypeKind::DeviceObjType:
-    case c10::TypeKind::NumberType:
-    case c10::TypeKind::ComplexType:
-      return false;
-    case c10::TypeKind::OptionalType:
-      return isMutableType(t->castRaw<c10::OptionalType>()->getElementType());
-    case c10::TypeKind::TupleType:
-      for (const auto& e : t->containedTypes())
-        if (isMutableType(e)) return true;
-      return false;
-    default: {
-      // Kinds that not every supported LibTorch has, by name.
-      const std::string s = t->str();
-      return !(s == "SymInt" || s == "SymFloat" || s == "SymBool" || s == "Layout" ||
-               s == "ScalarType" || s == "MemoryFormat");
-    }
-  }
-}
-
-MutationAnalysis::MutationAnalysis(const ir::Graph& g) {
-  containers_ = 0;
-  parent_.push_back(0);
-  g.walk([&](ir::Node* n) { visit(n); });
-  for (const ir::Value* v : written_) mutatedRoots_.insert(find(id(v)));
-  for (const ir::Value* v : escaping_) escapingRoots_.insert(find(id(v)));
-}
-
-size_t MutationAnalysis::id(const ir::Value* v) {
-  auto [it, inserted] = ids_.emplace(v, parent_.size());
-  if (inserted) parent_.push_back(parent_.size());
-  return it->second;
-}
-
-size_t MutationAnalysis::find(size_t i) const {
-  size_t root = i;
-  while (parent_[root] != root) root = parent_[root];
-  while (parent_[i] != root) {
-    size_t next = parent_[i];
-    parent_[i] = root;
-    i = next;
-  }
-  return root;
-}
-
-void MutationAnalysis::unite(size_t a, size_t b) {
-  a = find(a);
-  b = find(b);
-  if (a == b) return;
-  // Keep the container class's root stable for readability; either is fine.
-  if (a == containers_) std::swap(a, b);
-  parent_[a] = b;
-}
-
-size_t MutationAnalysis::classOf(const ir::Value* v) const {
-  auto it = ids_.find(v);
-  return it == ids_.end() ? kNone : find(it->second);
-}
-
-void MutationAnalysis::visit(const ir::Node* n) {
-  if (n->opcode() == ir::Opcode::Output) {
-    if (n->owningBlock() == n->graph().block())
-      for (const ir::Arg& a : n->args())
-        if (isMutableValue(a.value())) escaping_.push_back(a.value());
-    return;
-  }
-  if (n->opcode() != ir::Opcode::CallFunction) return;
-
-  std::vector<const ir::Value*> group;
-  bool touchesContainer = false;
-  auto add = [&](const ir::Value* v) {
-    group.push_back(v);
-    touchesContainer = touchesContainer || isContainerOfMutable(v->type());
-  };
-
-  // An opaque operator registered without trusted alias annotations is
-  // handled like a schema-less one: it may alias and write every argument.
-  if (const c10::FunctionSchema* schema = n->schema(); schema && !ir::opaqueMayWriteAll(n)) {
-    const auto& formals = schema->arguments();
-    for (size_t i = 0; i < n->numArgs(); ++i) {
-      const ir::Value* v = n->argValue(i);
-      if (!isMutableValue(v)) continue;
-      // Arguments past the schema's (varargs) are treated as annotated.
-      const c10::AliasInfo* info = i < formals.size() ? formals[i].alias_info() : nullptr;
-      if (!info && i < formals.size() && !isContainerOfMutable(v->type())) continue;
-      add(v);
-      if (info && info->isWrite()) written_.push_back(v);
-    }
-    const auto& returns = schema->returns();
-    for (size_t i = 0; i < n->numOutputs(); ++i) {
-      const ir::Value* v = n->output(i);
-      if (!isMutableValue(v)) continue;
-      const c10::AliasInfo* info = i < returns.size() ? returns[i].alias_info() : nullptr;
-      if (!info && i < returns.size() && !isContainerOfMutable(v->type())) continue;
-      add(v);
-    }
-    if (returnsInputDespiteSchema(n->target()) && n->numArgs() && n->numOutputs() &&
-        isMutableValue(n->argValue(0)) && isMutableValue(n->output()))
-      unite(id(n->argValue(0)), id(n->output()));
-    if (observesIdentity(n->target()))
-      for (const ir::Arg& a : n->args())
-        if (isMutableValue(a.value())) written_.push_back(a.value());
-  } else {
-    for (const ir::Arg& a : n->args())
-      if (isMutableValue(a.value())) add(a.value());
-    for (const auto& out : n->outputs())
-      if (isMutableValue(out.get())) add(out.get());
-    for (const auto& b : n->blocks()) {
-      for (const auto& p : b->params())
-        if (isMutableValue(p.get())) add(p.get());
-      for (const ir::Value* v : b->outputValues())
-        if (isMutableValue(v)) add(v);
-    }
-    // An unknown or effectful schema-less operator may write what it is given.
-    if (n->blocks().empty() && ir::hasSideEffects(n))
-      for (const ir::Arg& a : n->args())
-        if (isMutableValue(a.value())) written_.push_back(a.value());
-  }
-
-  for (size_t i = 1; i < group.size(); ++i) unite(id(group[0]), id(group[i]));
-  if (touchesContainer && !group.empty()) unite(id(group[0]), containers_);
-}
-
-bool MutationAnalysis::mayBeMutated(const ir::Value* v) const {
-  if (!isMutableValue(v)) return false;
-  const size_t c = classOf(v);
-  return c != kNone && mutatedRoots_.count(c) != 0;
-}
-
-bool MutationAnalysis::mayEscape(const ir::Value* v) const {
-  if (!isMutableValue(v)) return false;
-  const size_t c = classOf(v);
-  return c != kNone && escapingRoots_.count(c) != 0;
-}
-
 // ------------------------------------------------------------------ the pass
-
-std::string CsePass::contract() const {
-  return "Merges call_function nodes with the same target and overload, the same argument Values, "
-         "bitwise-equal literals, equal attributes and output types, that have no side effects and "
-         "no nested blocks; and get_attr nodes naming the same constant. A node reuses an equal "
-         "node earlier in its block or in an enclosing block (dominance), never one from a sibling "
-         "or nested block. Linear: one walk with a scoped hash table. Mutation-safe: a node is not "
-         "touched when an input or output may alias a value written in place anywhere (or compared "
-         "by identity), and two results that both reach the graph outputs are not merged. Does not "
-         "fire when no two nodes are equal. Counter: eliminated.";
-}
 
 PassResult CsePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult result;
-  const MutationAnalysis mutation(graph);
+  ir::Rewriter rw(graph, ctx.edits, name());
+  const ir::MutationAnalysis mutation(graph);
 
   auto isPureCall = [](const ir::Node* n) {
     return n->isCall() && n->blocks().empty() && n->numOutputs() > 0 && !ir::hasSideEffects(n);
@@ -376,10 +183,10 @@ PassResult CsePass::run(ir::Graph& graph, PassContext& ctx) {
       }
       for (size_t i = 0; i < n->numOutputs(); ++i) {
         ir::Value* keep = rep->output(i);
-        if (keep->meta().empty()) keep->meta() = n->output(i)->meta();
-        n->output(i)->replaceAllUsesWith(keep);
+        if (keep->meta().empty()) rw.setMeta(keep, n->output(i)->meta());
+        rw.replaceAllUsesWith(n->output(i), keep);
       }
-      n->destroy();
+      rw.erase(n);
       ++eliminated;
       n = next;
     }
@@ -389,7 +196,7 @@ PassResult CsePass::run(ir::Graph& graph, PassContext& ctx) {
   };
   processBlock(graph.block());
 
-  result.changed = eliminated > 0;
+  result.changed = rw.changed();
   if (eliminated) result.count("eliminated", eliminated);
   return result;
 }

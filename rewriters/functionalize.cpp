@@ -1,5 +1,7 @@
 #include "rewriters/functionalize.h"
 
+#include "ir/op_views.h"
+
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -36,6 +38,7 @@ bool ignoresOperandDtypes(const std::string& base) {
 
 // Operators whose schema declares a fresh result although they may return
 // their input itself (dropout when not training, type_as to the same dtype).
+// (ir/mutation.cpp has the same list for its alias classes.)
 bool returnsInputDespiteSchema(const std::string& target) {
   return target == "aten::dropout" || target == "aten::feature_dropout" ||
          target == "aten::alpha_dropout" || target == "aten::feature_alpha_dropout" ||
@@ -65,19 +68,9 @@ std::string valueName(const ir::Value* v) { return "%" + v->name(); }
 
 }  // namespace
 
-std::string FunctionalizePass::contract() const {
-  return "Rewrites in-place element-wise ops (relu_, add_, sub_, mul_, div_, hardtanh_, clamp_, "
-         "sigmoid_, tanh_, hardswish_, silu_, ...) to the out-of-place op with the same overload, "
-         "bitwise equal. Later uses of the mutated value x are redirected to the op's result (the "
-         "same tensor). Fires only when x is a fresh result of a non-view operator defined in the "
-         "same block, is not a graph input, constant or block parameter, and is only read (never "
-         "aliased) before the in-place op; for tensor operands (add_.Tensor, ...) metadata must "
-         "prove equal dtypes, since out-of-place ops promote. Declines with the reason otherwise. "
-         "Counter: functionalized.";
-}
-
 PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult result;
+  ir::Rewriter rw(graph, ctx.edits, name());
   // Program order (pre-order over nested blocks): a use inside a node that
   // precedes the in-place op has a smaller number than the op.
   std::unordered_map<const ir::Node*, size_t> order;
@@ -127,8 +120,9 @@ PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
       continue;
     }
 
-    // x: the mutated value.
-    ir::Value* x = n->argValue(0);
+    // x: the mutated value (the schema's first argument, checked above to be
+    // the written one).
+    ir::Value* x = ir::OpView::of(n).value(formals[0].name());
     if (!x) continue;  // a literal self cannot happen for a schema'd Tensor
     ir::Node* producer = x->node();
     if (!producer) {
@@ -195,22 +189,21 @@ PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
 
     // Rewrite. After n, x and its result are the same tensor.
     ir::Value* y = n->output();
-    x->replaceUsesWithIf(y, [&](const ir::Use& u) { return u.user != n && position(u.user) > here; });
+    rw.replaceUsesIf(x, y, [&](const ir::Use& u) { return u.user != n && position(u.user) > here; });
     std::vector<ir::Arg> args(n->args().begin(), n->args().end());
     ir::Node* m = graph.createCall(outOfPlaceName, std::move(args), {y->type()});
-    m->insertBefore(n);
     m->setScope(n->scope());
     m->output()->meta() = y->meta();
+    rw.insert(m, n);
     const std::string resultName = y->name();
-    y->replaceAllUsesWith(m->output());
     order.erase(n);
-    n->destroy();
-    m->output()->setName(resultName);
+    rw.replace(n, m->output());
+    rw.setName(m->output(), resultName);
     order[m] = here;
     ++functionalized;
   }
 
-  result.changed = functionalized > 0;
+  result.changed = rw.changed();
   if (functionalized) result.count("functionalized", functionalized);
   return result;
 }

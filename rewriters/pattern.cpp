@@ -308,7 +308,7 @@ RewriteRule makeRule(std::string name, const std::string& patternText, const std
 
 // ---------------------------------------------------------------- rewriting
 
-std::vector<Node*> replaceMatch(const Match& m, const ir::Graph& replacement, Node* insertBefore) {
+std::vector<Node*> replaceMatch(ir::Rewriter& rw, const Match& m, const ir::Graph& replacement, Node* insertBefore) {
   const auto& matched = m.nodes();
   Node* at = insertBefore;
   if (!at) {
@@ -333,7 +333,7 @@ std::vector<Node*> replaceMatch(const Match& m, const ir::Graph& replacement, No
     Node* n = g.createCall(rn->qualifiedTarget(), std::move(args), std::move(types));
     for (const auto& [k, v] : rn->attrs()) n->setAttr(k, v);
     n->setScope(at->scope());
-    n->insertBefore(at);
+    rw.insert(n, at);
     for (size_t k = 0; k < rn->numOutputs(); ++k) {
       map.emplace(rn->output(k), Arg(n->output(k)));
       freshValues.insert(n->output(k));
@@ -352,10 +352,10 @@ std::vector<Node*> replaceMatch(const Match& m, const ir::Graph& replacement, No
       Value* nv = nr.value();
       if (nv == old) continue;
       if (freshValues.erase(nv)) renames.emplace_back(nv, old->name());
-      old->replaceAllUsesWith(nv);
+      rw.replaceAllUsesWith(old, nv);
     } else {
       const std::vector<ir::Use> uses = old->uses();
-      for (const ir::Use& u : uses) u.user->setArg(u.argIndex, nr.literal());
+      for (const ir::Use& u : uses) rw.setArg(u.user, u.argIndex, nr.literal());
     }
   }
 
@@ -368,7 +368,7 @@ std::vector<Node*> replaceMatch(const Match& m, const ir::Graph& replacement, No
       bool used = false;
       for (const auto& v : n->outputs()) used = used || v->hasUses();
       if (used) continue;
-      n->destroy();
+      rw.erase(n);
       left.erase(left.begin() + static_cast<std::ptrdiff_t>(i));
       progress = true;
     }
@@ -376,7 +376,7 @@ std::vector<Node*> replaceMatch(const Match& m, const ir::Graph& replacement, No
       throw std::logic_error("replaceMatch: the match is not self-contained: " + describeNode(left.front()) +
                              " is still used");
   }
-  for (auto& [v, name] : renames) v->setName(name);
+  for (auto& [v, name] : renames) rw.setName(v, name);
   return fresh;
 }
 
@@ -495,6 +495,8 @@ class Sweep {
 }  // namespace
 
 RewriteStats applyRules(ir::Graph& graph, const std::vector<RewriteRule>& rules, const RewriteOptions& options) {
+  ir::Rewriter unlogged(graph, nullptr, options.passName);
+  ir::Rewriter& rw = options.rewriter ? *options.rewriter : unlogged;
   RewriteStats stats;
   stats.perRule.assign(rules.size(), 0);
   std::unordered_map<std::string, std::vector<size_t>> byTarget;
@@ -535,7 +537,7 @@ RewriteStats applyRules(ir::Graph& graph, const std::vector<RewriteRule>& rules,
         const Block* b = last->owningBlock();
         const int64_t lastPos = sweep.pos(last);
         const std::vector<Node*> matched = m->nodes();
-        std::vector<Node*> fresh = replaceMatch(*m, *rule.replacement, last);
+        std::vector<Node*> fresh = replaceMatch(rw, *m, *rule.replacement, last);
         sweep.rewrote(matched, fresh, b, lastPos);
         ++stats.perRule[r];
         ++changes;

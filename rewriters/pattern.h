@@ -40,12 +40,12 @@
 //     wins; the next sweep sees the new nodes);
 //   * a rule constraint rejected it.
 //
-// Rewriting inserts the replacement graph's nodes before the match's last
-// node, with replacement inputs bound positionally to what the pattern inputs
-// bound (a literal-bound input becomes that literal argument), replaces every
-// use of each pattern output with the matching replacement output (which
-// takes over the old value's name), then destroys the matched nodes, users
-// first. Replacement calls get their schema from ir::findSchema.
+// Rewriting (through an ir::Rewriter, so every edit is logged) inserts the
+// replacement graph's nodes before the match's last node, with replacement
+// inputs bound positionally to what the pattern inputs bound (a literal-bound
+// input becomes that literal argument), replaces every use of each pattern
+// output with the matching replacement output (which takes over the old
+// value's name), then erases the matched nodes, users first. Replacement calls get their schema from ir::findSchema.
 #pragma once
 
 #include "ir/ir.h"
@@ -168,16 +168,19 @@ void checkReplacement(const Pattern& pattern, const ir::Graph& replacement);
 RewriteRule makeRule(std::string name, const std::string& patternText, const std::string& replacementText,
                      std::vector<Constraint> constraints = {});
 
-// Rewrites one match (already checked: self-contained and safe to move to
-// `insertBefore`, which defaults to the match's last node). Returns the
-// inserted nodes.
-std::vector<ir::Node*> replaceMatch(const Match& m, const ir::Graph& replacement,
+// Rewrites one match through `rw` (already checked: self-contained and safe
+// to move to `insertBefore`, which defaults to the match's last node).
+// Returns the inserted nodes.
+std::vector<ir::Node*> replaceMatch(ir::Rewriter& rw, const Match& m, const ir::Graph& replacement,
                                     ir::Node* insertBefore = nullptr);
 
 struct RewriteOptions {
   size_t maxIterations = 10;       // sweeps over the graph at most
   PassContext* ctx = nullptr;      // receives the declines of the last sweep
   std::string passName = "rules";  // names the pass in declines
+  // Makes (and logs) the edits; when null, an unlogged rewriter of the
+  // driver's own does (tests that drive patterns without a pass).
+  ir::Rewriter* rewriter = nullptr;
 };
 
 struct RewriteStats {

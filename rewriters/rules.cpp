@@ -341,31 +341,22 @@ std::vector<RewriteRule> loadRuleFile(const std::string& path) {
   return parseRules(ss.str(), path);
 }
 
-std::string RulesPass::contract() const {
-  return "Applies every rule of the rule file `file` with the pattern driver (torch.fx subgraph_rewriter "
-         "semantics: pattern inputs are wildcards bound consistently to values or literals, literals and "
-         "operator overloads must match exactly), all rules in one worklist, sweeping until nothing changes "
-         "or max-iter sweeps ran; at a node the first rule of the file wins. Refuses, and says why, matches "
-         "that are not self-contained (an interior value used outside the match), that would create a cycle "
-         "or reorder a side effect, or that a 'where' clause rejects. Searches nested blocks; a match never "
-         "spans blocks. Preserves what the rules preserve (check them with ptopt verify). Counters: one per "
-         "rule that fired. Does not fire when no rule matches.";
-}
-
 PassResult RulesPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::string& path = options().getString("file");
   if (path.empty()) throw PassError("pass 'rules' needs a rule file: rules{file=path/to/file.rules}");
   auto& cached = cache_[path];
   if (!cached) cached = std::make_shared<const std::vector<RewriteRule>>(loadRuleFile(path));
 
+  ir::Rewriter rw(graph, ctx.edits, name());
   RewriteOptions opts;
   opts.maxIterations = static_cast<size_t>(options().getInt("max-iter"));
   opts.ctx = &ctx;
   opts.passName = name();
+  opts.rewriter = &rw;
   const RewriteStats stats = applyRules(graph, *cached, opts);
 
   PassResult r;
-  r.changed = stats.rewrites > 0;
+  r.changed = rw.changed();
   for (size_t k = 0; k < cached->size(); ++k)
     if (stats.perRule[k]) r.count((*cached)[k].name, static_cast<int64_t>(stats.perRule[k]));
   return r;

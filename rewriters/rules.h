@@ -1,17 +1,5 @@
 // rules: rewrite rules from a rule file (user-written patterns, no rebuild).
-//
-// Contract. Applies every rule of the file given by `file` with the pattern
-// driver (rewriters/pattern.h: torch.fx subgraph_rewriter semantics), all
-// rules in one worklist, sweeping the graph until nothing changes or
-// `max-iter` sweeps ran. At a node, the first rule of the file that matches
-// and passes its checks wins. A match is refused, and the refusal explained
-// (--explain), when it is not self-contained (an interior value is used
-// outside it), when the replacement would create a cycle or reorder a side
-// effect, or when a `where` clause rejects it. Nested blocks are searched;
-// a match never spans blocks. Preserves whatever the rules preserve: ptopt
-// does not prove a rule correct, so check rules with `ptopt verify`.
-// Counters: one per rule that fired, named after it (`hardtanh-to-relu6=35`).
-// The parsed file is cached per path in the pass instance.
+// The contract is kContract below (`ptopt passes rules` prints it).
 //
 // Rule file format (see also examples/rules/README.md):
 //
@@ -75,9 +63,22 @@ std::vector<RewriteRule> loadRuleFile(const std::string& path);
 
 class RulesPass : public Pass {
  public:
+  static constexpr const char* kContract =
+      "Applies every rule of the rule file given by `file` with the pattern driver (rewriters/pattern.h: "
+      "torch.fx subgraph_rewriter semantics: pattern inputs are wildcards bound consistently to values or "
+      "literals, literals and operator overloads must match exactly), all rules in one worklist, sweeping the "
+      "graph until nothing changes or `max-iter` sweeps ran. At a node, the first rule of the file that "
+      "matches and passes its checks wins. A match is refused, and the refusal explained (--explain), when "
+      "it is not self-contained (an interior value is used outside it), when the replacement would create a "
+      "cycle or reorder a side effect, or when a `where` clause rejects it. Nested blocks are searched; a "
+      "match never spans blocks. Preserves whatever the rules preserve: ptopt does not prove a rule correct, "
+      "so check rules with `ptopt verify`. Does not fire when no rule matches. Counters: one per rule that "
+      "fired, named after it (`hardtanh-to-relu6=35`). The parsed file is cached per path in the pass "
+      "instance.";
+
   std::string name() const override { return "rules"; }
   std::string description() const override { return "apply rewrite rules from a rule file"; }
-  std::string contract() const override;
+  std::string contract() const override { return kContract; }
   std::vector<OptionSpec> optionSpecs() const override {
     return {{"file", OptionKind::String, "", "rule file to apply (see examples/rules/README.md)", {}, {}, {}},
             {"max-iter", OptionKind::Int, "10", "sweeps over the graph at most", {}, 1.0, 1000.0}};

@@ -6,17 +6,6 @@
 
 namespace ptopt::rewriters {
 
-std::string ShapePropPass::contract() const {
-  return "Runs the graph with the Interpreter on the example inputs (--input-shape) and records on "
-         "every value holding a tensor its dtype, shape, device and memory format (contiguous_format "
-         "when contiguous, channels_last(_3d) when those strides hold, unset otherwise); an undefined "
-         "tensor (an output ATen did not compute) gets none. Metadata is "
-         "cleared and recomputed on every run; values in loops get the last iteration's, values in "
-         "code that did not run get none. Structure and constants never change. Declines, changing "
-         "nothing, without example inputs or when their number does not match the graph's inputs. "
-         "Counters: annotated.";
-}
-
 namespace {
 
 // Every value of the graph that can carry metadata, in program order.
@@ -63,17 +52,16 @@ PassResult ShapePropPass::run(ir::Graph& graph, PassContext& ctx) {
   }
 
   PassResult r;
+  ir::Rewriter rw(graph, ctx.edits, name());
   int64_t annotated = 0;
   const ir::TensorMeta none;
   for (ir::Value* v : allValues(graph)) {
     auto it = recorded.find(v);
     const ir::TensorMeta& meta = it == recorded.end() ? none : it->second;
-    if (!(meta == v->meta())) {
-      r.changed = true;
-      v->meta() = meta;
-    }
+    rw.setMeta(v, meta);  // logged only when it differs
     if (!meta.empty()) ++annotated;
   }
+  r.changed = rw.changed();
   r.count("annotated", annotated);
   return r;
 }

@@ -4,6 +4,7 @@
 #include "ir/model.h"
 #include "ir/text.h"
 #include "rewriters/canonicalize.h"
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
@@ -21,7 +22,8 @@ using Run = test::PassRun;
 Run canonicalize(ir::Graph& g, const std::string& targetDevice = "cpu") {
   Run r;
   r.ctx.targetDevice = targetDevice;
-  r.result = CanonicalizePass().run(g, r.ctx);
+  // Through the PassManager with the edit-log check (and the IR lint) on.
+  r.result = test::runPassChecked(g, "canonicalize", r.ctx);
   ir::lintOrThrow(g, "after canonicalize");
   return r;
 }

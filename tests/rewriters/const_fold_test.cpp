@@ -3,6 +3,7 @@
 #include "ir/interpreter.h"
 #include "ir/text.h"
 #include "rewriters/const_fold.h"
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tools/api.h"
@@ -22,10 +23,9 @@ struct Folded {
 };
 
 Folded runConstFold(ir::Graph& g, const std::map<std::string, std::string>& options = {}) {
-  ConstFoldPass pass;
-  pass.configure(options);
+  // Through the PassManager with the edit-log check (and the IR lint) on.
   Folded f;
-  f.result = pass.run(g, f.ctx);
+  f.result = test::runPassChecked(g, "const-fold", f.ctx, options);
   return f;
 }
 

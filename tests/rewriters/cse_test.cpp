@@ -3,6 +3,7 @@
 #include "ir/lint.h"
 #include "ir/text.h"
 #include "rewriters/cse.h"
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tools/api.h"
@@ -20,7 +21,8 @@ namespace {
 PassResult runCse(ir::Graph& g, PassContext* ctxOut = nullptr) {
   PassContext local;
   PassContext& ctx = ctxOut ? *ctxOut : local;
-  PassResult r = CsePass().run(g, ctx);
+  // Through the PassManager with the edit-log check (and the IR lint) on.
+  PassResult r = test::runPassChecked(g, "cse", ctx);
   ir::lintOrThrow(g, "after cse");
   return r;
 }

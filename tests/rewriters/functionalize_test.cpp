@@ -3,6 +3,7 @@
 #include "ir/lint.h"
 #include "ir/text.h"
 #include "rewriters/functionalize.h"
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
@@ -19,7 +20,8 @@ using Run = test::PassRun;
 
 Run functionalize(ir::Graph& g) {
   Run r;
-  r.result = FunctionalizePass().run(g, r.ctx);
+  // Through the PassManager with the edit-log check (and the IR lint) on.
+  r.result = test::runPassChecked(g, "functionalize", r.ctx);
   ir::lintOrThrow(g, "after functionalize");
   return r;
 }

@@ -1,5 +1,8 @@
 // PassManager: fixpoint, instrumentation (print-after-all, print-changed,
-// time-passes, bisect, verify-each) and error wrapping.
+// time-passes, bisect, verify-each, the edit-log check) and error wrapping.
+// The test passes edit through ir::Rewriter like real ones (one on purpose
+// does not, to test the check).
+#include "ir/op_views.h"
 #include "ir/text.h"
 #include "rewriters/pass_manager.h"
 #include "tools/api.h"
@@ -19,16 +22,16 @@ class RemoveOneRelu : public Pass {
   std::string name() const override { return "remove-one-relu"; }
   std::string description() const override { return "test pass"; }
   std::string contract() const override { return "removes the first relu"; }
-  PassResult run(ir::Graph& g, PassContext&) override {
+  PassResult run(ir::Graph& g, PassContext& ctx) override {
     PassResult r;
+    ir::Rewriter rw(g, ctx.edits, name());
     for (ir::Node* n : g.block()->nodes()) {
       if (!n->is("aten::relu")) continue;
-      n->output()->replaceAllUsesWith(n->argValue(0));
-      n->destroy();
-      r.changed = true;
+      rw.replace(n, ir::OpView::of(n).value("self"));
       r.count("removed");
       break;
     }
+    r.changed = rw.changed();
     return r;
   }
 };
@@ -39,14 +42,52 @@ class BreakIR : public Pass {
   std::string name() const override { return "break-ir"; }
   std::string description() const override { return "test pass"; }
   std::string contract() const override { return "moves the last node first"; }
-  PassResult run(ir::Graph& g, PassContext&) override {
+  PassResult run(ir::Graph& g, PassContext& ctx) override {
+    ir::Rewriter rw(g, ctx.edits, name());
     Node* last = g.block()->outputNode()->prev();
-    last->moveBefore(g.block()->first()->next());
+    rw.moveBefore(last, g.block()->first()->next());
     PassResult r;
-    r.changed = true;
+    r.changed = rw.changed();
     return r;
   }
   using Node = ir::Node;
+};
+
+// Removes one relu like remove-one-relu, but around the rewriter: the edit
+// is not logged.
+class EditsAroundRewriter : public Pass {
+ public:
+  std::string name() const override { return "edits-around-rewriter"; }
+  std::string description() const override { return "test pass"; }
+  std::string contract() const override { return "removes the first relu without logging it"; }
+  PassResult run(ir::Graph& g, PassContext&) override {
+    PassResult r;
+    for (ir::Node* n : g.block()->nodes()) {
+      if (!n->is("aten::relu")) continue;
+      n->output()->replaceAllUsesWith(ir::OpView::of(n).value("self"));
+      n->destroy();
+      r.changed = true;
+      break;
+    }
+    return r;
+  }
+};
+
+// Logs one edit but reports that nothing changed.
+class ChangedButSaysNot : public Pass {
+ public:
+  std::string name() const override { return "changed-but-says-not"; }
+  std::string description() const override { return "test pass"; }
+  std::string contract() const override { return "renames the first relu's result, reports unchanged"; }
+  PassResult run(ir::Graph& g, PassContext& ctx) override {
+    ir::Rewriter rw(g, ctx.edits, name());
+    for (ir::Node* n : g.block()->nodes())
+      if (n->is("aten::relu")) {
+        rw.setName(n->output(), "renamed");
+        break;
+      }
+    return unchanged();
+  }
 };
 
 class Throws : public Pass {
@@ -63,6 +104,8 @@ PassRegistry testRegistry() {
   r.add([] { return std::make_unique<RemoveOneRelu>(); });
   r.add([] { return std::make_unique<BreakIR>(); });
   r.add([] { return std::make_unique<Throws>(); });
+  r.add([] { return std::make_unique<EditsAroundRewriter>(); });
+  r.add([] { return std::make_unique<ChangedButSaysNot>(); });
   return r;
 }
 
@@ -171,4 +214,52 @@ TEST_CASE("an exception inside a pass is reported with the pass name") {
   CHECK_THROWS_AS(pm.run(*g, ctx), PassError);
   CHECK_THROWS_WITH(pm.run(*g, ctx), Catch::Contains("pass 'throws' failed on method 'forward'") &&
                                          Catch::Contains("boom"));
+}
+
+TEST_CASE("print-changed prints the diff from the edit log, which rebuilds the graph before") {
+  auto reg = testRegistry();
+  auto g = threeRelus();
+  const std::string before = g->str();
+  std::ostringstream out;
+  Instrumentation inst;
+  inst.printChanged = true;
+  inst.checkEditLog = true;
+  inst.out = &out;
+  PassContext ctx;
+  RunReport report = PassManager(reg, parsePipeline("remove-one-relu", reg), inst).run(*g, ctx);
+  REQUIRE(report.executions.size() == 1);
+  const PassExecution& e = report.executions[0];
+  CHECK(e.edits == 2);  // %b reads %x now; %a erased
+  REQUIRE(e.changes);
+  const std::string diff = ir::unifiedDiffOfChanges(*g, *e.changes, "before", "after");
+  CHECK(ir::applyDiffInReverse(g->str(), diff) == before);
+  CHECK_THAT(ctx.edits.summary(), Catch::Contains("remove-one-relu: erase=1 modify=1"));
+}
+
+TEST_CASE("checkEditLog names a pass that edits around the Rewriter") {
+  auto reg = testRegistry();
+  Instrumentation inst;
+  inst.checkEditLog = true;
+  PassContext ctx;
+  {
+    auto g = threeRelus();
+    PassManager pm(reg, parsePipeline("remove-one-relu,edits-around-rewriter", reg), inst);
+    CHECK_THROWS_AS(pm.run(*g, ctx), PassError);
+  }
+  {
+    auto g = threeRelus();
+    PassManager pm(reg, parsePipeline("remove-one-relu,edits-around-rewriter", reg), inst);
+    CHECK_THROWS_WITH(pm.run(*g, ctx), Catch::Contains("pass 'edits-around-rewriter' (execution 2") &&
+                                           Catch::Contains("logged 0 edits"));
+  }
+  {
+    auto g = threeRelus();
+    PassManager pm(reg, parsePipeline("changed-but-says-not", reg), inst);
+    CHECK_THROWS_WITH(pm.run(*g, ctx), Catch::Contains("pass 'changed-but-says-not'") &&
+                                           Catch::Contains("reported changed=false but logged"));
+  }
+  // Without the check the same passes run.
+  auto g = threeRelus();
+  PassManager unchecked(reg, parsePipeline("edits-around-rewriter", reg));
+  CHECK(unchecked.run(*g, ctx).changed());
 }

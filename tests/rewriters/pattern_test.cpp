@@ -449,3 +449,38 @@ TEST_CASE("pattern driver handles long graphs in few sweeps") {
   CHECK(s.sweeps == 2);
   CHECK(g->numNodes() == static_cast<size_t>(2 * kPairs + 2));
 }
+
+TEST_CASE("pattern rewrites edit through the given Rewriter, and its log rebuilds the graph before") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor, %c : bool):\n"
+      "  %r1 : Tensor = aten::relu(%x)\n"
+      "  %r2 : Tensor = aten::relu(%r1)\n"
+      "  %r : Tensor = prim::If(%c)\n"
+      "    block0():\n"
+      "      %q1 : Tensor = aten::relu(%r2)\n"
+      "      %q2 : Tensor = aten::relu(%q1)\n"
+      "      output(%q2)\n"
+      "    block1():\n"
+      "      output(%r2)\n"
+      "  %t : Tensor = aten::tanh(%r)\n"
+      "  output(%t)\n");
+  const std::string before = g->str();
+  ir::EditLog log;
+  log.setKeepText(true);
+  ir::Rewriter rw(*g, log, "rules");
+  RewriteOptions opts;
+  opts.rewriter = &rw;
+  CHECK(applyRules(*g, {makeRule("double-relu", kDoubleRelu, kSingleRelu)}, opts).rewrites == 2);
+  ir::lintOrThrow(*g, "after rewriting");
+  CHECK(rw.changed());
+  for (const ir::Edit& e : log.edits()) CHECK(e.pass == "rules");
+  const std::string diff = ir::unifiedDiffOfChanges(*g, log.changesSince(0), "before", "after");
+  INFO(diff);
+  CHECK(ir::applyDiffInReverse(g->str(), diff) == before);
+  test::checkIR(g->str(), R"(
+    # CHECK: %r2 : Tensor = aten::relu(%x)
+    # CHECK: %q2 : Tensor = aten::relu(%r2)
+    # CHECK-NOT: aten::relu
+    # CHECK: aten::tanh
+  )");
+}

@@ -1,4 +1,6 @@
-// remove-dropout and bn-inference: inference specialization.
+// remove-dropout: every dropout becomes its input (bn-inference has its own
+// file, bn_inference_test.cpp).
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -40,25 +42,21 @@ TEST_CASE("RemoveDropoutDoesNotFireWithoutDropout") {
   CHECK_FALSE(report.changed());
 }
 
-TEST_CASE("bn-inference switches training-mode batch_norm to running statistics") {
-  const auto& f = test::fixture("train_mode_trace");
-  Optimizer opt = Optimizer::load(f.path);
-  auto report = opt.run("bn-inference");
-  CHECK(test::counter(report, "bn-inference", "converted") == 1);
-  test::checkIR(opt.model().forward().str(), R"(
-    # CHECK: aten::batch_norm(
-    # CHECK-SAME: False, 0.1, 1e-05
-  )");
-}
-
-TEST_CASE("BnInferenceDoesNotFireWithoutRunningStatistics") {
+TEST_CASE("remove-dropout logs every edit, and the diff shows each dropout removed") {
   auto g = ir::parseGraph(
       "graph(%x : Tensor):\n"
-      "  %y : Tensor = aten::batch_norm(%x, None, None, None, None, True, 0.1, 1e-05, True)\n"
-      "  output(%y)\n");
-  rewriters::PassContext ctx;
-  auto report = test::runPipeline(*g, "bn-inference", &ctx);
-  CHECK_FALSE(report.changed());
-  REQUIRE(ctx.declines().size() == 1);
-  CHECK_THAT(ctx.declines()[0], Catch::Contains("no running statistics"));
+      "  %a : Tensor = aten::dropout(%x, 0.5, True)\n"
+      "  %e : Tensor = aten::dropout_(%a, 0.5, True)\n"
+      "  %f : Tensor = aten::relu(%e)\n"
+      "  output(%f)\n");
+  auto report = test::runChecked(*g, "remove-dropout");  // throws if an edit went around ir::Rewriter
+  CHECK(test::counter(report, "remove-dropout", "removed") == 2);
+  REQUIRE(report.executions.size() == 1);
+  const auto& changes = *report.executions[0].changes;
+  CHECK(changes.removed.size() == 2);
+  CHECK(changes.added.empty());
+  test::checkIR(g->str(), R"(
+    # CHECK-NOT: dropout
+    # CHECK: aten::relu(%x)
+  )");
 }

@@ -3,6 +3,7 @@
 #include "ir/lint.h"
 #include "ir/text.h"
 #include "rewriters/rules.h"
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tools/api.h"
@@ -29,10 +30,9 @@ std::string writeTemp(const std::string& name, const std::string& text) {
   return path.string();
 }
 
+// Through the PassManager with the edit-log check (and the IR lint) on.
 PassResult runRules(ir::Graph& g, const std::string& path, PassContext& ctx) {
-  RulesPass pass;
-  pass.configure({{"file", path}});
-  PassResult r = pass.run(g, ctx);
+  PassResult r = test::runPassChecked(g, "rules", ctx, {{"file", path}});
   ir::lintOrThrow(g, "after rules");
   return r;
 }
@@ -248,7 +248,7 @@ TEST_CASE("rules example file rewrites mobilenet_v2 with bitwise equal outputs")
   const auto& f = test::fixture("mobilenet_v2_script");
   const std::string rules = repoRoot() + "/examples/rules/example.rules";
   Optimizer opt = Optimizer::load(f.path);
-  auto report = opt.run("rules{file=\"" + rules + "\"}");
+  auto report = test::runChecked(opt.model(), "rules{file=\"" + rules + "\"}");  // edit-log check on
   INFO(report.countersSummary());
   CHECK(report.changed());
   int64_t relu6 = 0, dropout = 0;
@@ -270,4 +270,25 @@ TEST_CASE("rules example file rewrites mobilenet_v2 with bitwise equal outputs")
   INFO(v.summary);
   CHECK(v.passed);
   CHECK(v.bitwiseEqual);
+}
+
+TEST_CASE("RulesDoesNotFireWhenNoRuleMatches") {
+  const std::string path = writeTemp("nomatch.rules", kRules);
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor, %y : Tensor):\n"
+      "  %r1 : Tensor = aten::relu(%x)\n"
+      "  %t : Tensor = aten::tanh(%r1)\n"
+      "  %a : Tensor = aten::add.Tensor(%t, %y, 5)\n"
+      "  output(%a)\n");
+  const std::string before = g->str();
+  PassContext ctx;
+  PassResult r = runRules(*g, path, ctx);
+  CHECK_FALSE(r.changed);
+  CHECK(r.counters.empty());
+  CHECK(ctx.edits.size() == 0);
+  CHECK(g->str() == before);
+  // The add matched structurally; its where clause said no, and why.
+  REQUIRE(ctx.declines().size() == 1);
+  CHECK_THAT(ctx.declines()[0], Catch::Contains("%alpha is 5"));
+  std::remove(path.c_str());
 }

@@ -2,6 +2,7 @@
 // recomputed, never stale.
 #include "ir/text.h"
 #include "rewriters/shape_prop.h"
+#include "tests/rewriters/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "verify/inputs.h"
@@ -14,11 +15,9 @@ using namespace ptopt::rewriters;
 
 namespace {
 
-PassResult runShapeProp(ir::Graph& g, PassContext& ctx) {
-  ShapePropPass pass;
-  pass.configure({});
-  return pass.run(g, ctx);
-}
+// Through the PassManager with the edit-log check on: every metadata change
+// (of node results, block parameters and graph inputs) is a logged edit.
+PassResult runShapeProp(ir::Graph& g, PassContext& ctx) { return test::runPassChecked(g, "shape-prop", ctx); }
 
 }  // namespace
 
@@ -160,4 +159,25 @@ TEST_CASE("shape-prop leaves an undefined tensor without metadata (vit_b_16's at
   CHECK(g->findValue("y")->meta().shape == std::vector<int64_t>{1, 5, 8});
   CHECK(g->findValue("w")->meta().empty());
   CHECK(r.counter("annotated") == 7);  // the five inputs, o and y
+}
+
+TEST_CASE("ShapePropDoesNotFireWhenMetadataIsCurrent") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %y : Tensor = aten::relu(%x)\n"
+      "  output(%y)\n");
+  PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
+  PassResult first = runShapeProp(*g, ctx);
+  CHECK(first.changed);
+  const size_t edits = ctx.edits.size();
+  CHECK(edits == 2);  // the signature (%x) and %y
+  const std::string annotated = g->str();
+  PassResult again = runShapeProp(*g, ctx);
+  CHECK_FALSE(again.changed);
+  CHECK(ctx.edits.size() == edits);  // nothing logged
+  CHECK(g->str() == annotated);
+  // Numerics: metadata only, the graph computes what it did.
+  const at::Tensor x = torch::randn({2, 3});
+  CHECK(torch::equal(test::runGraph(*g, {x}).toTensor(), torch::relu(x)));
 }

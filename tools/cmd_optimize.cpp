@@ -57,7 +57,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_flag("--verify", o.verifyFlag, "Verify numerics (the default; fails when no inputs can be built)");
   app.add_flag("--verify-each", o.verifyEach,
                "Verify numerics after every pass that changed the model and name the first that breaks tolerance "
-               "(also lints the IR)");
+               "(also lints the IR and checks that each pass's edit log describes its change)");
   app.add_flag("--force", o.force, "Write OUT even when verification fails");
   app.add_flag("--keep-training", o.keepTraining,
                "Refuse a model in training mode (scripted and saved in it, or traced in it) instead of optimizing it "

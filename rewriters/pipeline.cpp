@@ -1,5 +1,6 @@
 #include "rewriters/pipeline.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace ptopt::rewriters {
@@ -59,8 +60,8 @@ namespace ptopt::rewriters {
 //                       targets): conv+add+relu and conv+relu become cuDNN's
 //                       fused kernels. Last, so that channels-last and cast
 //                       see plain convs and it fuses their final layout and
-//                       dtype. Passes added after a preset ("-O1,more")
-//                       run before it (parsePipelineOrPreset).
+//                       dtype. Passes added to a pipeline ("-O1,more",
+//                       --rules files) run before it (addExtraPasses).
 std::string presetPipeline(int level) {
   return level == 0 ? "" : presetPipelineBody(level) + "," + std::string(kTargetPasses);
 }
@@ -78,22 +79,6 @@ std::string presetPipelineBody(int level) {
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");
   }
 }
-
-// ---------------------------------------------------------------- errors
-
-namespace {
-std::string formatError(const std::string& msg, size_t line, size_t col, const std::string& text,
-                        const std::string& source) {
-  std::string out = source + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + msg;
-  out += "\n  " + text + "\n  " + std::string(col > 0 ? col - 1 : 0, ' ') + "^";
-  return out;
-}
-}  // namespace
-
-PipelineError::PipelineError(const std::string& message, size_t line, size_t column,
-                             const std::string& lineText, const std::string& source)
-    : std::runtime_error(formatError(message, line, column, lineText, source)),
-      message_(message), line_(line), column_(column) {}
 
 // ---------------------------------------------------------------- parser
 
@@ -302,6 +287,49 @@ std::string printPipeline(const Pipeline& p) {
   std::string out;
   printElements(p.elements, out);
   return out;
+}
+
+// ---------------------------------------------------------------- editing
+
+namespace {
+bool usesIn(const std::vector<PipelineElement>& elements, const std::string& name) {
+  for (const auto& e : elements)
+    if (e.name == name || usesIn(e.children, name)) return true;
+  return false;
+}
+
+void dropIn(std::vector<PipelineElement>& elements, const std::string& name) {
+  elements.erase(std::remove_if(elements.begin(), elements.end(),
+                                [&](const PipelineElement& e) { return e.name == name; }),
+                 elements.end());
+  for (auto& e : elements) dropIn(e.children, name);
+}
+}  // namespace
+
+bool pipelineUses(const Pipeline& p, const std::string& name) { return usesIn(p.elements, name); }
+
+void dropPass(Pipeline& p, const std::string& name) { dropIn(p.elements, name); }
+
+void addExtraPasses(Pipeline& p, const std::vector<PipelineElement>& extra) {
+  auto& elements = p.elements;
+  const bool closesWithLowering = !elements.empty() && elements.back().name == kTargetPasses;
+  elements.insert(closesWithLowering ? elements.end() - 1 : elements.end(), extra.begin(), extra.end());
+}
+
+PipelineElement rulesElement(const std::string& path) {
+  PipelineElement e;
+  e.name = "rules";
+  e.options = {{"file", path}};
+  return e;
+}
+
+Pipeline parsePipelineOrPreset(const std::string& text, const PassRegistry& registry) {
+  const bool preset = text.size() >= 3 && text[0] == '-' && text[1] == 'O' && text[2] >= '0' && text[2] <= '3' &&
+                      (text.size() == 3 || text[3] == ',');
+  if (!preset) return parsePipeline(text, registry);
+  Pipeline p = parsePipeline(presetPipeline(text[2] - '0'), registry, text.substr(0, 3));
+  if (text.size() > 4) addExtraPasses(p, parsePipeline(text.substr(4), registry, text).elements);
+  return p;
 }
 
 }  // namespace ptopt::rewriters

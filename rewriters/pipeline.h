@@ -9,8 +9,8 @@
 #pragma once
 
 #include "rewriters/registry.h"
+#include "rewriters/text_error.h"
 
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,18 +30,9 @@ struct Pipeline {
   bool empty() const { return elements.empty(); }
 };
 
-class PipelineError : public std::runtime_error {
- public:
-  PipelineError(const std::string& message, size_t line, size_t column, const std::string& lineText,
-                const std::string& source);
-  const std::string& message() const { return message_; }
-  size_t line() const { return line_; }
-  size_t column() const { return column_; }
-
- private:
-  std::string message_;
-  size_t line_, column_;
-};
+// An error in pipeline text: `source:line:column: message`, the line and a
+// caret (one class with RuleFileError: rewriters/text_error.h).
+using PipelineError = TextError;
 
 // `source` names the text in errors ("--passes", a file name).
 Pipeline parsePipeline(const std::string& text, const PassRegistry& registry,
@@ -54,7 +45,27 @@ std::string presetPipeline(int level);
 // A preset without the target-specific passes it ends with (kTargetPasses):
 // presetPipeline(n) == presetPipelineBody(n) + "," + kTargetPasses.
 std::string presetPipelineBody(int level);
+// The device lowering a preset closes with (CUDA targets only).
 inline constexpr const char* kTargetPasses = "fuse-cudnn";
+
+// ---- Editing a parsed pipeline (the CLI and the C++ API share these).
+
+// Whether pass `name` runs anywhere in the pipeline (also inside fixpoints).
+bool pipelineUses(const Pipeline& p, const std::string& name);
+// Removes every execution of pass `name` (also inside fixpoints).
+void dropPass(Pipeline& p, const std::string& name);
+// The one rule for where extra passes go (the passes after a preset in
+// "-O1,more", rule files from --rules): after the pipeline's rewrites and
+// before the device lowering it closes with (a trailing kTargetPasses,
+// fuse-cudnn), so that the lowering sees their result; at the end when the
+// pipeline does not close with it. Extra passes keep their order.
+void addExtraPasses(Pipeline& p, const std::vector<PipelineElement>& extra);
+// `rules{file=PATH}`: a rule file as a pipeline element (--rules PATH).
+PipelineElement rulesElement(const std::string& path);
+// A preset alone or followed by more passes ("-O1", "-O1,channels-last";
+// the more go by addExtraPasses), or any other pipeline text. Errors in the
+// passes after the preset point into that part of the text.
+Pipeline parsePipelineOrPreset(const std::string& text, const PassRegistry& registry);
 
 constexpr int kDefaultFixpointIterations = 4;
 

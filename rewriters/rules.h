@@ -32,6 +32,7 @@
 
 #include "rewriters/pass.h"
 #include "rewriters/pattern.h"
+#include "rewriters/text_error.h"
 
 #include <map>
 #include <memory>
@@ -41,19 +42,9 @@
 
 namespace ptopt::rewriters {
 
-// An error in a rule file: `source:line:column: message`, the line and a caret.
-class RuleFileError : public std::runtime_error {
- public:
-  RuleFileError(const std::string& message, size_t line, size_t column, const std::string& lineText,
-                const std::string& source);
-  const std::string& message() const { return message_; }
-  size_t line() const { return line_; }
-  size_t column() const { return column_; }
-
- private:
-  std::string message_;
-  size_t line_, column_;
-};
+// An error in a rule file: `source:line:column: message`, the line and a caret
+// (one class with PipelineError: rewriters/text_error.h).
+using RuleFileError = TextError;
 
 // Parses rule file text; `source` names it in errors. Throws RuleFileError.
 std::vector<RewriteRule> parseRules(const std::string& text, const std::string& source = "rules");

@@ -2,9 +2,12 @@
 
 #include "fusion/register.h"
 #include "layout/register.h"
+#include "quant/precision_check.h"
 #include "quant/register.h"
 
 #include <fmt/format.h>
+
+#include <chrono>
 
 namespace ptopt {
 
@@ -25,23 +28,23 @@ const rewriters::PassRegistry& defaultRegistry() {
 }
 
 rewriters::Pipeline parsePipelineOrPreset(const std::string& text) {
-  // A preset, alone or followed by more passes: "-O1" or "-O1,channels-last".
-  if (text.size() >= 3 && text[0] == '-' && text[1] == 'O' && text[2] >= '0' && text[2] <= '3' &&
-      (text.size() == 3 || text[3] == ',')) {
-    // More passes run before the preset's closing target passes (fuse-cudnn).
-    const int level = text[2] - '0';
-    const std::string rest = text.size() > 4 ? text.substr(4) : "";
-    std::string expanded = rewriters::presetPipeline(level);
-    if (!rest.empty())
-      expanded = level == 0 ? rest
-                            : rewriters::presetPipelineBody(level) + "," + rest + "," + rewriters::kTargetPasses;
-    return rewriters::parsePipeline(expanded, defaultRegistry(), text);
-  }
-  return rewriters::parsePipeline(text, defaultRegistry());
+  return rewriters::parsePipelineOrPreset(text, defaultRegistry());
 }
 
-Optimizer Optimizer::load(const std::string& path, const ir::ImportOptions& options) {
-  return fromModule(ir::loadTorchScript(path), options);
+namespace {
+double msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+Optimizer Optimizer::load(const std::string& path, const ir::ImportOptions& options, LoadTimes* times) {
+  auto start = std::chrono::steady_clock::now();
+  torch::jit::Module module = ir::loadTorchScript(path);
+  if (times) times->readMs = msSince(start);
+  start = std::chrono::steady_clock::now();
+  Optimizer opt = fromModule(std::move(module), options);
+  if (times) times->importMs = msSince(start);
+  return opt;
 }
 
 Optimizer Optimizer::fromModule(torch::jit::Module original, const ir::ImportOptions& options) {
@@ -50,7 +53,7 @@ Optimizer Optimizer::fromModule(torch::jit::Module original, const ir::ImportOpt
   original.eval();
   ir::Model model = ir::importModule(original, options);
   ir::findTrainingLiterals(model, mode);
-  return Optimizer(std::move(original), std::move(model), mode);
+  return Optimizer(std::move(original), std::move(model), mode, options);
 }
 
 rewriters::RunReport Optimizer::run(const std::string& pipeline, rewriters::PassContext* ctx,
@@ -98,5 +101,67 @@ verify::VerifyReport Optimizer::verify(const verify::InputSource& inputs, const 
 torch::jit::Module Optimizer::exportModule() const { return ir::exportModel(model_); }
 
 void Optimizer::save(const std::string& path) const { ir::saveModuleAtomically(exportModule(), path); }
+
+Optimizer::Reference Optimizer::reference(const rewriters::Pipeline& pipeline, c10::Device device) const {
+  Reference r;
+  r.specializesTracedFlags = trainingMode_.tracedInTraining && (rewriters::pipelineUses(pipeline, "remove-dropout") ||
+                                                                rewriters::pipelineUses(pipeline, "bn-inference"));
+  r.module = device.is_cuda() ? original_.clone() : original_;
+  if (r.specializesTracedFlags) {
+    ir::Model evalModel = model_.clone();
+    rewriters::PassContext ctx;
+    rewriters::PassManager(defaultRegistry(), rewriters::parsePipeline("remove-dropout,bn-inference", defaultRegistry()))
+        .run(evalModel, ctx);
+    r.module = ir::exportModel(evalModel);
+  }
+  return r;
+}
+
+verify::ReferenceRunner Optimizer::referenceRunner(const Reference& reference, const verify::InputSource& inputs,
+                                                   const verify::ToleranceSet& tol, c10::Device device) const {
+  return verify::ReferenceRunner(reference.module, inputs, tol, device, verify::inputNames(model_.forward()));
+}
+
+std::optional<Optimizer::StandIn> Optimizer::cpuStandIn(const rewriters::Pipeline& pipeline,
+                                                        const rewriters::PassContext& ctx,
+                                                        const rewriters::RunReport& report, c10::Device device) const {
+  const auto lowp = quant::lowPrecisionRun(pipeline, ctx, report);
+  const bool emulateFp16 = lowp && lowp->dtype == c10::ScalarType::Half && !device.is_cuda();
+  const bool cudaOnCpu = ctx.targetDevice == "cuda" && !device.is_cuda();
+  if (!emulateFp16 && !cudaOnCpu) return std::nullopt;
+  Optimizer standIn = fromModule(original_, importOptions_);
+  rewriters::PassContext standInCtx;
+  standInCtx.targetDevice = ctx.targetDevice;
+  standInCtx.preferBf16 = ctx.preferBf16;
+  standInCtx.exampleInputs = ctx.exampleInputs;
+  rewriters::Pipeline standInPipeline = quant::withEmulatedCasts(pipeline);
+  if (cudaOnCpu) rewriters::dropPass(standInPipeline, "fuse-cudnn");
+  standIn.run(standInPipeline, &standInCtx);
+  StandIn result;
+  if (emulateFp16)
+    result.notes.push_back("fp16 checked by emulation on the CPU (fp16 rounding at every cast, fp32 compute): "
+                           "LibTorch cannot run fp16 convolutions on a CPU");
+  if (cudaOnCpu && ir::requiresCuda(model_))
+    result.notes.push_back("the model is for CUDA: its cuDNN fusions (fuse-cudnn) were left out of the CPU "
+                           "check; run `ptopt verify` on a CUDA machine for the file itself");
+  result.module = standIn.exportModule();
+  return result;
+}
+
+Optimizer::Serialized Optimizer::serialize() const {
+  Serialized s;
+  auto start = std::chrono::steady_clock::now();
+  torch::jit::Module exported = exportModule();
+  s.exportMs = msSince(start);
+  start = std::chrono::steady_clock::now();
+  s.bytes = ir::serializeModule(exported);
+  s.module = ir::loadSerializedModule(s.bytes);
+  s.serializeMs = msSince(start);
+  return s;
+}
+
+void Optimizer::save(const Serialized& s, const std::string& path) {
+  ir::writeModuleBytesAtomically(s.bytes, path, /*reload=*/false);  // serialize() loaded it back
+}
 
 }  // namespace ptopt

@@ -1,17 +1,22 @@
 // `ptopt IN.pt OUT.pt`: load, import, run the pipeline, export, verify, save.
 //
-// Order of work, so that bad input fails before anything slow happens and
-// nothing is written unless everything succeeded:
-//   1. the pipeline and the paths are checked (exit 2);
-//   2. the model is loaded and imported (exit 2 for files that are not
-//      TorchScript);
-//   3. verification inputs are planned and the reference runs on them once
-//      (a shape that does not fit is exit 2, naming the inputs);
-//   4. the passes run (with --verify-each each changing pass is checked
-//      against the cached reference outputs and the first one that breaks
-//      tolerance is named);
-//   5. the result is exported, verified (exit 3 on failure, nothing written
-//      unless --force), saved atomically, and summarized.
+// runOptimize runs the stages below in order, so that bad input fails before
+// anything slow happens and nothing is written unless everything succeeded:
+//   plan       the pipeline and the paths are checked (exit 2);
+//   load       the model is loaded and imported (exit 2 for files that are
+//              not TorchScript);
+//   reference  verification inputs are planned and the reference runs on
+//              them once (a shape that does not fit is exit 2, naming the
+//              inputs);
+//   run        the passes run (with --verify-each each changing pass is
+//              checked against the cached reference outputs and the first
+//              one that breaks tolerance is named: exit 3);
+//   export     the result is serialized and loaded back from its bytes;
+//   verify     that module is checked (exit 3 on failure, nothing written
+//              unless --force);
+//   save       it is written atomically and summarized.
+// The model work goes through the library's Optimizer (tools/api.h); these
+// stages add the command line's messages, timings and the --report record.
 #include "tools/api.h"
 #include "tools/commands.h"
 #include "tools/dot_dir.h"
@@ -21,30 +26,19 @@
 #include "tools/verify_setup.h"
 
 #include "ir/model.h"
-#include "ir/text.h"
 #include "quant/precision_check.h"
+#include "verify/blame.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
 namespace ptopt::tools {
-
-namespace {
-
-// Removes every execution of pass `name` (also inside fixpoints).
-void dropPass(std::vector<rewriters::PipelineElement>& elements, const std::string& name) {
-  elements.erase(std::remove_if(elements.begin(), elements.end(),
-                                [&](const rewriters::PipelineElement& e) { return e.name == name; }),
-                 elements.end());
-  for (auto& e : elements) dropPass(e.children, name);
-}
-
-}  // namespace
 
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("input", o.input, "TorchScript model to optimize (never modified)");
@@ -53,7 +47,9 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
       ->each([&o](const std::string&) { o.passesGiven = true; });
   app.add_option("-O", o.preset, "Preset pipeline -O0..-O3 (default -O1)")->check(CLI::IsMember({"0", "1", "2", "3"}));
   app.add_option("--pipeline-file", o.pipelineFile, "Pipeline from a file (same syntax, newlines and # comments)");
-  app.add_option("--rules", o.rulesFiles, "Rule file to apply after the pipeline (repeatable)");
+  app.add_option("--rules", o.rulesFiles,
+                 "Rule file to apply (repeatable): after the pipeline's rewrites, before its closing device lowering "
+                 "(fuse-cudnn), like the passes in -O1,more");
   app.add_flag("--print-pipeline", o.printPipeline, "Print the canonical pipeline");
   app.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to keep")->delimiter(',');
   registerVerifyCliOptions(app, o.verify);
@@ -61,7 +57,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_flag("--verify", o.verifyFlag, "Verify numerics (the default; fails when no inputs can be built)");
   app.add_flag("--verify-each", o.verifyEach,
                "Verify numerics after every pass that changed the model and name the first that breaks tolerance "
-               "(also lints the IR)");
+               "(also lints the IR and checks that each pass's edit log describes its change)");
   app.add_flag("--force", o.force, "Write OUT even when verification fails");
   app.add_flag("--keep-training", o.keepTraining,
                "Refuse a model in training mode (scripted and saved in it, or traced in it) instead of optimizing it "
@@ -96,12 +92,6 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
 
 namespace {
 
-bool pipelineUses(const std::vector<rewriters::PipelineElement>& elements, const std::string& pass) {
-  for (const auto& e : elements)
-    if (e.name == pass || pipelineUses(e.children, pass)) return true;
-  return false;
-}
-
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError("cannot read pipeline file '" + path + "' (check the path and its permissions)");
@@ -111,6 +101,8 @@ std::string readFile(const std::string& path) {
 }
 
 // The pipeline the options ask for (validated before anything is loaded).
+// Rule files join it by the one rule for extra passes (rewriters/pipeline.h:
+// after the rewrites, before the closing fuse-cudnn).
 rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
   const int sources = (o.passesGiven ? 1 : 0) + (!o.preset.empty() ? 1 : 0) + (!o.pipelineFile.empty() ? 1 : 0);
   if (sources > 1) throw UsageError("give only one of --passes, -O<level> and --pipeline-file");
@@ -119,14 +111,13 @@ rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
   else if (!o.pipelineFile.empty()) { text = readFile(o.pipelineFile); source = o.pipelineFile; }
   else { text = rewriters::presetPipeline(o.preset.empty() ? 1 : std::stoi(o.preset)); source = "-O" + (o.preset.empty() ? std::string("1") : o.preset); }
   rewriters::Pipeline p = rewriters::parsePipeline(text, defaultRegistry(), source);
-  for (const auto& rules : o.rulesFiles) {
-    std::ifstream probe(rules);
-    if (!probe) throw UsageError("cannot read rule file '" + rules + "' (check the path and its permissions)");
-    rewriters::PipelineElement e;
-    e.name = "rules";
-    e.options = {{"file", rules}};
-    p.elements.push_back(e);
+  std::vector<rewriters::PipelineElement> rules;
+  for (const auto& file : o.rulesFiles) {
+    std::ifstream probe(file);
+    if (!probe) throw UsageError("cannot read rule file '" + file + "' (check the path and its permissions)");
+    rules.push_back(rewriters::rulesElement(file));
   }
+  rewriters::addExtraPasses(p, rules);
   return p;
 }
 
@@ -172,297 +163,334 @@ class Progress {
   Stopwatch clock_;
 };
 
-// --verify-each found the first pass that breaks tolerance.
-struct PassBlame : std::runtime_error {
-  PassBlame(std::string what, verify::VerifyReport r) : std::runtime_error(std::move(what)), report(std::move(r)) {}
-  verify::VerifyReport report;
-};
+// One `ptopt IN OUT` run: what each stage hands to the next.
+struct Run {
+  explicit Run(const OptimizeOptions& options) : o(options) {}
+  const OptimizeOptions& o;
+  RunRecord record;                 // --report, filled as the stages go
+  rewriters::Pipeline pipeline;     // plan
+  std::string canonical;            // plan: the pipeline's text
+  c10::Device device = c10::kCPU;   // plan: where verification runs
+  std::optional<Optimizer> opt;     // load
+  size_t nodesBefore = 0;           // load
+  rewriters::PassContext ctx;       // reference: the passes' context
+  verify::ToleranceSet tolerances;  // reference
+  std::optional<verify::ReferenceRunner> runner;  // reference: nullopt when nothing is verified
+  rewriters::RunReport report;      // run
+  std::optional<quant::LowPrecisionRun> lowp;  // run: set when the pipeline lowered precision
+  Optimizer::Serialized result;     // export
+  Stopwatch total;                  // from load on
 
-}  // namespace
-
-int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
-  namespace fs = std::filesystem;
-  RunRecord record;
-  for (int i = 0; i < argc; ++i) record.command += (i ? " " : "") + std::string(argv[i]);
-  auto finishReport = [&](int code, const std::string& outcome) {
+  bool verifying() const { return runner && !o.noVerify; }
+  void say(const std::string& s) const {
+    if (!o.quiet) std::cout << s << std::flush;
+  }
+  // Writes --report and gives the exit code.
+  int finish(int code, const std::string& outcome) {
     record.exitCode = code;
     record.outcome = outcome;
     if (!o.reportPath.empty()) writeReport(record, o.reportPath);
     return code;
-  };
+  }
+};
 
-  rewriters::Pipeline pipeline;
+// plan: options and command line -> the pipeline and its canonical text,
+// OUT checked, the verification device. Prints --print-pipeline; false when
+// that was all that was asked.
+bool plan(Run& r, int argc, char** argv) {
+  const OptimizeOptions& o = r.o;
+  for (int i = 0; i < argc; ++i) r.record.command += (i ? " " : "") + std::string(argv[i]);
   try {
-    pipeline = pipelineFromOptions(o);
+    r.pipeline = pipelineFromOptions(o);
   } catch (const rewriters::PipelineError& e) {
     throw UsageError(std::string("invalid pipeline: ") + e.what());
   }
-  const std::string canonical = rewriters::printPipeline(pipeline);
-  record.pipeline = canonical;
+  r.canonical = rewriters::printPipeline(r.pipeline);
+  r.record.pipeline = r.canonical;
   if (o.printPipeline) {
-    std::cout << canonical << "\n";
-    if (o.input.empty() && o.output.empty()) return 0;
+    std::cout << r.canonical << "\n";
+    if (o.input.empty() && o.output.empty()) return false;
   }
   if (o.input.empty() || o.output.empty())
     throw UsageError("expected IN.pt OUT.pt (or a subcommand: show, verify, passes); see --help");
   if (o.noVerify && (o.verifyFlag || o.verifyEach)) throw UsageError("--no-verify contradicts --verify/--verify-each");
   checkOutputPath(o);
-  record.input = o.input;
-  record.output = o.output;
-  c10::Device device = c10::kCPU;
+  r.record.input = o.input;
+  r.record.output = o.output;
   try {
-    device = verify::resolveDevice(o.verify.device);
+    r.device = verify::resolveDevice(o.verify.device);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  record.device = verify::describeDevice(device);
-  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  r.record.device = verify::describeDevice(r.device);
+  return true;
+}
 
-  auto say = [&](const std::string& s) { if (!o.quiet) std::cout << s << std::flush; };
-  Stopwatch total, sw;
-  torch::jit::Module loaded = ir::loadTorchScript(o.input);
-  record.stageMs["load"] = sw.ms();
-  record.inputFileBytes = fs::file_size(o.input);
-  sw.reset();
-  Optimizer opt = Optimizer::fromModule(loaded, ir::ImportOptions{o.preserveMethods});
-  record.stageMs["import"] = sw.ms();
-  record.opsBefore = countOps(opt.model().forward());
-  record.parameterBytesBefore = parameterBytes(opt.model());
-  const size_t nodesBefore = opt.model().forward().numNodes();
-  say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, nodesBefore,
-                  opt.model().constants->size(), record.stageMs["load"] + record.stageMs["import"]));
-
-  // ptopt optimizes for inference. A scripted model saved in training mode
-  // was put in eval mode by the import (its `self.training` reads are False),
-  // so it is verified against the original in eval mode. A model traced in
-  // training mode bakes dropout and batch-norm training flags in as literals;
-  // a pipeline that specializes them for inference changes its outputs on
-  // purpose, so it is verified against the same weights in eval semantics:
-  // the import with only those two passes applied.
-  // Verification moves the reference to the device; the CPU needs no copy.
-  const ir::TrainingMode& mode = opt.trainingMode();
-  record.mode = mode;
+// load: IN -> the Optimizer (Optimizer::load: LibTorch's load and the
+// import, timed), the counts before. Refuses a model in training mode with
+// --keep-training.
+void load(Run& r) {
+  const OptimizeOptions& o = r.o;
+  r.total.reset();
+  Optimizer::LoadTimes times;
+  r.opt.emplace(Optimizer::load(o.input, ir::ImportOptions{o.preserveMethods}, &times));
+  r.record.stageMs["load"] = times.readMs;
+  r.record.inputFileBytes = std::filesystem::file_size(o.input);
+  r.record.stageMs["import"] = times.importMs;
+  r.record.opsBefore = countOps(r.opt->model().forward());
+  r.record.parameterBytesBefore = parameterBytes(r.opt->model());
+  r.nodesBefore = r.opt->model().forward().numNodes();
+  r.say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, r.nodesBefore,
+                    r.opt->model().constants->size(), times.readMs + times.importMs));
+  const ir::TrainingMode& mode = r.opt->trainingMode();
+  r.record.mode = mode;
   if (mode.inTraining() && o.keepTraining)
     throw ir::InputError(fmt::format(
         "{} is in training mode ({}), and --keep-training refuses to optimize it for inference; save it after "
         "model.eval() (or trace it in eval mode), or drop --keep-training to optimize it in eval semantics",
         o.input, mode.scriptedInTraining ? "scripted and saved with training=True" : "traced in training mode"));
-  const bool specializesTraced = mode.tracedInTraining && (pipelineUses(pipeline.elements, "remove-dropout") ||
-                                                           pipelineUses(pipeline.elements, "bn-inference"));
-  record.evalSemantics = mode.scriptedInTraining || specializesTraced;
-  torch::jit::Module reference = device.is_cuda() ? opt.original().clone() : opt.original();
-  if (specializesTraced) {
-    ir::Model evalModel = opt.model().clone();
-    rewriters::PassContext refCtx;
-    rewriters::PassManager(defaultRegistry(), rewriters::parsePipeline("remove-dropout,bn-inference", defaultRegistry()))
-        .run(evalModel, refCtx);
-    reference = ir::exportModel(evalModel);
-  }
-  record.modeNotes = mode.notes(specializesTraced);
-  for (const std::string& note : record.modeNotes) say("note: " + note + "\n");
+}
 
-  // Verification inputs, and the reference outputs on them (computed once).
-  std::optional<verify::ReferenceRunner> runner;
-  rewriters::PassContext ctx;
-  ctx.targetDevice = o.target != "auto" ? o.target : device.is_cuda() ? "cuda" : "cpu";
-  if (o.explain) ctx.explain = &std::cout;
-  ctx.preferBf16 = o.preferBf16;
-  const c10::ScalarType precision =
-      quant::lowestPrecisionIntroduced(pipeline, ctx).value_or(c10::ScalarType::Float);
-  const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
-  InputPlan plan = planInputs(o.verify, opt.model().forward());
-  if (!plan.source) {
-    record.verificationSkipped = plan.message;
-    if (o.verifyFlag || o.verifyEach) throw UsageError(plan.message);
-    if (!o.noVerify) std::cerr << "ptopt: warning: " << plan.message << "\n";
+// The verification inputs (verify::planInputs on the flags), and the
+// reference's outputs on them, computed once (r.runner). Gives the passes
+// the inputs the user gave (shape-prop); with --no-verify they are still
+// checked against the model once (exit 2).
+void planVerification(Run& r, const Optimizer::Reference& reference) {
+  const OptimizeOptions& o = r.o;
+  InputPlan inputs = planInputs(o.verify, r.opt->model().forward());
+  if (!inputs.source) {
+    r.record.verificationSkipped = inputs.message;
+    if (o.verifyFlag || o.verifyEach) throw UsageError(inputs.message);
+    if (!o.noVerify) std::cerr << "ptopt: warning: " << inputs.message << "\n";
   } else if (!o.noVerify) {
-    if (plan.inferred) say("note: " + plan.message + "\n");
+    if (inputs.inferred) r.say("note: " + inputs.message + "\n");
     try {
-      sw.reset();
-      runner.emplace(reference, *plan.source, tolerances, device, verify::inputNames(opt.model().forward()));
-      record.stageMs["reference"] = sw.ms();
+      Stopwatch sw;
+      r.runner.emplace(r.opt->referenceRunner(reference, *inputs.source, r.tolerances, r.device));
+      r.record.stageMs["reference"] = sw.ms();
     } catch (const verify::ReferenceError& e) {
-      if (!plan.inferred) throw ir::InputError(e.what());
+      if (!inputs.inferred) throw ir::InputError(e.what());
       // An assumption that does not fit is not the user's error.
-      record.verificationSkipped = "the assumed input shape does not fit the model; give --input-shape to verify";
-      if (!o.noVerify) std::cerr << "ptopt: warning: verification skipped: " << record.verificationSkipped << "\n";
-      runner.reset();
+      r.record.verificationSkipped = "the assumed input shape does not fit the model; give --input-shape to verify";
+      if (!o.noVerify) std::cerr << "ptopt: warning: verification skipped: " << r.record.verificationSkipped << "\n";
+      r.runner.reset();
     }
   }
-  // Passes may use concrete inputs (shape-prop), but only ones the user gave;
-  // with --no-verify they are still checked against the model once (exit 2).
-  if (plan.source && !plan.inferred) {
+  if (inputs.source && !inputs.inferred) {
     if (o.noVerify) {
-      verify::InputSource once = *plan.source;
+      verify::InputSource once = *inputs.source;
       once.iterations = 1;
       try {
-        verify::ReferenceRunner(reference, once, tolerances, device, verify::inputNames(opt.model().forward()));
+        r.opt->referenceRunner(reference, once, r.tolerances, r.device);
       } catch (const verify::ReferenceError& e) {
         throw ir::InputError(e.what());
       }
     }
-    ctx.exampleInputs = plan.source->inputsFor(0);
+    r.ctx.exampleInputs = inputs.source->inputsFor(0);
   }
-  if (o.noVerify) record.verificationSkipped = "--no-verify";
-  const bool verifying = runner && !o.noVerify;
+  if (o.noVerify) r.record.verificationSkipped = "--no-verify";
+}
 
+// reference: the loaded model -> what the result is compared with
+// (Optimizer::reference; eval semantics for a model in training mode), the
+// passes' context, the tolerances of the precision the pipeline introduces,
+// and the reference outputs (planVerification).
+void reference(Run& r) {
+  const OptimizeOptions& o = r.o;
+  const Optimizer::Reference reference = r.opt->reference(r.pipeline, r.device);
+  const ir::TrainingMode& mode = r.opt->trainingMode();
+  r.record.evalSemantics = mode.scriptedInTraining || reference.specializesTracedFlags;
+  r.record.modeNotes = mode.notes(reference.specializesTracedFlags);
+  for (const std::string& note : r.record.modeNotes) r.say("note: " + note + "\n");
+
+  r.ctx.targetDevice = o.target != "auto" ? o.target : r.device.is_cuda() ? "cuda" : "cpu";
+  if (o.explain) r.ctx.explain = &std::cout;
+  r.ctx.preferBf16 = o.preferBf16;
+  const c10::ScalarType precision =
+      quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
+  r.tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
+  planVerification(r, reference);
+}
+
+// The pass manager's instruments for the flags. With --verify-each, the
+// edit-log self-check and per-pass blame (verify/blame.h: the first pass
+// that breaks tolerance is printed, and the run stops unless --force).
+rewriters::Instrumentation instrumentation(Run& r, Progress& progress, verify::PassBlamer* blamer,
+                                           DotDirRecorder* drawings) {
+  const OptimizeOptions& o = r.o;
   rewriters::Instrumentation inst;
   inst.printAfterAll = o.printAfterAll;
   inst.printChanged = o.printChanged;
   inst.wantChanges = !o.dotDir.empty();
   inst.verifyEach = o.verifyEach;
+  inst.checkEditLog = o.verifyEach;
   inst.bisectLimit = o.bisectLimit;
   inst.out = &std::cout;
-  Progress progress(o.progress || (::isatty(STDERR_FILENO) != 0 && !o.quiet));
-  inst.onPassStart = [&](const std::string& pass, size_t execution) { progress.start(pass, execution); };
-  if (o.verifyEach && verifying) {
-    inst.onPassEnd = [&](const rewriters::PassExecution& exec, const ir::Graph&) {
-      if (!exec.changed || record.blamedPass) return;
-      verify::VerifyReport r = runner->check(opt.exportModule());
-      if (r.passed) return;
-      const std::string blame = fmt::format("{} (execution {}, method {})", exec.pass, exec.index, exec.method);
-      record.blamedPass = blame;
-      progress.finish();
-      std::cout << fmt::format("verify-each: pass '{}' broke tolerance: {}\n{}", blame, r.verdict(), r.failureReport());
-      if (!o.force) throw PassBlame(blame, std::move(r));
-    };
-  }
-  std::unique_ptr<DotDirRecorder> drawings;
-  if (!o.dotDir.empty()) {
-    drawings = std::make_unique<DotDirRecorder>(o.dotDir, opt.model().forward(), fs::path(o.input).filename().string());
-    auto verifyAfterPass = inst.onPassEnd;
-    inst.onPassEnd = [&, verifyAfterPass](const rewriters::PassExecution& e, const ir::Graph& g) {
-      drawings->afterPass(e, g);
-      if (verifyAfterPass) verifyAfterPass(e, g);
-    };
-  }
-  rewriters::RunReport report;
-  sw.reset();
-  try {
-    report = opt.run(pipeline, &ctx, inst);
-  } catch (const PassBlame& blame) {
+  inst.onPassStart = [&progress](const std::string& pass, size_t execution) { progress.start(pass, execution); };
+  if (!blamer && !drawings) return inst;
+  inst.onPassEnd = [&r, &progress, blamer, drawings](const rewriters::PassExecution& e, const ir::Graph& g) {
+    if (drawings) drawings->afterPass(e, g);
+    if (!blamer) return;
+    std::optional<verify::Blame> blame = blamer->afterPass(e);
+    if (!blame) return;
+    r.record.blamedPass = blame->pass;
     progress.finish();
-    record.stageMs["passes"] = sw.ms();
-    record.verification = blame.report;
+    std::cout << blame->message();
+    if (!r.o.force) throw verify::BlameError(std::move(*blame));
+  };
+  return inst;
+}
+
+// run: the model -> the model after the pipeline (every method), its report
+// and counters, and what a lower precision means for verification. False
+// when --verify-each stopped the run at a pass that breaks tolerance.
+bool run(Run& r) {
+  const OptimizeOptions& o = r.o;
+  Progress progress(o.progress || (::isatty(STDERR_FILENO) != 0 && !o.quiet));
+  std::optional<verify::PassBlamer> blamer;
+  if (o.verifyEach && r.verifying())
+    blamer.emplace(*r.runner, [&r] { return r.opt->exportModule(); });
+  std::unique_ptr<DotDirRecorder> drawings;
+  if (!o.dotDir.empty())
+    drawings = std::make_unique<DotDirRecorder>(o.dotDir, r.opt->model().forward(),
+                                                std::filesystem::path(o.input).filename().string());
+  const rewriters::Instrumentation inst =
+      instrumentation(r, progress, blamer ? &*blamer : nullptr, drawings.get());
+  Stopwatch sw;
+  try {
+    r.report = r.opt->run(r.pipeline, &r.ctx, inst);
+  } catch (const verify::BlameError& blame) {
+    progress.finish();
+    r.record.stageMs["passes"] = sw.ms();
+    r.record.verification = blame.blame.report;
     std::cout << "FAILED: nothing written (the first pass that breaks tolerance is " << blame.what()
-              << "; use --force to write anyway): " << record.command << "\n";
-    return finishReport(3, "failed");
+              << "; use --force to write anyway): " << r.record.command << "\n";
+    return false;
   }
   progress.finish();
-  if (drawings) say(drawings->finish(opt.model().forward()));
-  record.stageMs["passes"] = sw.ms();
-  record.passes = report;
-  say(fmt::format("pipeline: {}\n", canonical.empty() ? "(empty)" : canonical));
-  if (!report.countersSummary().empty()) say(report.countersSummary());
-  // Lower precision: a changed signature takes converted inputs; fp16 cannot
-  // run on a CPU with LibTorch 1.13, so there it is checked by emulation.
-  const auto lowp = quant::lowPrecisionRun(pipeline, ctx, report);
-  if (lowp && lowp->signatureChanged) say("note: " + lowp->signatureNote() + "\n");
-  if (runner && lowp && lowp->signatureChanged)
-    runner->inputAdapter = [lowp](std::vector<c10::IValue> in) { return lowp->adaptInputs(std::move(in)); };
+  if (drawings) r.say(drawings->finish(r.opt->model().forward()));
+  r.record.stageMs["passes"] = sw.ms();
+  r.record.passes = r.report;
+  r.say(fmt::format("pipeline: {}\n", r.canonical.empty() ? "(empty)" : r.canonical));
+  if (!r.report.countersSummary().empty()) r.say(r.report.countersSummary());
+  // Lower precision: a changed signature takes converted inputs.
+  r.lowp = quant::lowPrecisionRun(r.pipeline, r.ctx, r.report);
+  if (r.lowp && r.lowp->signatureChanged) r.say("note: " + r.lowp->signatureNote() + "\n");
+  if (r.runner && r.lowp && r.lowp->signatureChanged)
+    r.runner->inputAdapter = [lowp = *r.lowp](std::vector<c10::IValue> in) { return lowp.adaptInputs(std::move(in)); };
+  return true;
+}
 
-  sw.reset();
-  // What is verified is the module loaded back from the very bytes that are
-  // written: an in-memory export shares class types with the original and
-  // may behave differently from a fresh load (objects, defaults).
-  std::string bytes;
-  torch::jit::Module exported;
-  double serializeMs = 0;  // counted as part of "save"
+// export: the model -> its bytes and the module loaded back from them
+// (Optimizer::serialize: what is verified is what is written), the counts
+// after.
+void exportResult(Run& r) {
   try {
-    exported = opt.exportModule();
-    record.stageMs["export"] = sw.ms();
-    sw.reset();
-    bytes = ir::serializeModule(exported);
-    exported = ir::loadSerializedModule(bytes);
-    serializeMs = sw.ms();
+    r.result = r.opt->serialize();
   } catch (const std::exception& e) {
     throw std::runtime_error("the optimized model does not serialize and load back: " + ir::torchErrorMessage(e) +
                              "\n(a ptopt bug: please report it with the model; --passes '' shows whether a pass is the cause)");
   }
-  if (const size_t nodes = opt.model().forward().numNodes(); nodes > 20000)
-    say(fmt::format("note: {} nodes in one graph: LibTorch's executor recurses about once per node on a graph's first "
-                    "run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the model on a "
-                    "thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise `ulimit -s`.\n",
-                    nodes));
-  record.opsAfter = countOps(opt.model().forward());
-  record.parameterBytesAfter = parameterBytes(opt.model());
+  r.record.stageMs["export"] = r.result.exportMs;
+  if (const size_t nodes = r.opt->model().forward().numNodes(); nodes > 20000)
+    r.say(fmt::format("note: {} nodes in one graph: LibTorch's executor recurses about once per node on a graph's "
+                      "first run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the "
+                      "model on a thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise "
+                      "`ulimit -s`.\n",
+                      nodes));
+  r.record.opsAfter = countOps(r.opt->model().forward());
+  r.record.parameterBytesAfter = parameterBytes(r.opt->model());
+}
 
-  bool ok = true;
-  std::string verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + record.verificationSkipped + ")";
-  if (verifying) {
-    sw.reset();
-    const bool emulateFp16 = lowp && lowp->dtype == c10::ScalarType::Half && !device.is_cuda();
-    const bool cudaOnCpu = ctx.targetDevice == "cuda" && !device.is_cuda();
-    verify::VerifyReport v;
-    if (emulateFp16 || cudaOnCpu) {
-      // A CPU stand-in: the same pipeline on a fresh import of the original,
-      // with emulated casts (fp16 rounding, fp32 compute) and without the
-      // CUDA-only fusions (exact rewrites to cuDNN kernels a CPU cannot run).
-      Optimizer standIn = Optimizer::fromModule(opt.original(), ir::ImportOptions{o.preserveMethods});
-      rewriters::PassContext standInCtx;
-      standInCtx.targetDevice = ctx.targetDevice;
-      standInCtx.preferBf16 = ctx.preferBf16;
-      standInCtx.exampleInputs = ctx.exampleInputs;
-      rewriters::Pipeline standInPipeline = quant::withEmulatedCasts(pipeline);
-      if (cudaOnCpu) dropPass(standInPipeline.elements, "fuse-cudnn");
-      standIn.run(standInPipeline, &standInCtx);
-      if (emulateFp16)
-        runner->notes.push_back("fp16 checked by emulation on the CPU (fp16 rounding at every cast, fp32 compute): "
-                                "LibTorch cannot run fp16 convolutions on a CPU");
-      if (cudaOnCpu && ir::requiresCuda(opt.model()))
-        runner->notes.push_back("the model is for CUDA: its cuDNN fusions (fuse-cudnn) were left out of the CPU "
-                                "check; run `ptopt verify` on a CUDA machine for the file itself");
-      v = runner->check(standIn.exportModule());
-    } else {
-      v = runner->check(exported);
-    }
-    for (const auto& note : v.notes) say("note: " + note + "\n");
-    record.stageMs["verify"] = sw.ms();
-    ok = v.passed && !record.blamedPass;
-    verdict = v.verdict();
-    if (!v.passed) verdict += "\n" + v.failureReport();
-    else if (o.verbose && !v.iterations.empty()) verdict += "\n" + v.iterations.front().comparison.summary();
-    warnUnknownOutputs(tolerances, v);
-    record.verification = std::move(v);
+// verify: the loaded-back result (or, where this device cannot run it, the
+// Optimizer's CPU stand-in) against the reference outputs -> whether it
+// passed, and the verdict to print.
+bool verifyResult(Run& r, std::string& verdict) {
+  const OptimizeOptions& o = r.o;
+  verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + r.record.verificationSkipped + ")";
+  if (!r.verifying()) return true;
+  Stopwatch sw;
+  verify::VerifyReport v;
+  if (auto standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device)) {
+    for (const std::string& note : standIn->notes) r.runner->notes.push_back(note);
+    v = r.runner->check(standIn->module);
+  } else {
+    v = r.runner->check(r.result.module);
   }
+  for (const auto& note : v.notes) r.say("note: " + note + "\n");
+  r.record.stageMs["verify"] = sw.ms();
+  const bool ok = v.passed && !r.record.blamedPass;
+  verdict = v.verdict();
+  if (!v.passed) verdict += "\n" + v.failureReport();
+  else if (o.verbose && !v.iterations.empty()) verdict += "\n" + v.iterations.front().comparison.summary();
+  warnUnknownOutputs(r.tolerances, v);
+  r.record.verification = std::move(v);
+  return ok;
+}
+
+// The closing summary: op table, sizes, pass times, stage times (-q: only
+// the pass times with --time-passes).
+void printSummary(Run& r) {
+  const OptimizeOptions& o = r.o;
+  if (o.quiet) {
+    if (o.timePasses) std::cout << r.report.timingTable();
+    return;
+  }
+  RunRecord& rec = r.record;
+  auto ms = [&rec](const char* stage) { return rec.stageMs[stage]; };  // a stage that did not run: 0 (in --report too)
+  std::cout << formatOpTable(rec.opsBefore, &rec.opsAfter, ::isatty(STDOUT_FILENO) != 0);
+  std::cout << fmt::format("nodes {} -> {}; parameters {} -> {}; file {} -> {} ({})\n", r.nodesBefore,
+                           r.opt->model().forward().numNodes(), formatBytes(double(rec.parameterBytesBefore)),
+                           formatBytes(double(rec.parameterBytesAfter)), formatBytes(double(*rec.inputFileBytes)),
+                           formatBytes(double(*rec.outputFileBytes)), o.output);
+  std::cout << r.report.timingTable();
+  if (rec.evalSemantics)
+    std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
+                             "(--keep-training refuses instead)\n",
+                             r.opt->trainingMode().scriptedInTraining ? "scripted and saved" : "traced");
+  std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
+                           "save {:.0f} ms\n",
+                           ms("load"), ms("import"), ms("passes"), ms("export"), ms("verify"), ms("save"));
+}
+
+// save: the verified bytes -> OUT, written atomically (Optimizer::save),
+// then the summary and the last line. A failed check writes nothing
+// (exit 3) unless --force.
+int save(Run& r, bool ok, const std::string& verdict) {
+  const OptimizeOptions& o = r.o;
   if (!ok && !o.force) {
     std::cout << "verification: " << verdict;
     if (verdict.back() != '\n') std::cout << "\n";
-    std::cout << "FAILED: nothing written (use --force to write anyway): " << record.command << "\n";
-    return finishReport(3, "failed");
+    std::cout << "FAILED: nothing written (use --force to write anyway): " << r.record.command << "\n";
+    return r.finish(3, "failed");
   }
-  sw.reset();
+  Stopwatch sw;
   try {
-    ir::writeModuleBytesAtomically(bytes, o.output, /*reload=*/false);  // loaded back above
+    Optimizer::save(r.result, o.output);
   } catch (const std::exception& e) {
     throw WriteError(e.what());
   }
-  record.stageMs["save"] = serializeMs + sw.ms();  // serialize + load back, then write
-  record.outputFileBytes = fs::file_size(o.output);
+  r.record.stageMs["save"] = r.result.serializeMs + sw.ms();  // serialize + load back, then write
+  r.record.outputFileBytes = std::filesystem::file_size(o.output);
+  printSummary(r);
+  r.say("verification: " + verdict + (verdict.back() == '\n' ? "" : "\n"));
+  std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << r.record.command
+            << fmt::format(" ({:.1f} s)\n", r.total.ms() / 1000);
+  return r.finish(ok ? 0 : 3, ok ? "passed" : "written despite failure (--force)");
+}
 
-  // The summary.
-  if (!o.quiet) {
-    std::cout << formatOpTable(record.opsBefore, &record.opsAfter, tty);
-    std::cout << fmt::format("nodes {} -> {}; parameters {} -> {}; file {} -> {} ({})\n", nodesBefore,
-                             opt.model().forward().numNodes(), formatBytes(double(record.parameterBytesBefore)),
-                             formatBytes(double(record.parameterBytesAfter)), formatBytes(double(*record.inputFileBytes)),
-                             formatBytes(double(*record.outputFileBytes)), o.output);
-    std::cout << report.timingTable();
-    if (record.evalSemantics)
-      std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
-                               "(--keep-training refuses instead)\n",
-                               mode.scriptedInTraining ? "scripted and saved" : "traced");
-    std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
-                             "save {:.0f} ms\n",
-                             record.stageMs["load"], record.stageMs["import"], record.stageMs["passes"],
-                             record.stageMs["export"], record.stageMs["verify"], record.stageMs["save"]);
-  } else if (o.timePasses) {
-    std::cout << report.timingTable();
-  }
-  say("verification: " + verdict + (verdict.back() == '\n' ? "" : "\n"));
-  std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << record.command
-            << fmt::format(" ({:.1f} s)\n", total.ms() / 1000);
-  return finishReport(ok ? 0 : 3, ok ? "passed" : "written despite failure (--force)");
+}  // namespace
+
+int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
+  Run r(o);
+  if (!plan(r, argc, argv)) return 0;
+  load(r);
+  reference(r);
+  if (!run(r)) return r.finish(3, "failed");
+  exportResult(r);
+  std::string verdict;
+  const bool ok = verifyResult(r, verdict);
+  return save(r, ok, verdict);
 }
 
 }  // namespace ptopt::tools

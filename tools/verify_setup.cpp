@@ -53,102 +53,23 @@ void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing
                  "outputs or one (out1:1e-4); repeatable (default 1e-5; 0 gives the plain elementwise check)");
 }
 
-InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
-  const auto names = verify::inputNames(forward);
-  InputPlan plan;
-  if (!o.inputsFile.empty() && !o.inputShapes.empty())
-    throw UsageError("give either --inputs or --input-shape, not both");
-  if (!o.inputsFile.empty()) {
-    verify::InputSet set;
-    try {
-      set = verify::loadInputsFile(o.inputsFile);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    // Inputs the file leaves out (a shorter tuple, a dict without the key)
-    // take their defaults, as when Python calls forward without them.
-    if (set.values.size() > names.size())
-      throw UsageError(fmt::format("--inputs '{}' holds {} value(s), the model takes {} input(s) ({})", o.inputsFile,
-                                   set.values.size(), names.size(), fmt::join(names, ", ")));
-    std::vector<c10::IValue> values;
-    try {
-      values = verify::completeInputValues(
-          set, forward, fmt::format("--inputs '{}' holds {} value(s)", o.inputsFile, set.values.size()));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    verify::InputSource source;
-    source.fixed = std::move(values);
-    source.seed = o.seed;
-    source.executor = verify::parseExecutor(o.executor);
-    plan.source = source;
-    return plan;
-  }
-  // Inputs that no --input-shape can describe (List[Tensor], tuples, dicts,
-  // strings) come only from a file saved in Python, unless they have a
-  // default and are left out (a detection model's `targets`).
-  std::vector<std::string> unbuildable, examples;
-  const auto inputs = forward.inputs();
-  size_t required = inputs.size();  // trailing inputs with defaults may be left out
-  while (required > 0 && verify::inputDefault(*inputs[required - 1])) --required;
-  for (size_t i = 0; i < required; ++i) {
-    if (!verify::isBuildableInputType(inputs[i]->type()))
-      unbuildable.push_back(fmt::format("'{}' ({})", names[i], inputs[i]->type()->annotation_str()));
-    examples.push_back(verify::pythonExample(inputs[i]->type()));
-  }
-  if (!unbuildable.empty()) {
-    const std::string howTo = fmt::format(
-        "save the inputs from Python, in order, as a tuple: torch.save(({}{}), 'inputs.pt'), and pass "
-        "--inputs inputs.pt",
-        fmt::join(examples, ", "), examples.size() == 1 ? "," : "");
-    const std::string what = fmt::format("ptopt cannot build input {} from a shape",
-                                         fmt::join(unbuildable, ", "));
-    if (!o.inputShapes.empty()) throw UsageError(fmt::format("--input-shape: {}; {}", what, howTo));
-    plan.message = fmt::format("verification skipped: {}; {}", what, howTo);
-    return plan;
-  }
+verify::InputRequest inputRequest(const VerifyCliOptions& o) {
+  verify::InputRequest r;
+  r.shapes = o.inputShapes;
+  r.file = o.inputsFile;
+  r.intRange = o.intRange;
+  r.seed = o.seed;
+  r.iterations = o.iterations;
+  r.executor = o.executor;
+  return r;
+}
 
-  std::vector<verify::InputSpec> specs;
+InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
   try {
-    for (const auto& s : o.inputShapes) specs.push_back(verify::parseInputSpec(s));
-    if (!o.intRange.empty()) {
-      auto [lo, hi] = verify::parseIntRange(o.intRange);
-      verify::applyIntRange(specs, lo, hi);
-    }
-  } catch (const std::invalid_argument& e) {
+    return verify::planInputs(inputRequest(o), forward);
+  } catch (const verify::InputPlanError& e) {
     throw UsageError(e.what());
   }
-  if (specs.empty()) {
-    if (auto inferred = verify::inferInputSpecs(forward)) {
-      verify::InputSource source;
-      source.specs = inferred->specs;
-      source.iterations = o.iterations;
-      source.seed = o.seed;
-      source.executor = verify::parseExecutor(o.executor);
-      plan.source = source;
-      plan.inferred = true;
-      plan.message = inferred->assumption;
-    } else {
-      plan.message = fmt::format(
-          "verification skipped: the input shapes of ({}) cannot be inferred safely; give one --input-shape per "
-          "input (e.g. --input-shape 1,3,224,224) or --inputs FILE to verify",
-          fmt::join(names, ", "));
-    }
-    return plan;
-  }
-  try {
-    specs = verify::completeInputSpecs(specs, forward,
-                                       fmt::format("--input-shape was given {} time(s)", o.inputShapes.size()));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  verify::InputSource source;
-  source.specs = specs;
-  source.iterations = o.iterations;
-  source.seed = o.seed;
-  source.executor = verify::parseExecutor(o.executor);
-  plan.source = source;
-  return plan;
 }
 
 verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tolerance& base) {

@@ -4,6 +4,7 @@
 
 #include "ir/ir.h"
 #include "verify/compare.h"
+#include "verify/input_plan.h"
 #include "verify/runner.h"
 
 #include <CLI/CLI.hpp>
@@ -28,15 +29,14 @@ struct VerifyCliOptions {
 // (--rtol, --atol, --scale-tol, --seed, --verify-iters, --verify-executor); `ptopt bench` has no use for them.
 void registerVerifyCliOptions(CLI::App& app, VerifyCliOptions& o, bool comparing = true);
 
-// What verification will run on, and what was assumed to get there.
-struct InputPlan {
-  std::optional<verify::InputSource> source;  // nullopt: cannot verify
-  bool inferred = false;  // shapes were assumed, not given
-  std::string message;    // the assumption, or why verification is skipped
-};
-// From --inputs, --input-shape, or inferred from the first op. Throws
-// UsageError (exit 2) for a spec that does not parse, a count that does not
-// match the model's inputs (naming the missing ones), or an unreadable file.
+// What verification will run on, and what was assumed to get there
+// (verify/input_plan.h).
+using InputPlan = verify::InputPlan;
+// The flags as a verify::InputRequest.
+verify::InputRequest inputRequest(const VerifyCliOptions& o);
+// verify::planInputs on the flags; its InputPlanError (a spec that does not
+// parse, a count that does not match the model's inputs, an unreadable
+// file) becomes a UsageError (exit 2).
 InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward);
 
 // `base` (the pipeline's precision defaults) with --rtol/--atol/--scale-tol

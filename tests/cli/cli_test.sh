@@ -76,6 +76,14 @@ expect 2 "only one of" -- "$ptopt" "$fx/resnet18_script.pt" "$work/p.pt" --passe
 printf '# clean up\ncanonicalize,\n  fixpoint{max-iter=3}(  # repeat\n    cse, dce)\n' > "$work/pipe.txt"
 expect 0 "^canonicalize,fixpoint\{max-iter=3\}\(cse,dce\)$" -- "$ptopt" --pipeline-file "$work/pipe.txt" --print-pipeline
 expect 0 "^canonicalize,remove-dropout,bn-inference" -- "$ptopt" -O1 --print-pipeline
+# One rule for extra passes (rewriters::addExtraPasses): --rules files run
+# after the preset's rewrites and before its closing fuse-cudnn, in order;
+# after everything when the pipeline does not close with fuse-cudnn.
+printf 'x' > "$work/a.rules"; printf 'x' > "$work/b.rules"
+expect 0 "\(const-fold,cse,dce\),channels-last\{mode=auto\},rules\{file=[^}]*/a\.rules\},rules\{file=[^}]*/b\.rules\},fuse-cudnn$" \
+  -- "$ptopt" -O2 --rules "$work/a.rules" --rules "$work/b.rules" --print-pipeline
+expect 0 "^cse,rules\{file=[^}]*/a\.rules\},fuse-cudnn$" -- "$ptopt" --passes 'cse,fuse-cudnn' --rules "$work/a.rules" --print-pipeline
+expect 0 "^fuse-cudnn,cse,rules\{file=[^}]*/a\.rules\}$" -- "$ptopt" --passes 'fuse-cudnn,cse' --rules "$work/a.rules" --print-pipeline
 expect 0 "BISECT: NOT running pass \(3\) dce" -- "$ptopt" "$fx/resnet18_trace.pt" "$work/b.pt" --passes 'canonicalize,cse,dce' --bisect-limit 2
 expect 0 "IR after dce" -- "$ptopt" "$fx/conv1d_bn.pt" "$work/c.pt" --passes 'dce' --print-after-all --verify-each
 expect 0 "fold-conv-bn: not rewriting .*another user" -- "$ptopt" "$fx/conv_reused_output.pt" "$work/e.pt" -O1 --explain

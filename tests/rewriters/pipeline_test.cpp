@@ -1,8 +1,11 @@
 // Pipeline text: parse, canonical print, presets, and every class of error.
 #include "rewriters/pipeline.h"
+#include "rewriters/rules.h"
 #include "tools/api.h"
 
 #include <catch2/catch.hpp>
+
+#include <type_traits>
 
 using namespace ptopt::rewriters;
 
@@ -91,4 +94,85 @@ TEST_CASE("options are checked against the pass") {
   expectError("fixpoint{max-iter=zero}(cse)", "expected an integer, got 'zero'", 19);
   expectError("fixpoint{max-iter=0}(cse)", "must be at least 1", 19);
   expectError("fixpoint{max-iter=2,max-iter=3}(cse)", "given twice", 21);
+}
+
+TEST_CASE("pipeline and rule-file errors are one class, TextError") {
+  STATIC_REQUIRE(std::is_same_v<PipelineError, TextError>);
+  STATIC_REQUIRE(std::is_same_v<RuleFileError, TextError>);
+  // A rule file's error is caught as a PipelineError, with the same form.
+  try {
+    parseRules("rule\n", "my.rules");
+    FAIL("no error");
+  } catch (const PipelineError& e) {
+    INFO(e.what());
+    CHECK(e.line() == 1);
+    CHECK_THAT(std::string(e.what()), Catch::StartsWith("my.rules:1:"));
+    CHECK_THAT(std::string(e.what()), Catch::EndsWith("^"));
+  }
+}
+
+TEST_CASE("pipelineUses and dropPass see passes inside fixpoints") {
+  Pipeline p = parsePipeline("canonicalize,fixpoint{max-iter=3}(cse,fuse-cudnn,dce),fuse-cudnn", registry());
+  CHECK(pipelineUses(p, "fuse-cudnn"));
+  CHECK(pipelineUses(p, "dce"));
+  CHECK_FALSE(pipelineUses(p, "remove-dropout"));
+  CHECK_FALSE(pipelineUses(p, "fixpoint{max-iter=3}"));
+  dropPass(p, "fuse-cudnn");
+  CHECK(printPipeline(p) == "canonicalize,fixpoint{max-iter=3}(cse,dce)");
+  CHECK_FALSE(pipelineUses(p, "fuse-cudnn"));
+  dropPass(p, "remove-dropout");  // absent: nothing changes
+  CHECK(printPipeline(p) == "canonicalize,fixpoint{max-iter=3}(cse,dce)");
+}
+
+// The one rule for extra passes: -O1,more and --rules files both go after
+// the rewrites and before the closing device lowering (fuse-cudnn).
+TEST_CASE("extra passes go after a preset's rewrites and before its closing fuse-cudnn") {
+  for (int level = 1; level <= 3; ++level) {
+    INFO("-O" << level);
+    Pipeline p = parsePipeline(presetPipeline(level), registry());
+    addExtraPasses(p, {rulesElement("a.rules"), rulesElement("b.rules")});
+    CHECK(printPipeline(p) == presetPipelineBody(level) + ",rules{file=a.rules},rules{file=b.rules},fuse-cudnn");
+    const std::string preset = "-O" + std::to_string(level);
+    CHECK(printPipeline(parsePipelineOrPreset(preset + ",cse,dce", registry())) ==
+          presetPipelineBody(level) + ",cse,dce,fuse-cudnn");
+    CHECK(printPipeline(parsePipelineOrPreset(preset, registry())) == presetPipeline(level));
+    // The same through the C++ API's parser.
+    CHECK(printPipeline(ptopt::parsePipelineOrPreset(preset + ",cse")) ==
+          presetPipelineBody(level) + ",cse,fuse-cudnn");
+  }
+  // A user's pipeline that closes with fuse-cudnn is treated the same.
+  Pipeline closed = parsePipeline("canonicalize,fuse-cudnn", registry());
+  addExtraPasses(closed, {rulesElement("r.rules")});
+  CHECK(printPipeline(closed) == "canonicalize,rules{file=r.rules},fuse-cudnn");
+}
+
+TEST_CASE("extra passes go last when the pipeline does not close with fuse-cudnn") {
+  Pipeline plain = parsePipeline("canonicalize,fixpoint{max-iter=3}(cse,dce)", registry());
+  addExtraPasses(plain, {rulesElement("r.rules")});
+  CHECK(printPipeline(plain) == "canonicalize,fixpoint{max-iter=3}(cse,dce),rules{file=r.rules}");
+  // fuse-cudnn that is not last is not the closing lowering.
+  Pipeline early = parsePipeline("fuse-cudnn,dce", registry());
+  addExtraPasses(early, {rulesElement("r.rules")});
+  CHECK(printPipeline(early) == "fuse-cudnn,dce,rules{file=r.rules}");
+  // -O0 is empty: its extra passes are the whole pipeline.
+  CHECK(printPipeline(parsePipelineOrPreset("-O0,cse", registry())) == "cse");
+  Pipeline empty;
+  addExtraPasses(empty, {rulesElement("r.rules")});
+  CHECK(printPipeline(empty) == "rules{file=r.rules}");
+  addExtraPasses(empty, {});
+  CHECK(printPipeline(empty) == "rules{file=r.rules}");
+}
+
+TEST_CASE("an error in the passes after a preset points into them") {
+  try {
+    parsePipelineOrPreset("-O1,cse,ces", registry());
+    FAIL("no error");
+  } catch (const PipelineError& e) {
+    INFO(e.what());
+    CHECK_THAT(e.message(), Catch::Contains("unknown pass 'ces' (did you mean 'cse'?)"));
+    CHECK(e.column() == 5);  // in "cse,ces"
+    CHECK_THAT(std::string(e.what()), Catch::StartsWith("-O1,cse,ces:1:5: "));
+  }
+  // Not a preset: parsed as a pipeline ("-O4" is no pass name).
+  CHECK_THROWS_AS(parsePipelineOrPreset("-O4", registry()), PipelineError);
 }

@@ -20,14 +20,6 @@ std::optional<at::Tensor> constantTensorArg(const ir::Node* n, size_t i) {
 
 bool isWrittenAnywhere(const ir::Value* v) { return ir::anyUseMayWrite(v); }
 
-ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& t, ir::Node* before) {
-  const std::string name = g.constants().uniqueName(base);
-  g.constants().set(name, t);
-  ir::Node* n = g.createGetAttr(name, c10::TensorType::get());
-  n->insertBefore(before);
-  return n->output();
-}
-
 size_t valueUses(const ir::Value* v) {
   static const char* kMetadataOnly[] = {"aten::dim", "aten::size", "aten::numel", "prim::device", "prim::dtype",
                                         "aten::is_floating_point", "prim::layout"};
@@ -38,10 +30,6 @@ size_t valueUses(const ir::Value* v) {
     count += !metadataOnly;
   }
   return count;
-}
-
-void eraseConstantIfUnused(ir::Value* v) {
-  if (v && !v->hasUses() && v->node() && v->node()->opcode() == ir::Opcode::GetAttr) v->node()->destroy();
 }
 
 std::string modulePrefix(const std::string& constantName) {

@@ -19,21 +19,14 @@ std::optional<at::Tensor> constantTensorArg(const ir::Node* n, size_t i);
 // schema argument, an opaque or unknown schema-less user). Direct uses only:
 // for the whole alias picture use ir::MutationAnalysis (ir/mutation.h).
 bool isWrittenAnywhere(const ir::Value* v);
-// Registers `t` under a name derived from `base` (`base`, `base.1`, ...) and
-// inserts its get_attr node before `before`. Returns the new value.
-// Edits around ir::Rewriter: passes call rw.addConstant (same naming and
-// placement, logged). Kept for code not yet moved to the rewriter.
-ir::Value* addConstant(ir::Graph& g, const std::string& base, const at::Tensor& t, ir::Node* before);
 // Uses of `v` that read more than its metadata. aten::dim / size / numel,
 // prim::device / dtype only look at rank, shape, dtype and device, which a
 // fold that replaces `v` by a value of the same shape preserves (the input
 // checks TorchScript keeps, e.g. BatchNorm's `_check_input_dim`).
 size_t valueUses(const ir::Value* v);
 
-// Erases the get_attr node behind `v` when nothing uses it any more (the
-// constant stays in the table). Edits around ir::Rewriter: passes call
-// rw.eraseConstantIfUnused. Kept for code not yet moved to the rewriter.
-void eraseConstantIfUnused(ir::Value* v);
+// (Creating and erasing constants are edits: ir::Rewriter::addConstant and
+// eraseConstantIfUnused.)
 // `conv1.weight` -> `conv1`; names without a dot stay as they are.
 std::string modulePrefix(const std::string& constantName);
 

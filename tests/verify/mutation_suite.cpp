@@ -29,6 +29,7 @@
 // legitimate one (README, "Verification").
 #include "fusion/bn_math.h"
 #include "ir/op_views.h"
+#include "ir/rewriter.h"
 #include "rewriters/constants.h"
 #include "tools/api.h"
 
@@ -139,7 +140,8 @@ ir::Model optimize(const ir::Model& model, const std::string& pipeline, const ve
 }
 
 void replaceTensorArg(ir::Graph& g, ir::Node* n, size_t i, const at::Tensor& t, const std::string& base) {
-  n->setArg(i, rewriters::addConstant(g, base, t, n));
+  ir::Rewriter rw(g, nullptr, "mutant");
+  rw.setArg(n, i, rw.addConstant(base, t, n));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // bn-to-affine: declines on CPU by default; with force=true an unfoldable
 // BatchNorm becomes addcmul: structure, numerics, and where it must not fire.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -33,7 +33,7 @@ TEST_CASE("bn-to-affine{force=true} logs every edit it makes") {
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
   opt.run("canonicalize,shape-prop", &ctx);
-  auto report = opt.run("bn-to-affine{force=true}", &ctx, test::editLogChecked());
+  auto report = opt.run("bn-to-affine{force=true}", &ctx, test::checkedInstrumentation());
   CHECK(test::counter(report, "bn-to-affine", "converted") == 1);
   CHECK(test::loggedEdits(report) > 0);
   test::checkIR(opt.model().forward().str(), R"(
@@ -52,7 +52,7 @@ TEST_CASE("BnToAffineDoesNotFireWithoutTheInputRank") {
   Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;  // no example inputs: shape-prop knows nothing
   opt.run("canonicalize", &ctx);
-  auto report = opt.run("bn-to-affine{force=true}", &ctx, test::editLogChecked());
+  auto report = opt.run("bn-to-affine{force=true}", &ctx, test::checkedInstrumentation());
   CHECK_FALSE(report.changed());
   CHECK(test::countOps(opt.model().forward(), "aten::batch_norm") == 1);
   REQUIRE_FALSE(ctx.declines().empty());

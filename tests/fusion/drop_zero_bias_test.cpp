@@ -1,6 +1,6 @@
 // drop-zero-bias: an all-zero conv/linear bias becomes None: fires, structure,
 // numerics, and the named cases where it must not fire.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 

@@ -4,7 +4,7 @@
 // that each pass's log must rebuild the graph's text before it and say
 // `changed` exactly when the pass edited. The passes before them (canonicalize,
 // remove-dropout, bn-inference, shape-prop) run unchecked.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
@@ -31,7 +31,7 @@ TEST_CASE("The fusion passes log every edit they make on every fixture") {
     ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
     opt.run(kBefore, &ctx);
     rewriters::RunReport report;
-    REQUIRE_NOTHROW(report = opt.run(kFusion, &ctx, test::editLogChecked()));
+    REQUIRE_NOTHROW(report = opt.run(kFusion, &ctx, test::checkedInstrumentation()));
     for (const auto& e : report.executions) fired[e.pass] += e.changed;
     // Numerics against the original (train_mode_trace is compared with its
     // eval-mode reference in o1_test.cpp).
@@ -44,7 +44,7 @@ TEST_CASE("The fusion passes log every edit they make on every fixture") {
     rewriters::PassContext cuda;
     cuda.targetDevice = "cuda";
     rewriters::RunReport fused;
-    REQUIRE_NOTHROW(fused = opt.run("fuse-cudnn", &cuda, test::editLogChecked()));
+    REQUIRE_NOTHROW(fused = opt.run("fuse-cudnn", &cuda, test::checkedInstrumentation()));
     for (const auto& e : fused.executions) fired[e.pass] += e.changed;
   }
   // The fixtures make these passes fire (the others fire on IR text in their own files).

@@ -2,7 +2,7 @@
 // or linear before it: fires, structure, numerics (against the graph before
 // the pass), exact integer and bool constants, and the named cases where it
 // must not fire. Every run checks the pass's edit log.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 

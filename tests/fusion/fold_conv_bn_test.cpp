@@ -1,5 +1,5 @@
 // fold-conv-bn: fires on every conv kind, structure, numerics, declines.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -178,7 +178,7 @@ TEST_CASE("fold-conv-bn logs every edit it makes on real fixtures") {
       Optimizer opt = Optimizer::load(f.path);
       if (std::string(name) != "resnet18_trace") opt.run("canonicalize");
       rewriters::PassContext ctx;
-      auto report = opt.run("fold-conv-bn", &ctx, test::editLogChecked());
+      auto report = opt.run("fold-conv-bn", &ctx, test::checkedInstrumentation());
       CHECK(test::counter(report, "fold-conv-bn", "folded") >= 1);
       CHECK(test::loggedEdits(report) > 0);
       CHECK(test::countOps(opt.model().forward(), "aten::batch_norm") == 0);

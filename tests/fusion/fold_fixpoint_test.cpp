@@ -1,7 +1,7 @@
 // -O1's folds to a fixpoint (chains that need fold-conv-affine between two
 // BatchNorm folds, or a BatchNorm fold after fold-conv-affine). The folds'
 // own cases are in their files (fold_conv_affine_test.cpp, ...).
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 

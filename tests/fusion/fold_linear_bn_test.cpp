@@ -1,5 +1,5 @@
 // fold-linear-bn: needs a proven 2-D input.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -54,7 +54,7 @@ TEST_CASE("DoesNotFoldLinearBnWithUnknownRank") {
   const auto& f = test::fixture("linear_bn1d");
   Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;
-  auto report = opt.run("fold-linear-bn", &ctx, test::editLogChecked());
+  auto report = opt.run("fold-linear-bn", &ctx, test::checkedInstrumentation());
   CHECK(test::counter(report, "fold-linear-bn", "folded") == 0);
   REQUIRE_FALSE(ctx.declines().empty());
   CHECK_THAT(ctx.declines()[0], Catch::Contains("not known to be 2-D"));
@@ -66,7 +66,7 @@ TEST_CASE("fold-linear-bn logs every edit it makes on a real fixture") {
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
   opt.run("shape-prop", &ctx);
-  auto report = opt.run("fold-linear-bn", &ctx, test::editLogChecked());
+  auto report = opt.run("fold-linear-bn", &ctx, test::checkedInstrumentation());
   CHECK(test::counter(report, "fold-linear-bn", "folded") == 1);
   CHECK(test::loggedEdits(report) > 0);
   CHECK(test::countOps(opt.model().forward(), "aten::batch_norm") == 0);

@@ -1,6 +1,6 @@
 // fuse-add-relu: add then relu as aten::_add_relu(_): fires on ResNet, structure,
 // bitwise-equal numerics, and the named cases where it must not fire.
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 
@@ -11,7 +11,7 @@ using namespace ptopt;
 TEST_CASE("fuse-add-relu fuses resnet's residual add and relu") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
-  auto report = opt.run("fuse-add-relu", nullptr, test::editLogChecked());
+  auto report = opt.run("fuse-add-relu", nullptr, test::checkedInstrumentation());
   CHECK(test::counter(report, "fuse-add-relu", "fused") == 8);
   CHECK(test::countOps(opt.model().forward(), "aten::_add_relu_") == 8);
   auto v = opt.verify(f.inputs, {}, 2);

@@ -2,7 +2,7 @@
 // CUDA targets only. The graph-level cases run everywhere; running the
 // fused model needs a CUDA device and is reported SKIPPED without one.
 #include "ir/model.h"
-#include "tests/fusion/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 #include "verify/inputs.h"

@@ -1,5 +1,5 @@
 // bn-inference: training-mode batch_norm switched to the running statistics.
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 

@@ -3,7 +3,7 @@
 #include "ir/interpreter.h"
 #include "ir/text.h"
 #include "rewriters/const_fold.h"
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tools/api.h"

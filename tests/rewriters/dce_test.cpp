@@ -1,7 +1,7 @@
 // dce: removes dead pure nodes, keeps side effects, nested blocks.
 #include "ir/text.h"
 #include "rewriters/dce.h"
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tools/api.h"

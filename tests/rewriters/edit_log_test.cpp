@@ -3,7 +3,7 @@
 // ir::Rewriter, the log's diff rebuilds the graph before it, and it reports
 // `changed` exactly when it logged edits. Outputs stay within -O1's tolerance.
 #include "rewriters/registry.h"
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 
 #include <catch2/catch.hpp>
 
@@ -72,6 +72,23 @@ TEST_CASE("functionalize logs every edit on every fixture") {
       PassContext ctx;
       ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
       REQUIRE_NOTHROW(test::runChecked(opt.model(), "shape-prop,functionalize,dce", &ctx));
+    }
+  }
+}
+
+TEST_CASE("every preset logs every edit of every pass on every fixture") {
+  for (const char* preset : {"-O1", "-O2", "-O3"}) {
+    for (const auto& f : test::allFixtures()) {
+      DYNAMIC_SECTION(preset << " " << f.name) {
+        Optimizer opt = Optimizer::load(f.path);
+        PassContext ctx;
+        ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+        PassManager pm(defaultRegistry(), parsePipelineOrPreset(preset), test::checkedInstrumentation());
+        RunReport report;
+        REQUIRE_NOTHROW(report = pm.run(opt.model(), ctx));  // a PassError names the pass
+        CHECK(test::loggedEdits(report) == ctx.edits.size());
+        for (const auto& e : report.executions) CHECK(e.changed == (e.edits != 0));
+      }
     }
   }
 }

@@ -3,7 +3,7 @@
 #include "ir/lint.h"
 #include "ir/text.h"
 #include "rewriters/functionalize.h"
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"

@@ -1,6 +1,6 @@
 // remove-dropout: every dropout becomes its input (bn-inference has its own
 // file, bn_inference_test.cpp).
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 

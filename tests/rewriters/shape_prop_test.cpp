@@ -2,7 +2,7 @@
 // recomputed, never stale.
 #include "ir/text.h"
 #include "rewriters/shape_prop.h"
-#include "tests/rewriters/checked_run.h"
+#include "tests/support/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "verify/inputs.h"

@@ -1,6 +1,9 @@
-// Runs a pipeline with Instrumentation::checkEditLog on: each pass must make
-// every edit through ir::Rewriter and report `changed` exactly when it logged
-// edits, or the PassManager throws a PassError naming it.
+// Pass tests run their passes with Instrumentation::checkEditLog on: the pass
+// manager re-prints the graph after each pass and checks that the text
+// before, rebuilt from the pass's edit log, equals the real text before, and
+// that the pass reported `changed` exactly when it logged edits. A pass that
+// edits around ir::Rewriter fails the test with a PassError naming it. The
+// IR is also linted after every pass (verifyEach).
 #pragma once
 
 #include "tests/support/pass_test.h"
@@ -44,6 +47,13 @@ inline rewriters::PassResult runPassChecked(ir::Graph& g, const std::string& pas
   rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline(text, defaultRegistry()),
                             checkedInstrumentation());
   return pm.run(g, ctx).executions.at(0).result;
+}
+
+// Edits a report's executions logged, over all passes.
+inline size_t loggedEdits(const rewriters::RunReport& r) {
+  size_t n = 0;
+  for (const auto& e : r.executions) n += e.edits;
+  return n;
 }
 
 }  // namespace ptopt::test

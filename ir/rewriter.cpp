@@ -425,7 +425,14 @@ void Rewriter::replace(Node* old, Value* with) {
 
 void Rewriter::erase(Node* n) {
   logErase(n);
-  touched_.erase(n);
+  // The graph may reuse the addresses of n and its nested nodes for new
+  // nodes, whose first edits must be logged with their own text.
+  std::function<void(Node*)> forget = [&](Node* m) {
+    touched_.erase(m);
+    for (const auto& b : m->blocks())
+      for (Node* inner : *b) forget(inner);
+  };
+  forget(n);
   n->destroy();
 }
 

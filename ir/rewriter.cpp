@@ -23,6 +23,10 @@ const char* editKindName(EditKind k) {
 
 namespace {
 
+// The detail of an edit of a graph input (a placeholder), which changes the
+// graph's signature line.
+const std::string kSignatureEdit = "signature: ";
+
 std::string joinLines(const std::vector<std::string>& lines) {
   std::string out;
   for (const std::string& l : lines) out += l + "\n";
@@ -65,7 +69,8 @@ ChangeSet EditLog::changesSince(size_t from) const {
   };
   for (size_t i = from; i < edits_.size(); ++i) {
     const Edit& e = edits_[i];
-    if (e.kind == EditKind::Modify && e.node && e.node->opcode() == Opcode::Placeholder) {
+    // Told by the detail, not by e.node: the node may be gone (never dereferenced).
+    if (e.kind == EditKind::Modify && e.detail.rfind(kSignatureEdit, 0) == 0) {
       if (!cs.signatureChanged) cs.signatureBefore = e.text;
       cs.signatureChanged = true;
       continue;
@@ -310,7 +315,7 @@ void Rewriter::logModify(Node* n, const std::string& detail) {
   ++count_;
   if (!n || !log_) return;
   if (n->opcode() == Opcode::Placeholder) {
-    log_->add({EditKind::Modify, pass_, n, log_->keepText() ? printSignature(g_) : "", nullptr, detail});
+    log_->add({EditKind::Modify, pass_, n, log_->keepText() ? printSignature(g_) : "", nullptr, kSignatureEdit + detail});
     return;
   }
   if (!touched_.insert(n).second) return;  // its text before is logged already

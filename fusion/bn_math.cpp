@@ -67,22 +67,41 @@ void replaceBatchNorm(ir::Rewriter& rw, const ir::BatchNormOp& bn, ir::Value* by
   for (ir::Value* v : params) rw.eraseConstantIfUnused(v);
 }
 
+namespace {
+
+// weight * scale along dim 0 (one factor per output channel), computed in
+// float64 a bounded chunk of rows at a time (about 32 MB) and written in the
+// weight's dtype and memory format: a 1 GB weight never exists whole in
+// float64. Elementwise, so the result is bitwise what the whole-tensor
+// product gives.
+at::Tensor scaleRows(const at::Tensor& weight, const at::Tensor& scale) {
+  at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(weight.suggest_memory_format()));
+  const int64_t rows = weight.dim() ? weight.size(0) : 0;
+  if (rows == 0 || weight.numel() == 0) return out;
+  const int64_t perRow = weight.numel() / rows;
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / perRow);
+  std::vector<int64_t> shape(static_cast<size_t>(weight.dim()), 1);
+  for (int64_t r = 0; r < rows; r += chunk) {
+    const int64_t n = std::min(chunk, rows - r);
+    shape[0] = n;
+    out.narrow(0, r, n).copy_(
+        (weight.narrow(0, r, n).to(at::kDouble) * scale.narrow(0, r, n).reshape(shape)).to(weight.scalar_type()));
+  }
+  return out;
+}
+
+}  // namespace
+
 at::Tensor foldWeight(const at::Tensor& weight, const at::Tensor& scale, bool transposed, int64_t groups) {
+  if (!transposed) return scaleRows(weight, scale);
   const at::Tensor w = weight.to(at::kDouble);
   std::vector<int64_t> ones(static_cast<size_t>(w.dim() - 2), 1);
-  at::Tensor folded;
-  if (!transposed) {
-    std::vector<int64_t> shape = {scale.numel(), 1};
-    shape.insert(shape.end(), ones.begin(), ones.end());
-    folded = w * scale.reshape(shape);
-  } else {
-    // [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...]; scale -> [g, 1, Cout/g, 1...]
-    std::vector<int64_t> grouped = {groups, w.size(0) / groups, w.size(1)};
-    for (int64_t d = 2; d < w.dim(); ++d) grouped.push_back(w.size(d));
-    std::vector<int64_t> scaleShape = {groups, 1, w.size(1)};
-    scaleShape.insert(scaleShape.end(), ones.begin(), ones.end());
-    folded = (w.reshape(grouped) * scale.reshape(scaleShape)).reshape(w.sizes());
-  }
+  // [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...]; scale -> [g, 1, Cout/g, 1...]
+  std::vector<int64_t> grouped = {groups, w.size(0) / groups, w.size(1)};
+  for (int64_t d = 2; d < w.dim(); ++d) grouped.push_back(w.size(d));
+  std::vector<int64_t> scaleShape = {groups, 1, w.size(1)};
+  scaleShape.insert(scaleShape.end(), ones.begin(), ones.end());
+  const at::Tensor folded = (w.reshape(grouped) * scale.reshape(scaleShape)).reshape(w.sizes());
   return folded.to(weight.scalar_type()).contiguous(weight.suggest_memory_format());
 }
 
@@ -101,7 +120,7 @@ void foldBatchNormInto(ir::Rewriter& rw, const ir::OpView& producer, const ir::B
     newWeight = foldWeight(weight, params.scale(), conv->transposed(), conv->groups());
   } else {
     // A linear weight is [out, in]: out features on dim 0, like a conv's.
-    newWeight = (weight.to(at::kDouble) * params.scale().unsqueeze(1)).to(weight.scalar_type());
+    newWeight = scaleRows(weight, params.scale());
   }
   const at::Tensor newBias = foldBias(bias, params, weight.scalar_type());
   setWeightAndBias(rw, producer, newWeight, newBias, ".bnfold");

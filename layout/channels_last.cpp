@@ -393,6 +393,8 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   std::unordered_set<const ir::Node*> excludedSources;
   Analysis a;
   PassResult r;
+  std::unordered_map<const ir::Node*, size_t> programOrder;  // nested blocks included
+  graph.walk([&](ir::Node* n) { programOrder.emplace(n, programOrder.size()); });
   for (int round = 0; round < 32; ++round) {
     a = analyzer.run(selected, pinned, excludedSources);
     auto more = valuesToPin(a, mutation, top);
@@ -400,7 +402,20 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
     for (const ir::Value* v : more) grew |= pinned.insert(v).second;
     if (grew) continue;
     bool dropped = false;
-    for (const auto& [rep, stats] : regions(a, selected)) {
+    // Regions in program order of their first conv, and each named by that
+    // conv, so that --explain reads the same on every run (the regions are
+    // keyed by node addresses).
+    std::vector<RegionStats> ordered;
+    for (auto& [rep, stats] : regions(a, selected)) {
+      std::sort(stats.anchors.begin(), stats.anchors.end(),
+                [&](const Anchor* x, const Anchor* y) { return programOrder.at(x->node) < programOrder.at(y->node); });
+      ordered.push_back(std::move(stats));
+    }
+    std::stable_sort(ordered.begin(), ordered.end(), [&](const RegionStats& x, const RegionStats& y) {
+      if (x.anchors.empty() || y.anchors.empty()) return !x.anchors.empty() && y.anchors.empty();
+      return programOrder.at(x.anchors.front()->node) < programOrder.at(y.anchors.front()->node);
+    });
+    for (const RegionStats& stats : ordered) {
       // A region needs a conv; in auto mode it must also pay.
       std::string why = stats.anchors.empty() ? "no conv" : mode == "auto" ? autoDecline(stats) : "";
       if (why.empty()) continue;

@@ -69,40 +69,58 @@ void replaceBatchNorm(ir::Rewriter& rw, const ir::BatchNormOp& bn, ir::Value* by
 
 namespace {
 
-// weight * scale along dim 0 (one factor per output channel), computed in
-// float64 a bounded chunk of rows at a time (about 32 MB) and written in the
-// weight's dtype and memory format: a 1 GB weight never exists whole in
-// float64. Elementwise, so the result is bitwise what the whole-tensor
-// product gives.
-at::Tensor scaleRows(const at::Tensor& weight, const at::Tensor& scale) {
-  at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(weight.suggest_memory_format()));
+// weight * scale, one factor per output channel, computed in float64 a
+// bounded chunk of dim-0 rows at a time (2 MB of float64, reused) and written
+// in the weight's dtype and memory format: a 1 GB weight never exists whole
+// in float64, and no chunk allocates. `scaleOfRows(r, n)` gives the factors
+// of rows [r, r+n), shaped to broadcast against them; a chunk never spans
+// two of its `rowsPerScale` blocks. Elementwise, so the result is bitwise
+// what the whole-tensor product gives.
+template <typename ScaleOfRows>
+at::Tensor scaleInChunks(const at::Tensor& weight, int64_t rowsPerScale, ScaleOfRows scaleOfRows) {
+  const c10::MemoryFormat format = weight.suggest_memory_format();
+  at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(format));
   const int64_t rows = weight.dim() ? weight.size(0) : 0;
   if (rows == 0 || weight.numel() == 0) return out;
   const int64_t perRow = weight.numel() / rows;
-  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / perRow);
-  std::vector<int64_t> shape(static_cast<size_t>(weight.dim()), 1);
-  for (int64_t r = 0; r < rows; r += chunk) {
-    const int64_t n = std::min(chunk, rows - r);
-    shape[0] = n;
-    out.narrow(0, r, n).copy_(
-        (weight.narrow(0, r, n).to(at::kDouble) * scale.narrow(0, r, n).reshape(shape)).to(weight.scalar_type()));
+  const int64_t chunk = std::min(rowsPerScale, std::max<int64_t>(1, (int64_t{1} << 18) / perRow));
+  std::vector<int64_t> bufferShape = weight.sizes().vec();
+  bufferShape[0] = chunk;
+  at::Tensor buffer = at::empty(bufferShape, weight.options().dtype(at::kDouble).memory_format(format));
+  for (int64_t r = 0; r < rows;) {
+    const int64_t n = std::min({chunk, rows - r, rowsPerScale - r % rowsPerScale});
+    at::Tensor part = buffer.narrow(0, 0, n);
+    part.copy_(weight.narrow(0, r, n));
+    part.mul_(scaleOfRows(r, n));
+    out.narrow(0, r, n).copy_(part);
+    r += n;
   }
   return out;
+}
+
+// Scale along dim 0 (conv and linear weights: output channels first).
+at::Tensor scaleRows(const at::Tensor& weight, const at::Tensor& scale) {
+  std::vector<int64_t> shape(static_cast<size_t>(weight.dim()), 1);
+  const int64_t rows = weight.dim() ? weight.size(0) : 0;
+  return scaleInChunks(weight, std::max<int64_t>(rows, 1), [&](int64_t r, int64_t n) {
+    shape[0] = n;
+    return scale.narrow(0, r, n).reshape(shape);
+  });
 }
 
 }  // namespace
 
 at::Tensor foldWeight(const at::Tensor& weight, const at::Tensor& scale, bool transposed, int64_t groups) {
   if (!transposed) return scaleRows(weight, scale);
-  const at::Tensor w = weight.to(at::kDouble);
-  std::vector<int64_t> ones(static_cast<size_t>(w.dim() - 2), 1);
-  // [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...]; scale -> [g, 1, Cout/g, 1...]
-  std::vector<int64_t> grouped = {groups, w.size(0) / groups, w.size(1)};
-  for (int64_t d = 2; d < w.dim(); ++d) grouped.push_back(w.size(d));
-  std::vector<int64_t> scaleShape = {groups, 1, w.size(1)};
-  scaleShape.insert(scaleShape.end(), ones.begin(), ones.end());
-  const at::Tensor folded = (w.reshape(grouped) * scale.reshape(scaleShape)).reshape(w.sizes());
-  return folded.to(weight.scalar_type()).contiguous(weight.suggest_memory_format());
+  // A transposed conv's weight is [Cin, Cout/g, k...]: rows of group g
+  // (Cin/g of them) take the factors of output channels g*Cout/g ... along
+  // dim 1.
+  const int64_t inPerGroup = weight.size(0) / groups, outPerGroup = weight.size(1);
+  std::vector<int64_t> shape(static_cast<size_t>(weight.dim()), 1);
+  shape[1] = outPerGroup;
+  return scaleInChunks(weight, inPerGroup, [&](int64_t r, int64_t) {
+    return scale.narrow(0, (r / inPerGroup) * outPerGroup, outPerGroup).reshape(shape);
+  });
 }
 
 at::Tensor foldBias(const std::optional<at::Tensor>& bias, const BatchNormParams& bn, const at::ScalarType dtype) {

@@ -450,6 +450,9 @@ class Checker {
 
     if (!limits_.checkCrc) return;
     for (const auto& entry : entries) {
+      if (limits_.crcEntries != ArchiveLimits::CrcEntries::All &&
+          isTensorRecord(entry.name) != (limits_.crcEntries == ArchiveLimits::CrcEntries::TensorRecords))
+        continue;
 #ifndef PTOPT_HAVE_ZLIB
       if (entry.method != kStored) continue;  // built without zlib: deflated entries go unchecked
 #endif
@@ -548,6 +551,14 @@ class Checker {
 };
 
 }  // namespace
+
+bool isTensorRecord(const std::string& entryName) {
+  const size_t slash = entryName.find('/');
+  const std::string record = slash == std::string::npos ? entryName : entryName.substr(slash + 1);
+  for (const char* folder : {"data/", "constants/", "tensors/"})
+    if (record.rfind(folder, 0) == 0) return true;
+  return false;
+}
 
 ArchiveCheckResult checkZipArchive(const ByteSource& source, const ArchiveLimits& limits) {
   ArchiveCheckResult result;

@@ -45,7 +45,16 @@ struct ArchiveLimits {
   uint64_t maxInflatedEntryBytes = 1ull << 30;
   size_t maxNameBytes = 4096;
   bool checkCrc = true;
+  // Which entries' CRC-32s to check: all, only tensor records (raw bytes that
+  // LibTorch copies without interpreting them, so they can be checked while
+  // it loads), or all but those.
+  enum class CrcEntries { All, TensorRecords, AllButTensorRecords };
+  CrcEntries crcEntries = CrcEntries::All;
 };
+
+// A tensor record of a TorchScript archive (`ARCHIVE/data/0`,
+// `ARCHIVE/constants/3`, `ARCHIVE/tensors/...`): raw storage bytes.
+bool isTensorRecord(const std::string& entryName);
 
 struct ArchiveEntry {
   std::string name;

@@ -3,6 +3,9 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <atomic>
+#include <csignal>
+#include <signal.h>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -563,6 +567,48 @@ std::string temporaryPathFor(const std::string& path) {
   return (dir / ("." + target.filename().string() + ".ptopt-tmp-" + std::to_string(rd()))).string();
 }
 
+// Temporary files in flight, removed by a signal that ends the process
+// (Ctrl-C during a long verification of a big model must not leave gigabytes
+// behind). The handler only calls unlink, which is async-signal-safe; paths
+// are registered while their AtomicModuleFile owns them.
+constexpr int kInFlightSlots = 16;
+std::atomic<const char*> inFlight[kInFlightSlots];
+
+extern "C" void removeTemporariesAndReraise(int signo) {
+  for (auto& slot : inFlight)
+    if (const char* path = slot.load()) ::unlink(path);
+  ::signal(signo, SIG_DFL);
+  ::raise(signo);
+}
+
+void registerTemporary(const char* path) {
+  static const bool installed = [] {
+    for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction current {};
+      // Leave a handler the embedding program installed alone.
+      if (::sigaction(signo, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+        struct sigaction action {};
+        action.sa_handler = removeTemporariesAndReraise;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(signo, &action, nullptr);
+      }
+    }
+    return true;
+  }();
+  (void)installed;
+  for (auto& slot : inFlight) {
+    const char* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, path)) return;
+  }
+}
+
+void unregisterTemporary(const char* path) {
+  for (auto& slot : inFlight) {
+    const char* expected = path;
+    if (slot.compare_exchange_strong(expected, nullptr)) return;
+  }
+}
+
 }  // namespace
 
 AtomicModuleFile::AtomicModuleFile(std::string path) : path_(std::move(path)), tmp_(temporaryPathFor(path_)) {}
@@ -572,31 +618,42 @@ AtomicModuleFile::~AtomicModuleFile() {
     std::error_code ec;
     std::filesystem::remove(tmp_, ec);
   }
+  unregisterTemporary(tmp_.c_str());
 }
 
 void AtomicModuleFile::write(const torch::jit::Module& module) {
+  // I/O failures are std::system_error ("cannot write 'PATH': ..."); a module
+  // that does not serialize rethrows LibTorch's own error. Either way the
+  // temporary file is gone.
+  auto ioFailure = [this](int err, const std::string& what) {
+    return std::system_error(err, std::generic_category(), "cannot write '" + path_ + "': " + what);
+  };
   const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write '" + path_ + "': cannot create '" + tmp_ + "': " + std::strerror(errno));
-  written_ = true;  // from here on the destructor removes it
-  std::string failure;
+  if (fd < 0) throw ioFailure(errno, "cannot create '" + tmp_ + "'");
+  written_ = true;  // from here on the destructor (or a signal) removes it
+  registerTemporary(tmp_.c_str());
+  int err = 0;
+  std::string what;
+  std::exception_ptr serializeError;
   try {
     DeferredErrorFileBuf buf(fd);
     std::ostream out(&buf);
     module.save(out);
     out.flush();
-    if (!buf.flushAll()) failure = std::string("write failed: ") + std::strerror(buf.error());
+    if (!buf.flushAll()) err = buf.error(), what = "write failed";
     bytes_ = buf.written();
-  } catch (const std::exception& e) {
-    failure = torchErrorMessage(e);
+  } catch (const std::exception&) {
+    serializeError = std::current_exception();
   }
   // Flush the file to disk before it can replace anything.
-  if (failure.empty() && ::fsync(fd) != 0) failure = std::string("cannot flush to disk: ") + std::strerror(errno);
-  if (::close(fd) != 0 && failure.empty()) failure = std::string("close failed: ") + std::strerror(errno);
-  if (!failure.empty()) {
+  if (!err && !serializeError && ::fsync(fd) != 0) err = errno, what = "cannot flush to disk";
+  if (::close(fd) != 0 && !err && !serializeError) err = errno, what = "close failed";
+  if (err || serializeError) {
     std::error_code ec;
     std::filesystem::remove(tmp_, ec);
     written_ = false;
-    throw std::runtime_error("cannot write '" + path_ + "': " + failure);
+    if (serializeError) std::rethrow_exception(serializeError);
+    throw ioFailure(err, what);
   }
 }
 
@@ -608,6 +665,7 @@ void AtomicModuleFile::commit() {
     if (fs::exists(path_)) fs::permissions(tmp_, fs::status(path_).permissions());
     fs::rename(tmp_, path_);
     committed_ = true;
+    unregisterTemporary(tmp_.c_str());
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot write '" + path_ + "': " + torchErrorMessage(e));
   }

@@ -3,6 +3,8 @@
 
 #include "ir/archive_check.h"
 #include "ir/dead_code.h"
+#include "ir/mutation.h"
+#include "ir/op_views.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <system_error>
 #include <set>
@@ -140,16 +143,24 @@ torch::jit::Module loadTorchScript(const std::string& path) {
   }
 
   // LibTorch's zip reader trusts sizes and offsets and skips CRCs: check the
-  // archive's structure and every entry's CRC-32 first.
-  ArchiveCheckResult archive;
-  try {
-    archive = checkZipFile(path);
-  } catch (const std::system_error& e) {
-    throw InputError("cannot read '" + path + "': " + e.code().message());
-  }
-  if (!archive.ok())
-    throw InputError("'" + path + "' is damaged or truncated: " + archive.problem +
-                     "; re-export it with torch.jit.save, or download it again");
+  // archive's structure and the CRC-32 of every entry it interprets (code,
+  // pickles) first. The tensor records' CRCs (nearly all the bytes) are
+  // checked on a second thread while LibTorch loads: it only copies those.
+  auto check = [&path](ArchiveLimits::CrcEntries entries) {
+    ArchiveLimits limits;
+    limits.crcEntries = entries;
+    ArchiveCheckResult result;
+    try {
+      result = checkZipFile(path, limits);
+    } catch (const std::system_error& e) {
+      throw InputError("cannot read '" + path + "': " + e.code().message());
+    }
+    if (!result.ok())
+      throw InputError("'" + path + "' is damaged or truncated: " + result.problem +
+                       "; re-export it with torch.jit.save, or download it again");
+    return result;
+  };
+  ArchiveCheckResult archive = check(ArchiveLimits::CrcEntries::AllButTensorRecords);
   bool hasCode = false, hasDataPickle = false;
   std::vector<uint64_t> tensorRecordSizes;
   for (const auto& entry : archive.entries) {
@@ -158,8 +169,7 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     std::string record = slash == std::string::npos ? name : name.substr(slash + 1);
     if (record.rfind("code/", 0) == 0 || record == "constants.pkl") hasCode = true;
     if (record == "data.pkl") hasDataPickle = true;
-    if (record.rfind("data/", 0) == 0 || record.rfind("constants/", 0) == 0 || record.rfind("tensors/", 0) == 0)
-      tensorRecordSizes.push_back(entry.uncompressedSize);
+    if (isTensorRecord(name)) tensorRecordSizes.push_back(entry.uncompressedSize);
   }
   if (!hasCode && hasDataPickle)
     throw InputError("'" + path + "' is a torch.save() checkpoint (a state_dict or a pickled nn.Module), "
@@ -168,10 +178,13 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     throw InputError("'" + path + "' is a zip archive but not a TorchScript file (no code/ or data.pkl): " +
                      reexport);
 
+  std::future<ArchiveCheckResult> tensorCrcs =
+      std::async(std::launch::async, check, ArchiveLimits::CrcEntries::TensorRecords);
   torch::jit::Module module;
   try {
     module = torch::jit::load(path);
   } catch (const std::exception& e) {
+    tensorCrcs.get();  // damaged bytes explain the failure better
     std::string msg = torchErrorMessage(e);
     std::string hint;
     auto pos = msg.find("Unknown builtin op: ");
@@ -188,6 +201,7 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     }
     throw InputError("cannot load TorchScript '" + path + "': " + msg + hint);
   }
+  tensorCrcs.get();
   try {
     std::unordered_set<const void*> seen;
     StorageSizes storages;
@@ -264,11 +278,66 @@ struct Binding {
 // the import starts over, treating that attribute as state.
 struct RestartWithState {};
 
+// The module's tensors met during an import: the constant each became (by
+// TensorImpl), and which constants share storage with the module.
+struct ModuleTensors {
+  std::unordered_map<c10::TensorImpl*, std::string> names;
+  std::set<std::string> shared;
+};
+
+// A dense tensor that starts its storage and fills it: sharing it shares
+// nothing more than the tensor.
+bool coversItsStorage(const at::Tensor& t) {
+  if (!t.defined() || t.is_sparse() || t.is_quantized() || !t.has_storage() || t.storage_offset() != 0 ||
+      !t.is_non_overlapping_and_dense())
+    return false;
+  return t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// Norms whose running statistics the kernel updates in place while it
+// normalizes by batch statistics; their schemas do not mark the write.
+std::vector<Value*> runningStatsWritten(Node* n) {
+  static const std::set<std::string> norms = {"aten::batch_norm", "aten::instance_norm", "aten::native_batch_norm",
+                                              "aten::_batch_norm_impl_index", "aten::_native_batch_norm_legit"};
+  if (n->opcode() != Opcode::CallFunction || !norms.count(n->target())) return {};
+  const OpView view = OpView::of(n);
+  const char* flag = view.has("training") ? "training" : "use_input_stats";
+  if (view.has(flag) && view.boolArg(flag) == std::optional<bool>(false)) return {};
+  std::vector<Value*> out;
+  for (const char* stat : {"running_mean", "running_var"})
+    if (view.has(stat) && !view.isNone(stat)) out.push_back(view.value(stat));
+  return out;
+}
+
+// Constants shared with the module that the model may write when it runs
+// (ir::MutationAnalysis, plus the running statistics of norms in training
+// mode) get their own copy, so that running the original (the reference)
+// never changes the IR, nor a pass the original. A written value that is
+// not a get_attr of its own copies every shared constant (rare).
+void copyWrittenConstants(Model& model, const std::set<std::string>& shared) {
+  if (shared.empty()) return;
+  std::set<std::string> copy;
+  bool copyAll = false;
+  for (const auto& [name, graph] : model.methods) {
+    const MutationAnalysis mutation(*graph);
+    copy.insert(mutation.writtenConstants().begin(), mutation.writtenConstants().end());
+    graph->walk([&](Node* n) {
+      for (Value* stat : runningStatsWritten(n)) {
+        Node* producer = stat ? stat->node() : nullptr;
+        if (producer && producer->opcode() == Opcode::GetAttr) copy.insert(producer->target());
+        else copyAll = true;
+      }
+    });
+  }
+  for (const std::string& name : copyAll ? shared : copy)
+    if (shared.count(name))
+      model.constants->set(name, model.constants->tensor(name).clone(at::MemoryFormat::Preserve));
+}
+
 class Converter {
  public:
-  Converter(Model& model, const torch::jit::Module& root,
-            std::unordered_map<c10::TensorImpl*, std::string>& tensorNames, std::set<std::string>& statePaths)
-      : model_(model), root_(root), tensorNames_(tensorNames), statePaths_(statePaths) {}
+  Converter(Model& model, const torch::jit::Module& root, ModuleTensors& tensors, std::set<std::string>& statePaths)
+      : model_(model), root_(root), tensors_(tensors), statePaths_(statePaths) {}
 
   std::unique_ptr<Graph> convert(ts::Graph& tsGraph, const std::string& method) {
     method_ = method;
@@ -326,14 +395,20 @@ class Converter {
     return constantValues_[name] = n->output();
   }
 
-  // The IR owns copies of the module's tensors, so nothing a pass or a run
-  // of the original does can leak between the two. A tensor reachable under
-  // two names (a shared weight) stays one constant.
+  // A tensor reachable under two names (a shared weight) stays one constant.
+  // The constant shares storage with the module when it covers its storage
+  // exactly (what the file holds, nothing more); copyWrittenConstants then
+  // copies those the model may write. A view of part of a storage is copied
+  // compactly, so that the output does not carry the rest.
   Value* tensorConstant(const at::Tensor& t, const std::string& preferredName) {
-    auto [it, inserted] = tensorNames_.emplace(t.unsafeGetTensorImpl(), preferredName);
+    auto [it, inserted] = tensors_.names.emplace(t.unsafeGetTensorImpl(), preferredName);
     if (inserted && preferredName.rfind("const.", 0) == 0)
       it->second = model_.constants->uniqueName(preferredName);
     if (!inserted) return constantValue(it->second, t);
+    if (coversItsStorage(t)) {
+      tensors_.shared.insert(it->second);
+      return constantValue(it->second, t.detach());
+    }
     return constantValue(it->second, t.detach().clone(at::MemoryFormat::Preserve));
   }
 
@@ -589,7 +664,7 @@ class Converter {
 
   Model& model_;
   const torch::jit::Module& root_;
-  std::unordered_map<c10::TensorImpl*, std::string>& tensorNames_;
+  ModuleTensors& tensors_;
   std::set<std::string>& statePaths_;
   std::string method_;
   std::unique_ptr<Graph> graph_;
@@ -602,7 +677,7 @@ class Converter {
 Model importMethods(const torch::jit::Module& module, const std::vector<std::string>& methods,
                     std::set<std::string>& statePaths) {
   Model model;
-  std::unordered_map<c10::TensorImpl*, std::string> tensorNames;
+  ModuleTensors tensors;
   for (const auto& name : methods) {
     auto method = module.find_method(name);
     if (!method)
@@ -610,7 +685,7 @@ Model importMethods(const torch::jit::Module& module, const std::vector<std::str
                        (name == "forward" ? "" : " (check --preserve-methods)"));
     // The method's own graph, not a copy: conversion only reads it, and
     // inlines calls as it goes (linear in the size of the inlined result).
-    Converter converter(model, module, tensorNames, statePaths);
+    Converter converter(model, module, tensors, statePaths);
     std::unique_ptr<Graph> graph;
     try {
       graph = converter.convert(*method->graph(), name);
@@ -624,6 +699,7 @@ Model importMethods(const torch::jit::Module& module, const std::vector<std::str
     eliminateDeadCode(*graph);
     model.methods.emplace_back(name, std::move(graph));
   }
+  copyWrittenConstants(model, tensors.shared);
   return model;
 }
 

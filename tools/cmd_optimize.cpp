@@ -11,10 +11,13 @@
 //   run        the passes run (with --verify-each each changing pass is
 //              checked against the cached reference outputs and the first
 //              one that breaks tolerance is named: exit 3);
-//   export     the result is serialized and loaded back from its bytes;
-//   verify     that module is checked (exit 3 on failure, nothing written
-//              unless --force);
-//   save       it is written atomically and summarized.
+//   export     the result is exported and streamed into a temporary file
+//              next to OUT (ir::AtomicModuleFile), then loaded back from
+//              it, after letting go of the IR and the original when nothing
+//              needs them (the weights are never held twice at once);
+//   verify     that module is checked (exit 3 on failure, the temporary
+//              file removed: nothing written unless --force);
+//   save       the temporary file is renamed over OUT, and summarized.
 // The model work goes through the library's Optimizer (tools/api.h); these
 // stages add the command line's messages, timings and the --report record.
 #include "tools/api.h"
@@ -36,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <system_error>
 #include <unistd.h>
 
 namespace ptopt::tools {
@@ -178,7 +182,11 @@ struct Run {
   std::optional<verify::ReferenceRunner> runner;  // reference: nullopt when nothing is verified
   rewriters::RunReport report;      // run
   std::optional<quant::LowPrecisionRun> lowp;  // run: set when the pipeline lowered precision
-  Optimizer::Serialized result;     // export
+  std::unique_ptr<ir::AtomicModuleFile> file;  // export: OUT's temporary file
+  torch::jit::Module result;        // export: loaded back from `file`
+  std::optional<Optimizer::StandIn> standIn;  // export: what a CPU checks instead, when it cannot run the result
+  size_t nodesAfter = 0;            // export
+  bool scriptedInTraining = false;  // load
   Stopwatch total;                  // from load on
 
   bool verifying() const { return runner && !o.noVerify; }
@@ -244,6 +252,7 @@ void load(Run& r) {
                     r.opt->model().constants->size(), times.readMs + times.importMs));
   const ir::TrainingMode& mode = r.opt->trainingMode();
   r.record.mode = mode;
+  r.scriptedInTraining = mode.scriptedInTraining;
   if (mode.inTraining() && o.keepTraining)
     throw ir::InputError(fmt::format(
         "{} is in training mode ({}), and --keep-training refuses to optimize it for inference; save it after "
@@ -381,25 +390,54 @@ bool run(Run& r) {
   return true;
 }
 
-// export: the model -> its bytes and the module loaded back from them
-// (Optimizer::serialize: what is verified is what is written), the counts
-// after.
+// export: the model -> OUT's temporary file (streamed from the module's
+// tensors, flushed to disk) and the module loaded back from it: what is
+// verified is what is written. The counts after. A full disk is a write
+// error (exit 1); a model that does not serialize or load back, a ptopt bug.
 void exportResult(Run& r) {
+  auto bug = [](const std::exception& e) {
+    return std::runtime_error("the optimized model does not serialize and load back: " + ir::torchErrorMessage(e) +
+                              "\n(a ptopt bug: please report it with the model; --passes '' shows whether a pass is "
+                              "the cause)");
+  };
+  Stopwatch sw;
+  torch::jit::Module exported;
   try {
-    r.result = r.opt->serialize();
+    exported = r.opt->exportModule();
   } catch (const std::exception& e) {
-    throw std::runtime_error("the optimized model does not serialize and load back: " + ir::torchErrorMessage(e) +
-                             "\n(a ptopt bug: please report it with the model; --passes '' shows whether a pass is the cause)");
+    throw bug(e);
   }
-  r.record.stageMs["export"] = r.result.exportMs;
-  if (const size_t nodes = r.opt->model().forward().numNodes(); nodes > 20000)
+  r.record.stageMs["export"] = sw.ms();
+  r.nodesAfter = r.opt->model().forward().numNodes();
+  if (r.nodesAfter > 20000)
     r.say(fmt::format("note: {} nodes in one graph: LibTorch's executor recurses about once per node on a graph's "
                       "first run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the "
                       "model on a thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise "
                       "`ulimit -s`.\n",
-                      nodes));
+                      r.nodesAfter));
   r.record.opsAfter = countOps(r.opt->model().forward());
   r.record.parameterBytesAfter = parameterBytes(r.opt->model());
+  sw.reset();
+  r.file = std::make_unique<ir::AtomicModuleFile>(r.o.output);
+  try {
+    r.file->write(exported);
+  } catch (const std::system_error& e) {
+    throw WriteError(e.what());
+  } catch (const std::exception& e) {
+    throw bug(e);
+  }
+  exported = torch::jit::Module();
+  if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device);
+  // Nothing reads the IR or the original from here on, unless a stand-in
+  // is checked: letting go of them before the load-back keeps one copy of
+  // the weights in memory, not two.
+  if (!r.standIn) r.opt.reset();
+  try {
+    r.result = r.file->load();
+  } catch (const std::exception& e) {
+    throw bug(e);
+  }
+  r.record.stageMs["save"] = sw.ms();  // write and load back; the rename is added by save
 }
 
 // verify: the loaded-back result (or, where this device cannot run it, the
@@ -411,11 +449,11 @@ bool verifyResult(Run& r, std::string& verdict) {
   if (!r.verifying()) return true;
   Stopwatch sw;
   verify::VerifyReport v;
-  if (auto standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device)) {
-    for (const std::string& note : standIn->notes) r.runner->notes.push_back(note);
-    v = r.runner->check(standIn->module);
+  if (r.standIn) {
+    for (const std::string& note : r.standIn->notes) r.runner->notes.push_back(note);
+    v = r.runner->check(r.standIn->module);
   } else {
-    v = r.runner->check(r.result.module);
+    v = r.runner->check(r.result);
   }
   for (const auto& note : v.notes) r.say("note: " + note + "\n");
   r.record.stageMs["verify"] = sw.ms();
@@ -440,22 +478,22 @@ void printSummary(Run& r) {
   auto ms = [&rec](const char* stage) { return rec.stageMs[stage]; };  // a stage that did not run: 0 (in --report too)
   std::cout << formatOpTable(rec.opsBefore, &rec.opsAfter, ::isatty(STDOUT_FILENO) != 0);
   std::cout << fmt::format("nodes {} -> {}; parameters {} -> {}; file {} -> {} ({})\n", r.nodesBefore,
-                           r.opt->model().forward().numNodes(), formatBytes(double(rec.parameterBytesBefore)),
+                           r.nodesAfter, formatBytes(double(rec.parameterBytesBefore)),
                            formatBytes(double(rec.parameterBytesAfter)), formatBytes(double(*rec.inputFileBytes)),
                            formatBytes(double(*rec.outputFileBytes)), o.output);
   std::cout << r.report.timingTable();
   if (rec.evalSemantics)
     std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
                              "(--keep-training refuses instead)\n",
-                             r.opt->trainingMode().scriptedInTraining ? "scripted and saved" : "traced");
+                             r.scriptedInTraining ? "scripted and saved" : "traced");
   std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
                            "save {:.0f} ms\n",
                            ms("load"), ms("import"), ms("passes"), ms("export"), ms("verify"), ms("save"));
 }
 
-// save: the verified bytes -> OUT, written atomically (Optimizer::save),
-// then the summary and the last line. A failed check writes nothing
-// (exit 3) unless --force.
+// save: the verified temporary file renamed over OUT (or removed, by the
+// AtomicModuleFile's destructor, when it is not written), then the summary
+// and the last line. A failed check writes nothing (exit 3) unless --force.
 int save(Run& r, bool ok, const std::string& verdict) {
   const OptimizeOptions& o = r.o;
   if (!ok && !o.force) {
@@ -466,11 +504,11 @@ int save(Run& r, bool ok, const std::string& verdict) {
   }
   Stopwatch sw;
   try {
-    Optimizer::save(r.result, o.output);
+    r.file->commit();
   } catch (const std::exception& e) {
     throw WriteError(e.what());
   }
-  r.record.stageMs["save"] = r.result.serializeMs + sw.ms();  // serialize + load back, then write
+  r.record.stageMs["save"] += sw.ms();
   r.record.outputFileBytes = std::filesystem::file_size(o.output);
   printSummary(r);
   r.say("verification: " + verdict + (verdict.back() == '\n' ? "" : "\n"));

@@ -582,20 +582,19 @@ extern "C" void removeTemporariesAndReraise(int signo) {
 }
 
 void registerTemporary(const char* path) {
-  static const bool installed = [] {
-    for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
-      struct sigaction current {};
-      // Leave a handler the embedding program installed alone.
-      if (::sigaction(signo, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-        struct sigaction action {};
-        action.sa_handler = removeTemporariesAndReraise;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(signo, &action, nullptr);
-      }
+  // Only where the signal would end the process as it is: a handler the
+  // embedding program installed (Python's, a test framework's) is left alone,
+  // and the temporary file is then removed by unwinding as usual.
+  for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (::sigaction(signo, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+        current.sa_handler == SIG_DFL) {
+      struct sigaction action {};
+      action.sa_handler = removeTemporariesAndReraise;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(signo, &action, nullptr);
     }
-    return true;
-  }();
-  (void)installed;
+  }
   for (auto& slot : inFlight) {
     const char* expected = nullptr;
     if (slot.compare_exchange_strong(expected, path)) return;

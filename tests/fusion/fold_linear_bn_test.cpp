@@ -1,4 +1,5 @@
 // fold-linear-bn: needs a proven 2-D input.
+#include "fusion/bn_math.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
@@ -98,4 +99,32 @@ TEST_CASE("FoldLinearBnDoesNotFoldWhenTheLinearOutputIsReused") {
   CHECK(test::countOps(*g, "aten::batch_norm") == 1);
   REQUIRE(ctx.declines().size() == 1);
   CHECK_THAT(ctx.declines()[0], Catch::Contains("the linear's output has another user"));
+}
+
+TEST_CASE("the fold tail scales big weights chunk by chunk, bitwise equal to the whole float64 product") {
+  // Rows past one 2 MB chunk of float64, so that several chunks (and, for the
+  // transposed conv, group boundaries inside a chunk's reach) are crossed.
+  SECTION("conv or linear weight: factors along dim 0") {
+    const at::Tensor weight = torch::randn({700, 1024});
+    const at::Tensor scale = torch::rand({700}, torch::kDouble) + 0.5;
+    const at::Tensor expected = (weight.to(at::kDouble) * scale.reshape({700, 1})).to(at::kFloat);
+    CHECK(fusion::foldWeight(weight, scale, /*transposed=*/false, 1).equal(expected));
+  }
+  SECTION("transposed conv weight [Cin, Cout/g, k, k], 4 groups: factors along dim 1, per group") {
+    const int64_t groups = 4, cin = 64, coutPerGroup = 8;
+    const at::Tensor weight = torch::randn({cin, coutPerGroup, 32, 32});
+    const at::Tensor scale = torch::rand({groups * coutPerGroup}, torch::kDouble) + 0.5;
+    const at::Tensor expected = (weight.to(at::kDouble).reshape({groups, cin / groups, coutPerGroup, 32, 32}) *
+                                 scale.reshape({groups, 1, coutPerGroup, 1, 1}))
+                                    .reshape(weight.sizes())
+                                    .to(at::kFloat);
+    CHECK(fusion::foldWeight(weight, scale, /*transposed=*/true, groups).equal(expected));
+  }
+  SECTION("a channels-last weight keeps its memory format") {
+    const at::Tensor weight = torch::randn({300, 64, 3, 3}).contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor scale = torch::rand({300}, torch::kDouble) + 0.5;
+    const at::Tensor folded = fusion::foldWeight(weight, scale, false, 1);
+    CHECK(folded.is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK(folded.equal((weight.to(at::kDouble) * scale.reshape({300, 1, 1, 1})).to(at::kFloat)));
+  }
 }

@@ -1,7 +1,8 @@
 // ir::AtomicModuleFile: the streamed, atomic write of a module. Committed:
 // the file loads; not committed: nothing is left and an existing file keeps
 // its bytes; a failed write (a file-size limit standing in for a full disk)
-// throws a clean error and leaves nothing behind.
+// throws a clean error (std::system_error) and leaves nothing behind; a
+// signal that ends the process removes the temporary file too.
 #include "ir/model.h"
 
 #include <catch2/catch.hpp>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using namespace ptopt::ir;
@@ -78,7 +81,7 @@ TEST_CASE("AtomicModuleFile: a write that fails (file-size limit) throws cleanly
     AtomicModuleFile file(out.string());
     file.write(smallModule(1 << 20));  // 4 MB of weights
     file.commit();
-  } catch (const std::runtime_error& e) {
+  } catch (const std::system_error& e) {  // an I/O failure, not a model that does not serialize
     message = e.what();
   }
   ::setrlimit(RLIMIT_FSIZE, &old);
@@ -86,4 +89,26 @@ TEST_CASE("AtomicModuleFile: a write that fails (file-size limit) throws cleanly
   CHECK_THAT(message, Catch::StartsWith("cannot write '" + out.string() + "'"));
   CHECK(filesIn(out.parent_path()) == 0);
   fs::remove_all(out.parent_path());
+}
+
+TEST_CASE("AtomicModuleFile: SIGTERM or Ctrl-C while the file waits for its check removes it") {
+  for (int signo : {SIGTERM, SIGINT}) {
+    const fs::path out = scratch("signal.pt");
+    const torch::jit::Module module = smallModule(1000);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      std::signal(signo, SIG_DFL);  // as in the CLI (the test framework installs its own handler)
+      AtomicModuleFile file(out.string());
+      file.write(module);
+      ::raise(signo);  // e.g. during a long verification
+      ::_exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == signo);
+    CHECK(filesIn(out.parent_path()) == 0);
+    fs::remove_all(out.parent_path());
+  }
 }

@@ -102,8 +102,10 @@ TEST_CASE("FoldLinearBnDoesNotFoldWhenTheLinearOutputIsReused") {
 }
 
 TEST_CASE("the fold tail scales big weights chunk by chunk, bitwise equal to the whole float64 product") {
-  // Rows past one 2 MB chunk of float64, so that several chunks (and, for the
-  // transposed conv, group boundaries inside a chunk's reach) are crossed.
+  // Row-major float32 weights take one pass; other dtypes and layouts go
+  // through a reused float64 buffer in chunks of 2 MB, sized here so that
+  // several chunks (and, for the transposed conv, group boundaries inside a
+  // chunk's reach) are crossed.
   SECTION("conv or linear weight: factors along dim 0") {
     const at::Tensor weight = torch::randn({700, 1024});
     const at::Tensor scale = torch::rand({700}, torch::kDouble) + 0.5;
@@ -120,7 +122,14 @@ TEST_CASE("the fold tail scales big weights chunk by chunk, bitwise equal to the
                                     .to(at::kFloat);
     CHECK(fusion::foldWeight(weight, scale, /*transposed=*/true, groups).equal(expected));
   }
-  SECTION("a channels-last weight keeps its memory format") {
+  SECTION("a float64 transposed weight (the chunked path, other dtypes): chunks stop at group boundaries") {
+    const at::Tensor weight = torch::randn({64, 8, 24, 24}, torch::kDouble);
+    const at::Tensor scale = torch::rand({32}, torch::kDouble) + 0.5;
+    const at::Tensor expected =
+        (weight.reshape({4, 16, 8, 24, 24}) * scale.reshape({4, 1, 8, 1, 1})).reshape(weight.sizes());
+    CHECK(fusion::foldWeight(weight, scale, /*transposed=*/true, 4).equal(expected));
+  }
+  SECTION("a channels-last weight keeps its memory format (the chunked path)") {
     const at::Tensor weight = torch::randn({300, 64, 3, 3}).contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor scale = torch::rand({300}, torch::kDouble) + 0.5;
     const at::Tensor folded = fusion::foldWeight(weight, scale, false, 1);

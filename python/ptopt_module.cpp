@@ -122,6 +122,21 @@ void loading(F&& f) {
 
 // ---- Conversions.
 
+// Whether eval() would change `m` (or one of its submodules).
+bool anyTraining(const torch::jit::Module& m) {
+  bool training = false;
+  for (const auto& sub : m.modules()) training = training || sub.is_training();
+  return training;
+}
+
+// Whether timing `m` on `device` would change it (its mode or device).
+bool needsCopy(const torch::jit::Module& m, c10::Device device) {
+  if (anyTraining(m)) return true;
+  for (const auto& p : m.parameters()) if (p.device() != device) return true;
+  for (const auto& b : m.buffers()) if (b.device() != device) return true;
+  return false;
+}
+
 torch::jit::Module toModule(const py::handle& obj) { return py::cast<torch::jit::Module>(obj); }
 
 py::object fromModule(const torch::jit::Module& m) { return py::cast(m); }
@@ -187,9 +202,7 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
   if (!module.is_none()) {
     given = toModule(module);
     // Optimizer::fromModule puts the model in eval mode: never the caller's.
-    bool training = false;
-    for (const auto& sub : given->modules()) training = training || sub.is_training();
-    if (training) given = given->clone();
+    if (anyTraining(*given)) given = given->clone();
   }
   std::optional<ptopt::OptimizeResult> result;
   std::optional<ptopt::Optimizer> opt;
@@ -255,9 +268,9 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
       for (const auto& v : plan.source->inputsFor(0)) inputs.push_back(ptopt::verify::toDevice(v, dev));
       // The caller's modules keep their device and mode: time copies when
       // they would change.
-      torch::jit::Module ta = ma.is_training() || dev.is_cuda() ? ma.clone() : ma;
+      torch::jit::Module ta = needsCopy(ma, dev) ? ma.clone() : ma;
       std::optional<torch::jit::Module> tb;
-      if (mb) tb = mb->is_training() || dev.is_cuda() ? mb->clone() : *mb;
+      if (mb) tb = needsCopy(*mb, dev) ? mb->clone() : *mb;
       ta.eval();
       ta.to(dev);
       if (tb) {

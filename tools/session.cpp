@@ -232,10 +232,19 @@ std::vector<MethodText> showModule(const torch::jit::Module& module, const std::
 
 namespace {
 
-ir::Model importForDrawing(torch::jit::Module m, const std::string& method) {
+// A module that eval() would change (the caller's), copied first.
+torch::jit::Module inEvalMode(const torch::jit::Module& m) {
+  bool training = false;
+  for (const auto& sub : m.modules()) training = training || sub.is_training();
+  torch::jit::Module copy = training ? m.clone() : m;
+  copy.eval();
+  return copy;
+}
+
+ir::Model importForDrawing(const torch::jit::Module& module, const std::string& method) {
+  torch::jit::Module m = inEvalMode(module);
   ir::ImportOptions options;
   if (method != "forward") options.preserveMethods.push_back(method);
-  m.eval();
   return ir::importModule(m, options);
 }
 
@@ -264,12 +273,11 @@ void propagateShapes(ir::Graph& g, const std::vector<std::string>& shapes) {
 std::string drawModules(const torch::jit::Module& module, const torch::jit::Module* other,
                         const draw::DotOptions& options, const std::string& method,
                         const std::vector<std::string>& inputShapes, draw::DiffCounts* counts) {
-  // Copies: eval() would change the caller's modules' training flags.
-  ir::Model model = importForDrawing(module.is_training() ? module.clone() : module, method);
+  ir::Model model = importForDrawing(module, method);
   ir::Graph& graph = methodOf(model, method);
   propagateShapes(graph, inputShapes);
   if (!other) return draw::writeDot(graph, options);
-  ir::Model after = importForDrawing(other->is_training() ? other->clone() : *other, method);
+  ir::Model after = importForDrawing(*other, method);
   ir::Graph& afterGraph = methodOf(after, method);
   propagateShapes(afterGraph, inputShapes);
   return draw::writeDotDiff(graph, afterGraph, options, counts);

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import ptopt
-from ptopt import _C, _api
+from ptopt import _C
 
 FIXTURES = os.environ.get("PTOPT_FIXTURES_DIR", "build/fixtures")
 CLI = os.environ.get("PTOPT_CLI", "build/tools/ptopt")

@@ -344,6 +344,8 @@ def test_show(scripted):
     assert t.text.startswith("# method forward\n") and "# op counts (forward" in t.text
     assert "aten::conv2d" in str(t)
     assert ptopt.show(os.path.join(FIXTURES, "conv1d_bn.pt")).op_counts["aten::conv1d"] >= 1
+    loaded = ptopt.load(os.path.join(FIXTURES, "conv1d_bn.pt"))
+    assert isinstance(loaded, torch.jit.ScriptModule) and loaded(torch.randn(1, 4, 32)).shape[0] == 1
 
 
 def test_draw(scripted, tmp_path):

@@ -13,6 +13,8 @@ packages=(
   zlib1g-dev                   # inflates deflated entries in the zip pre-check
   clang libclang-rt-14-dev     # libFuzzer and the sanitizers (scripts/fuzz.sh)
   python3-matplotlib           # the PNG plot of bench/harness.py
+  python3-dev pybind11-dev     # the Python package (python/: pybind11 against libtorch_python)
+  python3-pytest               # its tests (tests/python/test_*.py, run by ctest)
 )
 missing=()
 for p in "${packages[@]}"; do

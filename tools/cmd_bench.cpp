@@ -10,6 +10,7 @@
 // when this ptopt was built against a CUDA LibTorch (otherwise by a device
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
+#include "tools/bench_run.h"
 #include "tools/bench_stats.h"
 #include "tools/commands.h"
 #include "tools/report.h"
@@ -21,11 +22,6 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <torch/cuda.h>
-
-#ifdef PTOPT_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#endif
 
 #include <fstream>
 #include <iostream>
@@ -54,45 +50,6 @@ void registerBenchOptions(CLI::App& cmd, BenchOptions& o) {
 }
 
 namespace {
-
-class Timer {
- public:
-  explicit Timer(c10::Device device) : device_(device) {}
-  // Runs `f` once and returns its time in milliseconds.
-  template <typename F>
-  double time(F&& f) {
-    if (!device_.is_cuda()) {
-      Stopwatch sw;
-      f();
-      return sw.ms();
-    }
-#ifdef PTOPT_WITH_CUDA
-    at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
-    start.record();
-    f();
-    stop.record();
-    stop.synchronize();
-    return static_cast<double>(start.elapsed_time(stop));
-#else
-    torch::cuda::synchronize();
-    Stopwatch sw;
-    f();
-    torch::cuda::synchronize();
-    return sw.ms();
-#endif
-  }
-  static std::string method(c10::Device device) {
-    if (!device.is_cuda()) return "steady_clock";
-#ifdef PTOPT_WITH_CUDA
-    return "CUDA events";
-#else
-    return "device synchronize + steady_clock (this ptopt was built without CUDA headers)";
-#endif
-  }
-
- private:
-  c10::Device device_;
-};
 
 // "65 runs: min 32.200  median 34.651 ... ms, CV 3.5%"; p99 only from 100
 // runs on (below that it is just the maximum).
@@ -134,11 +91,10 @@ int runBench(const BenchOptions& o) {
     b->eval();
     b->to(device);
   }
-  Timer timer(device);
   nlohmann::json results = nlohmann::json::array();
   std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{0} : o.batches;
   std::cout << fmt::format("device {}, {} intra-op thread(s), timing by {}{}\n", verify::describeDevice(device),
-                           at::get_num_threads(), Timer::method(device),
+                           at::get_num_threads(), timingMethod(device),
                            device.is_cuda() ? ", cuDNN benchmark mode on" : "");
   for (int64_t batch : batches) {
     verify::InputSource source = *plan.source;
@@ -147,47 +103,29 @@ int runBench(const BenchOptions& o) {
         if (spec.kind == verify::InputSpec::Kind::Tensor && !spec.shape.empty()) spec.shape[0] = batch;
     std::vector<c10::IValue> inputs;
     for (const auto& v : source.inputsFor(0)) inputs.push_back(verify::toDevice(v, device));
-    auto runA = [&] { a.forward(inputs); };
-    auto runB = [&] { b->forward(inputs); };
-    try {
-      runA();
-      if (b) runB();
-    } catch (const std::exception& e) {
-      throw ir::InputError("the model fails on the given inputs: " + ir::torchErrorMessage(e));
-    }
-    // Warm-up: time-based, at least 3 runs of each.
-    Stopwatch warm;
-    for (int i = 0; i < 3 || warm.ms() < o.warmupSeconds * 1000; ++i) {
-      runA();
-      if (b) runB();
-    }
-    std::vector<double> ta, tb;
-    Stopwatch clock;
-    const double budgetMs = o.minSeconds * 1000 * (b ? 2 : 1);
-    for (size_t i = 0;; ++i) {
-      if (o.iters ? i >= static_cast<size_t>(*o.iters)
-                  : (i >= static_cast<size_t>(o.minIters) && clock.ms() >= budgetMs))
-        break;
-      ta.push_back(timer.time(runA));
-      if (b) tb.push_back(timer.time(runB));
-    }
+    BenchSettings settings;
+    settings.warmupSeconds = o.warmupSeconds;
+    settings.minSeconds = o.minSeconds;
+    settings.minIters = o.minIters;
+    settings.iters = o.iters;
+    const BenchResult measured = benchModels(a, b ? &*b : nullptr, inputs, device, settings);
+    const std::vector<double>& ta = measured.samplesA;
     const std::string label = batch > 0 ? fmt::format(" (batch {})", batch) : "";
-    const TimingStats sa = summarize(ta);
+    const TimingStats& sa = measured.a;
     std::cout << fmt::format("A {}{}\n  {}\n", o.model, label, statsLine(sa));
     nlohmann::json entry = {{"batch", batch > 0 ? nlohmann::json(batch) : nlohmann::json()},
                             {"a", {{"model", o.model}, {"stats", statsJson(sa)}}}};
-    bool noisy = sa.cv > kNoisyCv;
+    const bool noisy = measured.noisy;
     if (b) {
-      const TimingStats sb = summarize(tb);
+      const TimingStats& sb = *measured.b;
       std::cout << fmt::format("B {}{}\n  {}\n", o.vs, label, statsLine(sb));
-      const RatioEstimate r = bootstrapMedianRatio(ta, tb);
+      const RatioEstimate& r = *measured.ratio;
       std::cout << fmt::format(
           "B/A median ratio {:.3f}x (95% CI {:.3f}-{:.3f}, bootstrap of {} resamples of {} interleaved pairs){}\n",
           r.median, r.low, r.high, r.resamples, ta.size(),
           r.high < 1 ? ": B is faster" : r.low > 1 ? ": B is slower" : ": no clear difference");
       entry["b"] = {{"model", o.vs}, {"stats", statsJson(sb)}};
       entry["ratio"] = {{"median", r.median}, {"ci95", {r.low, r.high}}, {"resamples", r.resamples}};
-      noisy = noisy || sb.cv > kNoisyCv;
     }
     if (noisy)
       std::cout << fmt::format("warning: noisy run (CV above {:.0f}%): other programs are competing for the "
@@ -198,7 +136,7 @@ int runBench(const BenchOptions& o) {
   }
   if (!o.jsonPath.empty()) {
     nlohmann::json j = {{"device", verify::describeDevice(device)}, {"threads", at::get_num_threads()},
-                        {"timing", Timer::method(device)}, {"cudnn_benchmark", device.is_cuda()},
+                        {"timing", timingMethod(device)}, {"cudnn_benchmark", device.is_cuda()},
                         {"versions", versionsJson()}, {"inputs", plan.source->describeInputs()}, {"results", results}};
     std::ofstream out(o.jsonPath);
     if (!out) throw UsageError("cannot write '" + o.jsonPath + "'");

@@ -1,6 +1,7 @@
 // `ptopt show IN.pt`: the IR text of every method and a table of op counts.
 #include "tools/commands.h"
 #include "tools/op_table.h"
+#include "tools/session.h"
 
 #include "ir/model.h"
 #include "ir/text.h"
@@ -21,14 +22,10 @@ void registerShowOptions(CLI::App& cmd, ShowOptions& o) {
 }
 
 int runShow(const ShowOptions& o) {
-  ir::ImportOptions importOptions;
-  importOptions.preserveMethods = o.preserveMethods;
-  ir::Model model = ir::importModule(ir::loadTorchScript(o.input), importOptions);
-  for (const auto& [name, graph] : model.methods) {
-    if (!o.opsOnly) std::cout << "# method " << name << "\n" << ir::printGraph(*graph) << "\n";
-    std::cout << "# op counts (" << name << ", " << graph->numNodes() << " nodes, "
-              << model.constants->size() << " constants)\n"
-              << formatOpTable(countOps(*graph));
+  for (const MethodText& m : showModule(ir::loadTorchScript(o.input), o.preserveMethods)) {
+    if (!o.opsOnly) std::cout << "# method " << m.name << "\n" << m.text << "\n";
+    std::cout << "# op counts (" << m.name << ", " << m.nodes << " nodes, " << m.constants << " constants)\n"
+              << formatOpTable(m.opCounts);
   }
   return 0;
 }

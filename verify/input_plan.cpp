@@ -11,19 +11,19 @@ namespace {
 // defaults, as when Python calls forward without them.
 InputPlan planFromFile(const InputRequest& r, const ir::Graph& forward) {
   const auto names = inputNames(forward);
+  const std::string what = r.values ? r.valuesName : fmt::format("--inputs '{}'", r.file);
   InputSet set;
   try {
-    set = loadInputsFile(r.file);
+    set = r.values ? *r.values : loadInputsFile(r.file);
   } catch (const std::invalid_argument& e) {
     throw InputPlanError(e.what());
   }
   if (set.values.size() > names.size())
-    throw InputPlanError(fmt::format("--inputs '{}' holds {} value(s), the model takes {} input(s) ({})", r.file,
+    throw InputPlanError(fmt::format("{} holds {} value(s), the model takes {} input(s) ({})", what,
                                      set.values.size(), names.size(), fmt::join(names, ", ")));
   std::vector<c10::IValue> values;
   try {
-    values = completeInputValues(set, forward,
-                                 fmt::format("--inputs '{}' holds {} value(s)", r.file, set.values.size()));
+    values = completeInputValues(set, forward, fmt::format("{} holds {} value(s)", what, set.values.size()));
   } catch (const std::invalid_argument& e) {
     throw InputPlanError(e.what());
   }
@@ -73,8 +73,9 @@ InputSource seeded(const InputRequest& r, std::vector<InputSpec> specs) {
 }  // namespace
 
 InputPlan planInputs(const InputRequest& r, const ir::Graph& forward) {
-  if (!r.file.empty() && !r.shapes.empty()) throw InputPlanError("give either --inputs or --input-shape, not both");
-  if (!r.file.empty()) return planFromFile(r, forward);
+  if ((!r.file.empty() || r.values) && !r.shapes.empty())
+    throw InputPlanError("give either --inputs or --input-shape, not both");
+  if (!r.file.empty() || r.values) return planFromFile(r, forward);
   InputPlan plan;
   if (auto skipped = unbuildableInputs(r, forward)) {
     plan.message = *skipped;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "ir/ir.h"
+#include "verify/inputs.h"
 #include "verify/runner.h"
 
 #include <optional>
@@ -24,6 +25,11 @@ struct InputRequest {
   uint64_t seed = 0;                // --seed
   int iterations = 3;               // --verify-iters
   std::string executor = "plain";   // --verify-executor
+  // Values already in memory (the C++ and Python APIs' example inputs), in
+  // order or by name: planned like a --inputs file (instead of one). Named
+  // `valuesName` in messages.
+  std::optional<InputSet> values;
+  std::string valuesName = "example_inputs";
 };
 
 // The plan: the source, and what was assumed to get there.

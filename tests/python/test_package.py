@@ -1,0 +1,362 @@
+"""The Python package `ptopt`: every function and every exception.
+
+Run by ctest (python.package) with PYTHONPATH=build/python; the fixtures
+(PTOPT_FIXTURES_DIR) are made by tests/fixtures/make_fixtures.py.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ptopt
+
+FIXTURES = os.environ.get("PTOPT_FIXTURES_DIR", "build/fixtures")
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 4)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn(self.conv(x)))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+class Hardtanh(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.hardtanh(self.conv(x), 0.0, 6.0)
+
+
+class TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.conv(x)) * scale
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    torch.manual_seed(0)
+    return torch.jit.script(ConvBnRelu().eval())
+
+
+X = (torch.randn(2, 3, 16, 16),)
+
+
+def ops(module):
+    return ptopt.show(module).op_counts
+
+
+# ---------------------------------------------------------------- optimize
+
+
+def test_optimize_scripted_in_memory(scripted):
+    before = scripted(*X)
+    fast = ptopt.optimize(scripted, "-O1", X)
+    assert isinstance(fast, torch.jit.ScriptModule)
+    assert "aten::batch_norm" in ops(scripted) and "aten::batch_norm" not in ops(fast)
+    torch.testing.assert_close(fast(*X), before, rtol=1e-4, atol=1e-5)
+    # The caller's module is not changed, and saves and loads like any module.
+    torch.testing.assert_close(scripted(*X), before, rtol=0, atol=0)
+    buf = io.BytesIO()
+    torch.jit.save(fast, buf)
+    buf.seek(0)
+    torch.testing.assert_close(torch.jit.load(buf)(*X), fast(*X), rtol=0, atol=0)
+
+
+def test_optimize_traced_with_inputs_by_name_and_pipeline_object():
+    torch.manual_seed(1)
+    eager = TwoInputs().eval()
+    x, s = torch.randn(1, 3, 10, 10), torch.rand(1)
+    traced = torch.jit.trace(eager, (x, s))
+    pipeline = ptopt.Pipeline(["bn-inference", ptopt.Pipeline.fixpoint("fold-conv-bn", "dce", max_iter=2)])
+    fast = ptopt.optimize(traced, pipeline, {"scale": s, "x": x})
+    assert "aten::batch_norm" not in ops(fast)
+    torch.testing.assert_close(fast(x, s), eager(x, s), rtol=1e-4, atol=1e-5)
+
+
+def test_optimize_training_mode_module_is_left_in_training_mode():
+    m = torch.jit.script(ConvBnRelu().train())
+    fast = ptopt.optimize(m, "-O1", X)
+    assert m.training and m.bn.training
+    assert "aten::batch_norm" not in ops(fast)
+
+
+def test_optimize_path_and_input_shapes_and_report(tmp_path):
+    path = os.path.join(FIXTURES, "conv1d_bn.pt")
+    record = {}
+    fast = ptopt.optimize(path, "-O1", input_shapes=["1,4,32"], report=record)
+    assert isinstance(fast, torch.jit.ScriptModule)
+    assert record["verification"]["passed"] is True and record["input"] == path
+    assert record["pipeline"] == str(ptopt.Pipeline("-O1"))
+    report_file = tmp_path / "run.json"
+    ptopt.optimize(torch.jit.load(path), "-O1", input_shapes=["1,4,32"], report=report_file)
+    assert json.loads(report_file.read_text())["outcome"] == "passed"
+
+
+def test_optimize_inferred_inputs_and_verify_false(scripted):
+    # The first op is a conv: 1x3x224x224 is assumed (with a warning note).
+    with pytest.warns(UserWarning, match="assum"):
+        ptopt.optimize(scripted, "canonicalize")
+    # Nothing to verify with: an error unless verify=False.
+    class Add(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a + b
+    add = torch.jit.script(Add())
+    with pytest.raises(ptopt.InputError, match="example_inputs"):
+        ptopt.optimize(add, "dce")
+    assert isinstance(ptopt.optimize(add, "dce", verify=False), torch.jit.ScriptModule)
+
+
+def test_optimize_rules_as_string():
+    m = torch.jit.script(Hardtanh().eval())
+    rules = textwrap.dedent("""\
+        rule hardtanh-to-relu6
+          pattern
+            graph(%x : Tensor, %lo : Scalar, %hi : Scalar):
+              %y : Tensor = aten::hardtanh(%x, %lo, %hi)
+              output(%y)
+          replacement
+            graph(%x : Tensor, %lo : Scalar, %hi : Scalar):
+              %y : Tensor = aten::relu6(%x)
+              output(%y)
+          where %lo in {0.0, 0}
+          where %hi in {6.0, 6}
+        """)
+    x = (torch.randn(1, 3, 8, 8),)
+    fast = ptopt.optimize(m, "canonicalize", x, rules=rules)
+    assert "aten::relu6" in ops(fast) and "aten::hardtanh" not in ops(fast)
+    torch.testing.assert_close(fast(*x), m(*x), rtol=0, atol=0)
+
+
+def test_optimize_quantize_and_tune_arguments(scripted):
+    with pytest.raises(NotImplementedError, match="tune"):
+        ptopt.optimize(scripted, "-O1", X, tune=True)
+    with pytest.raises(ValueError, match="int8"):
+        ptopt.optimize(scripted, "-O1", X, quantize="int8")
+    with pytest.raises(TypeError, match="torch.jit.script"):
+        ptopt.optimize(ConvBnRelu(), "-O1", X)
+    with pytest.raises(FileNotFoundError):
+        ptopt.optimize("/nonexistent/model.pt")
+
+
+def test_optimize_fp16_quantize_is_verified_by_emulation(scripted):
+    fast = ptopt.optimize(scripted, "-O1", X, quantize="fp16")
+    assert isinstance(fast, torch.jit.ScriptModule)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_pipeline_error_has_caret_message_and_nearest_pass(scripted):
+    with pytest.raises(ptopt.PipelineError) as e:
+        ptopt.optimize(scripted, "canonicalize,fold-conv-nb,dce", X)
+    assert isinstance(e.value, ValueError)
+    assert e.value.suggestion == "fold-conv-bn"
+    text = str(e.value)
+    assert "did you mean 'fold-conv-bn'" in text
+    assert text.splitlines()[-1].strip() == "^" and e.value.column == 14 and e.value.line == 1
+    with pytest.raises(ptopt.PipelineError, match="fixpoint"):
+        ptopt.Pipeline("fixpoint{max-iter=3}(cse")
+
+
+def test_rules_error_has_caret_message(scripted):
+    with pytest.raises(ptopt.RulesError) as e:
+        ptopt.optimize(scripted, "-O1", X, rules="rule broken\n  pattern\n    nonsense\n")
+    assert isinstance(e.value, ValueError) and e.value.line >= 1
+    assert str(e.value).startswith("rules:") and "^" in str(e.value)
+
+
+def test_not_torchscript(tmp_path):
+    path = tmp_path / "state_dict.pt"
+    torch.save(ConvBnRelu().state_dict(), path)
+    with pytest.raises(ptopt.NotTorchScriptError, match="torch.save"):
+        ptopt.optimize(path)
+    with pytest.raises(ptopt.NotTorchScriptError):
+        ptopt.load(path)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a zip archive at all")
+    with pytest.raises(ptopt.NotTorchScriptError, match="not a TorchScript file"):
+        ptopt.optimize(garbage)
+
+
+def test_shape_that_does_not_fit(scripted):
+    bad = (torch.randn(1, 5, 16, 16),)  # 5 channels; the conv takes 3
+    with pytest.raises(ptopt.InputShapeError) as e:
+        ptopt.optimize(scripted, "-O1", bad)
+    assert isinstance(e.value, ptopt.InputError) and isinstance(e.value, ValueError)
+    with pytest.raises(ptopt.InputShapeError):
+        ptopt.optimize(scripted, "-O1", bad, verify=False)
+    with pytest.raises(ptopt.InputShapeError, match="takes 1 input"):
+        ptopt.optimize(scripted, "-O1", (X[0], X[0]))
+    with pytest.raises(ptopt.InputShapeError, match="does not take"):
+        ptopt.optimize(scripted, "-O1", {"y": X[0]})
+    with pytest.raises(ptopt.InputShapeError):
+        ptopt.verify(scripted, scripted, bad)
+    with pytest.raises(ptopt.InputShapeError):
+        ptopt.bench(scripted, None, bad, iters=2, warmup=0)
+
+
+WRONG_RULE = textwrap.dedent("""\
+    rule relu-to-sigmoid
+      pattern
+        graph(%x : Tensor):
+          %y : Tensor = aten::relu(%x)
+          output(%y)
+      replacement
+        graph(%x : Tensor):
+          %y : Tensor = aten::sigmoid(%x)
+          output(%y)
+    """)
+
+
+def test_verification_error_carries_per_output_metrics(scripted):
+    with pytest.raises(ptopt.VerificationError) as e:
+        ptopt.optimize(scripted, "canonicalize", X, rules=WRONG_RULE)
+    report = e.value.report
+    assert report is not None and not report.passed and not report
+    assert set(e.value.metrics) == {"out"}
+    m = e.value.metrics["out"]
+    assert m["passed"] is False and m["max_abs"] > 1e-3 and "cosine" in m
+    assert "FAILED" in str(e.value) or "failed" in str(e.value)
+
+
+def test_unknown_operator_without_load_ops(tmp_path):
+    torchvision = pytest.importorskip("torchvision")
+
+    class Nms(nn.Module):
+        def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            return torchvision.ops.nms(boxes, scores, 0.5)
+
+    path = tmp_path / "nms.pt"
+    torch.jit.save(torch.jit.script(Nms()), str(path))
+    lib = ptopt._C.torchvision_ops_library()
+    # A fresh process without torchvision imported: the operator is unknown.
+    script = textwrap.dedent(f"""\
+        import sys, torch, ptopt
+        assert "torchvision" not in sys.modules
+        try:
+            ptopt.optimize({str(path)!r}, verify=False)
+        except ptopt.UnknownOperatorError as e:
+            assert e.operator == "torchvision::nms", e.operator
+            assert "load_ops" in str(e)
+            print("unknown-op-ok")
+        boxes = torch.tensor([[0., 0., 10., 10.], [1., 1., 11., 11.], [50., 50., 60., 60.]])
+        scores = torch.tensor([0.9, 0.8, 0.7])
+        out = ptopt.optimize({str(path)!r}, "-O1", (boxes, scores), load_ops=[{lib!r}])
+        assert out(boxes, scores).tolist() == [0, 2]
+        print("load-ops-ok")
+        """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "unknown-op-ok" in r.stdout and "load-ops-ok" in r.stdout
+
+
+# ---------------------------------------------------------------- verify, bench
+
+
+def test_verify_report(scripted):
+    fast = ptopt.optimize(scripted, "-O1", X)
+    report = ptopt.verify(scripted, fast, X)
+    assert report.passed and bool(report)
+    assert set(report.metrics) == {"out"} and report.metrics["out"]["passed"]
+    assert "passed" in report.verdict and len(report.iterations) == 1
+    seeded = ptopt.verify(scripted, fast, input_shapes=["2,3,16,16"], iterations=2)
+    assert seeded.passed and len(seeded.iterations) == 2
+    other = torch.jit.script(ConvBnRelu().eval())  # other weights
+    differs = ptopt.verify(scripted, other, X)
+    assert not differs.passed and differs.metrics["out"]["max_abs"] > 0
+    assert "out" in str(differs)
+    assert ptopt.verify(scripted, other, X, atol=1e3).passed
+
+
+def test_bench(scripted):
+    fast = ptopt.optimize(scripted, "-O1", X)
+    threads = torch.get_num_threads()
+    r = ptopt.bench(scripted, fast, X, threads=1, warmup=0.05, min_time=0.05, min_iters=5)
+    assert torch.get_num_threads() == threads
+    assert r.threads == 1 and r.a["runs"] >= 5 and r.b["runs"] == r.a["runs"]
+    assert r.ratio > 0 and r.ci95[0] <= r.ratio <= r.ci95[1]
+    assert r.median_a_ms > 0 and r.median_b_ms > 0 and "B/A" in str(r)
+    one = ptopt.bench(scripted, example_inputs=X, iters=3, warmup=0)
+    assert one.b is None and one.ratio is None and one.a["runs"] == 3
+
+
+# ---------------------------------------------------------------- passes, Pipeline
+
+
+def test_passes():
+    infos = ptopt.passes()
+    names = [p.name for p in infos]
+    assert "fold-conv-bn" in names and names == sorted(names)
+    cast = ptopt.passes("cast")
+    assert cast.contract and cast.description
+    dtype = next(o for o in cast.options if o.name == "dtype")
+    assert dtype.kind == "enum" and "bf16" in dtype.choices and dtype.default == "auto"
+    with pytest.raises(ptopt.PipelineError) as e:
+        ptopt.passes("fold-conv-b")
+    assert e.value.suggestion == "fold-conv-bn"
+    assert set(ptopt.presets()) == {"-O0", "-O1", "-O2", "-O3"}
+
+
+def test_pipeline_canonical_text():
+    p = ptopt.Pipeline(" remove-dropout ,\n fixpoint{max-iter=3}( cse , dce ) # comment\n")
+    assert str(p) == "remove-dropout,fixpoint{max-iter=3}(cse,dce)"
+    assert ptopt.Pipeline(str(p)) == p and repr(p).startswith("Pipeline(")
+    assert ptopt.Pipeline.preset(1) == ptopt.Pipeline("-O1")
+    o1 = ptopt.Pipeline.preset(1)
+    assert str(o1).endswith(",fuse-cudnn")
+    # More passes go before the closing device lowering, as in "-O1,more".
+    assert o1.then("channels-last") == ptopt.Pipeline("-O1,channels-last")
+    assert str(o1.then("channels-last")).endswith("channels-last,fuse-cudnn")
+    assert ptopt.Pipeline.step("cast", dtype="bf16", keep_io=False) == "cast{dtype=bf16,keep-io=false}"
+    assert str(ptopt.Pipeline(ptopt.Pipeline.step("cast", dtype="fp16"))) == "cast{dtype=fp16}"
+    assert str(ptopt.Pipeline("")) == ""
+
+
+# ---------------------------------------------------------------- show, draw
+
+
+def test_show(scripted):
+    t = ptopt.show(scripted)
+    assert t.op_counts["aten::conv2d"] == 1 and t.methods["forward"].nodes > 0
+    assert t.text.startswith("# method forward\n") and "# op counts (forward" in t.text
+    assert "aten::conv2d" in str(t)
+    assert ptopt.show(os.path.join(FIXTURES, "conv1d_bn.pt")).op_counts["aten::conv1d"] >= 1
+    loaded = ptopt.load(os.path.join(FIXTURES, "conv1d_bn.pt"))
+    assert isinstance(loaded, torch.jit.ScriptModule) and loaded(torch.randn(1, 4, 32)).shape[0] == 1
+
+
+def test_draw(scripted, tmp_path):
+    fast = ptopt.optimize(scripted, "-O1", X)
+    d = ptopt.draw(scripted, tmp_path / "g.dot")
+    assert d.dot.startswith("digraph") and (tmp_path / "g.dot").read_text() == d.dot
+    diff = ptopt.draw(scripted, tmp_path / "diff.dot", diff=fast, depth=1, input_shapes=["2,3,16,16"])
+    assert diff.removed >= 1  # the batch_norm
+    if ptopt._C.graphviz_available():
+        svg = ptopt.draw(scripted, tmp_path / "diff.svg", diff=fast)
+        assert (tmp_path / "diff.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+        assert svg.removed == diff.removed
+    with pytest.raises(ValueError, match="svg"):
+        ptopt.draw(scripted, tmp_path / "g.txt")

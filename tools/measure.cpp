@@ -1,0 +1,128 @@
+#include "tools/measure.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <stdexcept>
+
+namespace ptopt {
+
+std::string verdictName(SpeedVerdict v) {
+  switch (v) {
+    case SpeedVerdict::Faster: return "faster";
+    case SpeedVerdict::Slower: return "slower";
+    case SpeedVerdict::NoClearDifference: break;
+  }
+  return "no clear difference";
+}
+
+std::string SpeedMeasurement::line() const {
+  return fmt::format("{:.3f}x (95% CI {:.3f}-{:.3f}; {} interleaved pairs, {} thread{}, median {:.3f} vs {:.3f} ms)",
+                     ratio.median, ratio.low, ratio.high, pairs, threads, threads == 1 ? "" : "s", b.medianMs,
+                     a.medianMs);
+}
+
+SpeedVerdict judge(const tools::RatioEstimate& r, double margin) {
+  if (r.low > 1 + margin) return SpeedVerdict::Slower;
+  if (r.high < 1 - margin) return SpeedVerdict::Faster;
+  return SpeedVerdict::NoClearDifference;
+}
+
+double steadyNowMs() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+SpeedMeasurement measurePair(const std::function<double()>& timeA, const std::function<double()>& timeB,
+                             const MeasureOptions& o, const std::function<double()>& nowMs) {
+  const double start = nowMs();
+  const double budgetMs = o.budgetSeconds * 1000;
+  for (int i = 0; i < o.warmupRuns; ++i) {
+    timeA();
+    timeB();
+  }
+  // The warm-up's cost predicts a pair's: stop before a pair would overrun
+  // the budget by much (slow models get fewer pairs, at least minPairs).
+  std::vector<double> ta, tb;
+  while (ta.size() < o.maxPairs) {
+    const double elapsed = nowMs() - start;
+    if (ta.size() >= o.minPairs && elapsed >= budgetMs) break;
+    if (o.earlyStop && ta.size() >= 20 && ta.size() % 10 == 0) {
+      const tools::RatioEstimate r = tools::bootstrapMedianRatio(ta, tb, 400);
+      const bool clear = r.low > 1 + o.margin || r.high < 1 - o.margin ||
+                         (r.low >= 1 - o.margin && r.high <= 1 + o.margin);
+      if (clear) break;
+    }
+    ta.push_back(timeA());
+    tb.push_back(timeB());
+  }
+  SpeedMeasurement m;
+  m.pairs = ta.size();
+  m.a = tools::summarize(ta);
+  m.b = tools::summarize(tb);
+  m.ratio = tools::bootstrapMedianRatio(ta, tb);
+  m.verdict = judge(m.ratio, o.margin);
+  m.seconds = (nowMs() - start) / 1000;
+  m.threads = o.threads;
+  return m;
+}
+
+ScopedThreads::ScopedThreads(int threads) : previous_(at::get_num_threads()) {
+  if (threads > 0 && threads != previous_) at::set_num_threads(threads);
+}
+ScopedThreads::~ScopedThreads() {
+  if (at::get_num_threads() != previous_) at::set_num_threads(previous_);
+}
+
+SpeedMeasurement measureModules(torch::jit::Module a, torch::jit::Module b, const std::vector<c10::IValue>& inputsA,
+                                const std::vector<c10::IValue>& inputsB, c10::Device device,
+                                const MeasureOptions& options) {
+  ScopedThreads threads(options.threads);
+  torch::NoGradGuard noGrad;
+  a.eval();
+  b.eval();
+  const bool cuda = device.is_cuda();
+  auto timer = [cuda, &inputsA, &inputsB](torch::jit::Module& m, bool isB) {
+    return [&m, cuda, isB, &inputsA, &inputsB] {
+      const double t0 = steadyNowMs();
+      m.forward(isB ? inputsB : inputsA);
+      if (cuda) torch::cuda::synchronize();
+      return steadyNowMs() - t0;
+    };
+  };
+  SpeedMeasurement m = measurePair(timer(a, false), timer(b, true), options, steadyNowMs);
+  m.threads = at::get_num_threads();
+  return m;
+}
+
+NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std::vector<Candidate>& candidates,
+                                const MeasureOptions& options, const std::function<double()>& nowMs) {
+  if (candidates.empty()) throw std::invalid_argument("pickNotSlower: no candidates");
+  NeverSlowerResult result;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    CandidateOutcome outcome{candidates[i].name, std::nullopt, ""};
+    const bool last = i + 1 == candidates.size();
+    try {
+      std::function<double()> timeIt = candidates[i].build();
+      if (last) {
+        result.tried.push_back(outcome);
+        result.chosen = i;
+        return result;
+      }
+      outcome.measurement = measurePair(timeIn, timeIt, options, nowMs);
+    } catch (const std::exception& e) {
+      outcome.error = e.what();
+      if (last) throw;  // the input itself must be writable
+    }
+    const bool ok = outcome.measurement && outcome.measurement->verdict != SpeedVerdict::Slower;
+    result.tried.push_back(std::move(outcome));
+    if (ok) {
+      result.chosen = i;
+      return result;
+    }
+  }
+  return result;  // not reached: the last candidate returns or throws
+}
+
+}  // namespace ptopt

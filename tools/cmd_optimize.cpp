@@ -37,6 +37,7 @@
 #include "verify/blame.h"
 
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/cuda.h>
 
 #include <filesystem>
@@ -45,6 +46,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <cstdlib>
 #include <sstream>
 #include <unistd.h>
 
@@ -528,9 +530,11 @@ void measure(Run& r, bool ok) {
   auto skip = [&](const std::string& why) {
     rec["skipped"] = why;
     r.record.sections["measurement"] = rec;
-    if (!o.noMeasure) r.say("speed: not measured (" + why + ")\n");
+    if (why.rfind("--no-measure", 0) != 0) r.say("speed: not measured (" + why + ")\n");
   };
   if (o.noMeasure) return skip("--no-measure");
+  if (const char* env = std::getenv("PTOPT_NO_MEASURE"); env && *env && std::string(env) != "0")
+    return skip("--no-measure (PTOPT_NO_MEASURE is set)");
   if (!ok) return skip("verification failed");
   const std::string here = r.device.is_cuda() ? "cuda" : "cpu";
   if (r.ctx.targetDevice != here)
@@ -545,6 +549,8 @@ void measure(Run& r, bool ok) {
   MeasureOptions mo;
   mo.budgetSeconds = o.measureBudget;
   mo.threads = o.measureThreads;
+  mo.optimizingExecutor = o.verify.executor == "optimizing";  // --verify-executor
+  rec["executor"] = mo.optimizingExecutor ? "optimizing" : "plain";
   Stopwatch sw;
   // IN as given (a copy on CUDA: the original stays on the CPU for imports).
   torch::jit::Module in = r.device.is_cuda() ? r.opt->original().clone() : r.opt->original();
@@ -620,6 +626,7 @@ void measure(Run& r, bool ok) {
   try {
     ScopedThreads threads(mo.threads);
     torch::NoGradGuard noGrad;
+    torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
     picked = pickNotSlower(timeIn, candidates, mo, steadyNowMs);
     if (candidates.size() == 1) {  // --force: OUT is written whatever it measures; time it anyway
       picked.tried.back().measurement = measurePair(timeIn, candidates[0].build(), mo, steadyNowMs);

@@ -1,6 +1,9 @@
 #include "tools/measure.h"
 
+#include "ir/model.h"
+
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
@@ -80,6 +83,7 @@ SpeedMeasurement measureModules(torch::jit::Module a, torch::jit::Module b, cons
                                 const MeasureOptions& options) {
   ScopedThreads threads(options.threads);
   torch::NoGradGuard noGrad;
+  torch::jit::GraphOptimizerEnabledGuard optimizer(options.optimizingExecutor);
   a.eval();
   b.eval();
   const bool cuda = device.is_cuda();
@@ -95,6 +99,18 @@ SpeedMeasurement measureModules(torch::jit::Module a, torch::jit::Module b, cons
   m.threads = at::get_num_threads();
   return m;
 }
+
+namespace {
+// LibTorch's message without its backtrace; of a TorchScript traceback, the
+// last line (the error itself: `RuntimeError: "slow_conv2d_cpu" not
+// implemented for 'Half'`).
+std::string shortError(const std::exception& e) {
+  std::string m = ir::torchErrorMessage(e);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  const size_t nl = m.rfind('\n');
+  return nl == std::string::npos ? m : m.substr(nl + 1);
+}
+}  // namespace
 
 NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std::vector<Candidate>& candidates,
                                 const MeasureOptions& options, const std::function<double()>& nowMs) {
@@ -112,7 +128,7 @@ NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std
       }
       outcome.measurement = measurePair(timeIn, timeIt, options, nowMs);
     } catch (const std::exception& e) {
-      outcome.error = e.what();
+      outcome.error = shortError(e);
       if (last) throw;  // the input itself must be writable
     }
     const bool ok = outcome.measurement && outcome.measurement->verdict != SpeedVerdict::Slower;

@@ -36,13 +36,19 @@ struct MeasureOptions {
   double budgetSeconds = 2.0;  // per comparison: warm-up and timed pairs together (--measure-budget)
   int threads = 1;             // intra-op threads while timing (0: leave LibTorch's setting)
   size_t minPairs = 5;         // timed pairs at least, even past the budget
-  size_t maxPairs = 2000;
+  size_t maxPairs = 100;       // enough for a tight interval; fast models stop here
   int warmupRuns = 3;          // untimed runs of each model first
   double margin = 0.02;        // slower only when the CI's lower bound exceeds 1 + margin
   // Stop before the budget once the answer is clear: from 20 pairs on, every
   // 10 pairs, when the CI lies wholly above 1 + margin, below 1 - margin, or
   // within 1 +- margin.
   bool earlyStop = true;
+  // Run both through LibTorch's profiling executor with its graph optimizer
+  // on, as deployment does. Off by default (as verification runs them): the
+  // optimizer's first runs cost time superlinear in the graph (seconds for
+  // a few thousand nodes), which would break the budget, and on a CPU the
+  // steady state of a conv net differs little.
+  bool optimizingExecutor = false;
 };
 
 enum class SpeedVerdict { Faster, NoClearDifference, Slower };

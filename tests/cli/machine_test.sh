@@ -78,6 +78,10 @@ grep -q "fp32 structure" <<<"$last_output" && fail "--force tried a fallback"
 expect 0 "PASSED" -- "$ptopt" "$m" "$work/slow/unmeasured.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' \
   --input-shape $shape --no-measure
 grep -q "speed:" <<<"$last_output" && fail "--no-measure measured"
+PTOPT_NO_MEASURE=1 expect 0 "PASSED" -- "$ptopt" "$m" "$work/slow/env.pt" --passes 'cast{dtype=fp16}' \
+  --input-shape $shape
+grep -q "speed:\|instead" <<<"$last_output" && fail "PTOPT_NO_MEASURE=1 measured"
+rm -f "$work/slow/env.pt"
 "$py" - "$work/slow/forced.pt" "$work/slow/unmeasured.pt" <<'PY' || fail "--force / --no-measure wrote something else"
 import sys, torch
 for path in sys.argv[1:]:

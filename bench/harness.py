@@ -419,20 +419,25 @@ def render_markdown(results):
                                               "**does not reload**"))
         lines.append("| %s | %s |" % (row["model"], " | ".join(cells)))
     lines += ["", "**ptopt's own time (ms) and peak memory per model**", "",
-              "| model | preset | load | import | passes | export | verify | save | peak RSS | ptopt's verification |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "| model | preset | load | import | passes | export | verify | measure | save | peak RSS | ptopt's verification | ptopt's OUT/IN (95% CI) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in results["models"]:
         for preset, info in row["tool"].items():
             if "stage_ms" not in info:
-                lines.append("| %s | %s | %s | | | | | | | |" % (row["model"], preset, info.get("error", "failed")))
+                lines.append("| %s | %s | %s | | | | | | | | | |" % (row["model"], preset, info.get("error", "failed")))
                 continue
             s = info["stage_ms"]
             verdict = info.get("verified", "")
             if info.get("exit_code") == 3:
                 verdict = "**FAILED** (exit 3; file written with --force and timed)"
-            lines.append("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f MiB | %s |" % (
+            m = info.get("measurement") or {}
+            speed = ("%.3fx (%.3f-%.3f)%s" % (m["ratio"], m["ci95"][0], m["ci95"][1],
+                                              "" if m.get("written") in (None, "output") else
+                                              "; wrote %s" % m["written"])) if "ratio" in m else m.get("skipped", "")
+            lines.append("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f MiB | %s | %s |" % (
                 row["model"], preset, s.get("load", 0), s.get("import", 0), s.get("passes", 0), s.get("export", 0),
-                s.get("verify", 0) + s.get("reference", 0), s.get("save", 0), info["peak_rss_mib"], verdict))
+                s.get("verify", 0) + s.get("reference", 0), s.get("measure", 0), s.get("save", 0),
+                info["peak_rss_mib"], verdict, speed))
     lines += targets_markdown(results)
     if results.get("scaling"):
         lines += scaling_markdown(results["scaling"])

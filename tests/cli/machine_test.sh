@@ -51,24 +51,30 @@ assert r["written"] in ("output", "input"), r
 PY
 
 # A pipeline that makes the model much slower on a CPU: fp16 casts, which
-# LibTorch 1.13 cannot even run on a CPU (verified by emulation). OUT is
-# not written; the pipeline without its precision and layout passes is.
+# LibTorch 1.13 cannot even run on a CPU (verified by emulation; emulated
+# fp16 runs about as fast as fp32 here). OUT is not written; the pipeline
+# without its precision and layout passes is (or, should that measure
+# slower on a noisy machine, the input itself).
 mkdir "$work/slow"
-expect 0 "OUT was measurably slower than IN.*, so ptopt writes fp32 structure" -- \
+expect 0 "OUT was measurably slower than IN.*, so ptopt writes (fp32 structure|the input model)" -- \
   "$ptopt" "$m" "$work/slow/o.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' --input-shape $shape \
   --measure-budget 0.5 --report "$work/slow.json"
-grep -q "wrote fp32 structure instead" <<<"$last_output" || fail "the last line does not say what was written"
-"$py" - "$work/slow/o.pt" "$work/slow.json" <<'PY' || fail "fp16 fallback"
+grep -qE "wrote (fp32 structure|the input model \(unchanged\)) instead" <<<"$last_output" \
+  || fail "the last line does not say what was written"
+"$py" - "$m" "$work/slow/o.pt" "$work/slow.json" <<'PY' || fail "fp16 fallback"
 import json, sys, torch
-m = torch.jit.load(sys.argv[1])
+m = torch.jit.load(sys.argv[2])
 m(torch.randn(1, 3, 64, 64))  # runs on this CPU
 assert {t.dtype for t in m.state_dict().values()} == {torch.float32}, "fp16 left in the fallback"
-assert not [n for n in m.graph.nodes() if n.kind() == "aten::batch_norm"], "not the folded structure"
-r = json.load(open(sys.argv[2]))
+r = json.load(open(sys.argv[3]))
 meas = r["measurement"]
-assert meas["written"] == "fp32 structure", meas
-assert "error" in meas["candidates"][0] or meas["candidates"][0]["verdict"] == "slower", meas
-assert r["outcome"].startswith("passed; wrote fp32 structure"), r["outcome"]
+assert meas["candidates"][0]["candidate"] == "output" and "Half" in meas["candidates"][0]["error"], meas
+if meas["written"] == "fp32 structure":
+    assert not [n for n in m.graph.nodes() if n.kind() == "aten::batch_norm"], "not the folded structure"
+    assert r["outcome"].startswith("passed; wrote fp32 structure"), r["outcome"]
+else:
+    assert meas["written"] == "input" and meas["candidates"][1]["verdict"] == "slower", meas
+    assert open(sys.argv[1], "rb").read() == open(sys.argv[2], "rb").read()
 PY
 [ -z "$(ls -A "$work/slow" | grep -v '^o\.pt$')" ] || fail "files left behind: $(ls -A "$work/slow")"
 # --force writes the slower OUT anyway; --no-measure writes it untimed.

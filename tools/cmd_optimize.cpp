@@ -519,6 +519,19 @@ std::string readBytes(const std::string& path) {
   return ss.str();
 }
 
+// Verifies a fallback candidate by the fp32 criterion, on the inputs as
+// they are (the runner is restored afterwards); throws when it fails.
+void checkFp32(Run& r, const torch::jit::Module& candidate) {
+  const verify::ToleranceSet saved = r.runner->tolerances();
+  auto adapter = std::move(r.runner->inputAdapter);
+  r.runner->inputAdapter = nullptr;
+  r.runner->setTolerances(tolerancesFrom(r.o.verify, verify::Tolerance::forPrecision(c10::ScalarType::Float)));
+  const verify::VerifyReport v = r.runner->check(candidate);
+  r.runner->setTolerances(saved);
+  r.runner->inputAdapter = std::move(adapter);
+  if (!v.passed) throw std::runtime_error("fails verification: " + v.verdict());
+}
+
 // measure: OUT timed against IN, interleaved and bounded (tools/measure.h).
 // When OUT is measurably slower (and no --force), the candidates after it
 // are tried in order: the same pipeline without its precision and layout
@@ -553,18 +566,8 @@ void measure(Run& r, bool ok) {
   rec["executor"] = mo.optimizingExecutor ? "optimizing" : "plain";
   Stopwatch sw;
   // IN as given (a copy on CUDA: the original stays on the CPU for imports).
-  torch::jit::Module in = r.device.is_cuda() ? r.opt->original().clone() : r.opt->original();
-  auto timerOf = [device = r.device](torch::jit::Module m, std::vector<c10::IValue> args) {
-    m.eval();
-    m.to(device);
-    return std::function<double()>([m, args = std::move(args), device]() mutable {
-      Stopwatch t;
-      m.forward(args);
-      if (device.is_cuda()) torch::cuda::synchronize();
-      return t.ms();
-    });
-  };
-  const std::function<double()> timeIn = timerOf(in, inputs);
+  const std::function<double()> timeIn =
+      moduleTimer(r.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, r.device);
   auto asJson = [](const SpeedMeasurement& m) {
     return nlohmann::json{{"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}}, {"pairs", m.pairs},
                           {"threads", m.threads}, {"in_median_ms", m.a.medianMs}, {"candidate_median_ms", m.b.medianMs},
@@ -572,52 +575,17 @@ void measure(Run& r, bool ok) {
   };
 
   // The candidates, best first; each is built only when the one before it
-  // was measurably slower.
+  // was measurably slower (--force: OUT alone).
   std::vector<Candidate> candidates;
-  candidates.push_back({"output", "the optimized model", [&] {
-                          return timerOf(r.result.module, outInputs);
-                        }});
-  rewriters::Pipeline structure = r.pipeline;
-  std::vector<std::string> dropped;
-  for (const char* pass : {"cast", "channels-last"})
-    if (rewriters::pipelineUses(structure, pass)) {
-      rewriters::dropPass(structure, pass);
-      dropped.push_back(pass);
-    }
-  std::optional<Optimizer::Serialized> structureResult;
-  std::optional<size_t> structureNodes;
-  std::map<std::string, size_t> structureOps;
-  size_t structureParameterBytes = 0;
-  auto joined = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
-  };
-  if (!dropped.empty() && !structure.elements.empty() && !o.force)
-    candidates.push_back({"fp32 structure", "the pipeline without " + joined(dropped), [&] {
-                            Optimizer alt = Optimizer::fromModule(r.opt->original(), ir::ImportOptions{o.preserveMethods});
-                            rewriters::PassContext ctx;
-                            ctx.targetDevice = r.ctx.targetDevice;
-                            ctx.preferBf16 = r.ctx.preferBf16;
-                            ctx.exampleInputs = r.ctx.exampleInputs;
-                            alt.run(structure, &ctx);
-                            Optimizer::Serialized s = alt.serialize();
-                            if (r.runner) {  // verified like OUT, by the fp32 criterion
-                              const verify::ToleranceSet saved = r.runner->tolerances();
-                              auto adapter = std::move(r.runner->inputAdapter);
-                              r.runner->inputAdapter = nullptr;
-                              r.runner->setTolerances(
-                                  tolerancesFrom(o.verify, verify::Tolerance::forPrecision(c10::ScalarType::Float)));
-                              const verify::VerifyReport v = r.runner->check(s.module);
-                              r.runner->setTolerances(saved);
-                              r.runner->inputAdapter = std::move(adapter);
-                              if (!v.passed) throw std::runtime_error("fails verification: " + v.verdict());
-                            }
-                            structureNodes = alt.model().forward().numNodes();
-                            structureOps = countOps(alt.model().forward());
-                            structureParameterBytes = parameterBytes(alt.model());
-                            structureResult = std::move(s);
-                            return timerOf(structureResult->module, inputs);
+  candidates.push_back({"output", "the optimized model", [&] { return moduleTimer(r.result.module, outInputs, r.device); }});
+  const std::optional<StructurePipeline> structure = fp32StructurePipeline(r.pipeline);
+  std::optional<BuiltCandidate> built;
+  if (structure && !o.force)
+    candidates.push_back({"fp32 structure", structure->description(), [&] {
+                            built = buildCandidate(r.opt->original(), ir::ImportOptions{o.preserveMethods},
+                                                   structure->pipeline, r.ctx);
+                            if (r.runner) checkFp32(r, built->result.module);  // verified like OUT
+                            return moduleTimer(built->result.module, inputs, r.device);
                           }});
   if (!o.force)
     candidates.push_back({"input", "the input model itself", [] { return std::function<double()>([] { return 0.0; }); }});
@@ -676,10 +644,10 @@ void measure(Run& r, bool ok) {
             << ", so ptopt writes " << r.written << " ("
             << chosen.description << ") instead; --force writes the slower OUT anyway\n";
   if (chosen.name == "fp32 structure") {
-    r.result = std::move(*structureResult);
-    r.nodesAfter = structureNodes;
-    r.record.opsAfter = structureOps;
-    r.record.parameterBytesAfter = structureParameterBytes;
+    r.result = std::move(built->result);
+    r.nodesAfter = built->nodes;
+    r.record.opsAfter = countOps(built->model->forward());
+    r.record.parameterBytesAfter = parameterBytes(*built->model);
   } else {
     Optimizer::Serialized s;
     s.bytes = readBytes(o.input);

@@ -141,4 +141,47 @@ NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std
   return result;  // not reached: the last candidate returns or throws
 }
 
+std::function<double()> moduleTimer(torch::jit::Module module, std::vector<c10::IValue> inputs, c10::Device device) {
+  module.eval();
+  module.to(device);
+  return [module, inputs = std::move(inputs), device]() mutable {
+    const double t0 = steadyNowMs();
+    module.forward(inputs);
+    if (device.is_cuda()) torch::cuda::synchronize();
+    return steadyNowMs() - t0;
+  };
+}
+
+std::string StructurePipeline::description() const {
+  std::string s;
+  for (const auto& d : dropped) s += (s.empty() ? "" : ", ") + d;
+  return "the pipeline without " + s;
+}
+
+std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline) {
+  StructurePipeline s{pipeline, {}};
+  for (const char* pass : {"cast", "channels-last"})
+    if (rewriters::pipelineUses(s.pipeline, pass)) {
+      rewriters::dropPass(s.pipeline, pass);
+      s.dropped.push_back(pass);
+    }
+  if (s.dropped.empty() || s.pipeline.elements.empty()) return std::nullopt;
+  return s;
+}
+
+BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::ImportOptions& importOptions,
+                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like) {
+  BuiltCandidate b;
+  b.optimizer = std::make_shared<Optimizer>(Optimizer::fromModule(original, importOptions));
+  rewriters::PassContext ctx;
+  ctx.targetDevice = like.targetDevice;
+  ctx.preferBf16 = like.preferBf16;
+  ctx.exampleInputs = like.exampleInputs;
+  b.optimizer->run(pipeline, &ctx);
+  b.result = b.optimizer->serialize();
+  b.model = &b.optimizer->model();
+  b.nodes = b.model->forward().numNodes();
+  return b;
+}
+
 }  // namespace ptopt

@@ -20,12 +20,17 @@
 // the Python package can call measureModules / pickNotSlower as well.
 #pragma once
 
+#include "tools/api.h"
 #include "tools/bench_stats.h"
+
+#include "rewriters/pipeline.h"
 
 #include <c10/core/Device.h>
 #include <torch/script.h>
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,6 +114,34 @@ struct NeverSlowerResult {
 // candidates.
 NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std::vector<Candidate>& candidates,
                                 const MeasureOptions& options, const std::function<double()>& nowMs);
+
+// ---- The candidates `ptopt IN OUT` falls back to
+
+// A function that runs `module` once on `inputs` on `device` (moved there
+// first) and returns its time in ms (CUDA: synchronized).
+std::function<double()> moduleTimer(torch::jit::Module module, std::vector<c10::IValue> inputs, c10::Device device);
+
+// The pipeline without its precision and layout passes (cast,
+// channels-last): the fp32 structure of a run. nullopt when the pipeline
+// has neither, or nothing else.
+struct StructurePipeline {
+  rewriters::Pipeline pipeline;
+  std::vector<std::string> dropped;  // "cast", "channels-last"
+  std::string description() const;   // "the pipeline without cast, channels-last"
+};
+std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline);
+
+// `pipeline` run on a fresh import of `original` (with the target, the
+// bf16 preference and the example inputs of `like`), exported and loaded
+// back: what would be written.
+struct BuiltCandidate {
+  Optimizer::Serialized result;
+  size_t nodes = 0;
+  const ir::Model* model = nullptr;   // valid while the BuiltCandidate lives
+  std::shared_ptr<Optimizer> optimizer;
+};
+BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::ImportOptions& importOptions,
+                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like);
 
 // A monotonic clock in ms (std::chrono::steady_clock).
 double steadyNowMs();

@@ -3,6 +3,8 @@
 
     /usr/bin/python3 bench/harness.py [--ptopt build/tools/ptopt] [--quick]
                                       [--update-readme] [--out bench/results]
+                                      [--models resnet18,mobilenet_v2] [--worlds native,avx2]
+                                      [--no-scaling]
 
 For each benchmark model (torchvision's resnet18, resnet50, mobilenet_v2,
 efficientnet_b0 and convnext_tiny at 1x3x224x224, plus the 500-layer
@@ -13,7 +15,19 @@ scripted model:
   freeze     torch.jit.freeze (Debian's python3-torch)
   ofi        torch.jit.optimize_for_inference (timed in-process; whether its
              saved file reloads is recorded, since often it does not)
-  -O1 -O2 -O3  ptopt's presets (run through the CLI with --report)
+  -O1 -O2 -O3  ptopt's presets (run through the CLI with --report; ptopt's
+             own never-slower stage is on, as users get it: what it wrote
+             instead of OUT, if anything, is recorded)
+  tune       -O3 --tune, when this ptopt has --tune (`ptopt --help`), with a
+             fresh tuning cache; run a second time with the warm cache to
+             report the tuning time of both runs
+
+Worlds (--worlds): `native` is this CPU as it is; `avx2` reruns every model
+in a child process with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2,
+so one AVX-512 / AMX machine shows the AVX2 world as well (ptopt's probe
+sees the cap: -O3 stays fp32 there). A summary checks the targets of
+issue 20: no preset slower than its input, -O3 within 3% of -O2 on AVX2,
+the --tune geomeans, and the warm-cache tuning time.
 
 and measures, in one process, interleaved (A B C ... A B C ...):
   * latency at 1 thread (CPU time of the process: steadier than wall time on
@@ -54,17 +68,30 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 
 PRESETS = ["-O1", "-O2", "-O3"]
+# The AVX2 world on an AVX-512 / AMX CPU (README, "Tests on any CPU").
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
-def benchmark_models(quick):
+def ptopt_has_tune(ptopt):
+    try:
+        out = subprocess.run([ptopt, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
+    except OSError:
+        return False
+    return "--tune" in out
+
+
+def benchmark_models(quick, only=None):
     from make_fixtures import make_stack, randomize_bn  # noqa: E402
     torch.manual_seed(0)
     names = ["resnet18", "mobilenet_v2"] if quick else [
         "resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"]
+    if only:
+        names = [n for n in only if n != "deep_stack_500"]
     for name in names:
         model = getattr(torchvision.models, name)(weights=None)
         yield name, randomize_bn(model).eval(), (1, 3, 224, 224)
-    yield "deep_stack_500", randomize_bn(make_stack(500)).eval(), (1, 8, 32, 32)
+    if not only or "deep_stack_500" in only:
+        yield "deep_stack_500", randomize_bn(make_stack(500)).eval(), (1, 8, 32, 32)
 
 
 # A small launcher between this process and the child.  On Linux a child's
@@ -94,7 +121,7 @@ sys.exit(code if code >= 0 else 128 - code)
 """
 
 
-def run_child(cmd, unlimited_stack=False):
+def run_child(cmd, unlimited_stack=False, env=None):
     """Runs cmd; returns (exit code, output, peak RSS of that process in MiB).
     unlimited_stack: raise the stack limit to the hard limit (ulimit -s unlimited)."""
     fd, rss_file = tempfile.mkstemp(prefix="ptopt-rss-")
@@ -102,7 +129,7 @@ def run_child(cmd, unlimited_stack=False):
     try:
         proc = subprocess.run([sys.executable, "-S", "-E", "-c", _LAUNCHER, rss_file,
                                "unlimited" if unlimited_stack else "default"] + list(cmd),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         with open(rss_file) as fh:
             text = fh.read().strip()
         rss = int(text) / 1024.0 if text else float("nan")
@@ -190,19 +217,37 @@ def pinning_note():
     return note
 
 
-def optimize_model(ptopt, name, src, preset, work, shape):
+def variant_args(preset, work, name):
+    """ptopt's arguments for a variant: a preset, or "tune" (-O3 --tune with its own cache)."""
+    if preset == "tune":
+        return ["-O3", "--tune", "--tuning-cache", os.path.join(work, name + ".tuning.json")]
+    return [preset]
+
+
+def optimize_model(ptopt, name, src, preset, work, shape, threads=1):
     out = os.path.join(work, "%s%s.pt" % (name, preset))
     report = out + ".json"
-    # --force: a run whose verification fails (exit 3) still writes OUT, so it is
-    # timed anyway; the verdict is recorded and shown next to the numerics.
-    cmd = [ptopt, src, out, preset, "--overwrite", "-q", "--force", "--report", report,
-           "--input-shape", ",".join(map(str, shape)), "--verify-iters", "1"]
-    code, text, rss = run_child(cmd)
+    # A run whose verification fails (exit 3) writes nothing; the verdict is
+    # recorded. (--force would also switch off ptopt's never-slower choice,
+    # which is part of what a user gets, so it is not passed.)
+    cmd = [ptopt, src, out] + variant_args(preset, work, name) + [
+        "--overwrite", "-q", "--report", report, "--input-shape", ",".join(map(str, shape)), "--verify-iters", "1"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if preset == "tune" else None
+    code, text, rss = run_child(cmd, env=env)
     if code not in (0, 3) or not os.path.exists(out):
         return None, {"error": text.strip().splitlines()[-1] if text.strip() else describe_exit(code)}
     with open(report) as fh:
         rep = json.load(fh)
-    return out, {"stage_ms": rep["stage_ms"], "peak_rss_mib": rss, "verified": rep["outcome"], "exit_code": code}
+    info = {"stage_ms": rep["stage_ms"], "peak_rss_mib": rss, "verified": rep["outcome"], "exit_code": code,
+            "measurement": rep.get("measurement"), "precision": rep.get("precision"),
+            "target": (rep.get("target") or {}).get("identity")}
+    if preset == "tune":
+        # The same run again with the warm cache: its tuning time.
+        code2, _, _ = run_child(cmd, env=env)
+        if code2 in (0, 3):
+            with open(report) as fh:
+                info["warm_stage_ms"] = json.load(fh)["stage_ms"]
+    return out, info
 
 
 def bench_model(args, name, model, shape, work):
@@ -226,7 +271,7 @@ def bench_model(args, name, model, shape, work):
     except Exception as e:  # noqa: BLE001
         print("  optimize_for_inference failed: %s" % str(e).splitlines()[0])
     tool = {}
-    for preset in PRESETS:
+    for preset in args.variants:
         path, info = optimize_model(args.ptopt, name, src, preset, work, shape)
         tool[preset] = info
         if path:
@@ -235,7 +280,7 @@ def bench_model(args, name, model, shape, work):
     fns = [variants[n][0] for n in names]
     row = {"model": name, "shape": list(shape), "variants": {}, "tool": tool}
     lat1 = median_latency(fns, x, args.reps, 1, cpu_time=True)
-    latn = median_latency(fns, x, args.reps, os.cpu_count(), cpu_time=False)
+    latn = median_latency(fns, x, args.reps, os.cpu_count(), cpu_time=False) if not args.one_thread_only else lat1
     for i, n in enumerate(names):
         err, cos = numerics(fns[i], ref, x)
         row["variants"][n] = {"ms_1t": lat1[i] * 1e3, "ms_nt": latn[i] * 1e3,
@@ -293,8 +338,48 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def world_rows(results):
+    """[(world, rows)]: the worlds measured (older results: native only)."""
+    worlds = results.get("worlds")
+    return list(worlds.items()) if worlds else [("native", results["models"])]
+
+
+def targets_markdown(results):
+    """The targets of issue 20, checked on these numbers."""
+    lines = ["", "**Targets (issue 20), 1 thread**", ""]
+    for world, rows in world_rows(results):
+        slower = ["%s %s %.3fx" % (r["model"], c, r["variants"][c]["ratio_1t"]) for r in rows
+                  for c in results.get("variants", PRESETS) if c in r["variants"] and
+                  r["variants"][c]["ratio_1t"] > 1.0]
+        lines.append("- %s: %s" % (world, "no preset output is slower than its input" if not slower else
+                                   "slower than the input: " + ", ".join(slower)))
+        both = [r for r in rows if "-O2" in r["variants"] and "-O3" in r["variants"]]
+        if both:
+            rel = [r["variants"]["-O3"]["ratio_1t"] / r["variants"]["-O2"]["ratio_1t"] for r in both]
+            lines.append("  - -O3 / -O2: %s (geomean %.3f; target on AVX2: within 3%%)" % (
+                ", ".join("%s %.3f" % (r["model"], x) for r, x in zip(both, rel)), geomean(rel)))
+        tuned = [r["variants"]["tune"]["ratio_1t"] for r in rows if "tune" in r["variants"]]
+        if tuned:
+            lines.append("  - --tune geomean %.3f of the original (targets: <= 0.72 on AVX2, <= 0.42 with native bf16)"
+                         % geomean(tuned))
+        for r in rows:
+            info = r["tool"].get("tune") or {}
+            cold, warm = (info.get("stage_ms") or {}).get("tune"), (info.get("warm_stage_ms") or {}).get("tune")
+            if cold:
+                lines.append("  - %s: tuning %.1f s cold, %s warm%s" % (
+                    r["model"], cold / 1e3, "%.1f s" % (warm / 1e3) if warm is not None else "n/a",
+                    " (%.0f%% of cold; target <= 30%%)" % (100 * warm / cold) if warm is not None else ""))
+        for r in rows:
+            for c, info in r["tool"].items():
+                m = info.get("measurement") or {}
+                if m.get("written") not in (None, "output"):
+                    lines.append("  - %s %s: ptopt measured OUT at %.3fx of IN and wrote %s instead" % (
+                        r["model"], c, m.get("ratio", float("nan")), m["written"]))
+    return lines
+
+
 def render_markdown(results):
-    cols = ["freeze", "ofi"] + PRESETS
+    cols = ["freeze", "ofi"] + results.get("variants", PRESETS)
     pinning = results.get("pinning")
     lines = ["_Generated by `bench/harness.py` on %s: %s%s. Latency ratios are the variant's median time over the "
              "original's (lower is faster), measured in one process, interleaved, %d runs each after warm-up; "
@@ -302,16 +387,23 @@ def render_markdown(results):
              "(wait4 on its pid, started from a small launcher so it does not inherit the harness's memory)._"
              % (results["date"], results["machine"], "; " + pinning if pinning else "", results["reps"]),
              ""]
-    for key, title in (("ratio_1t", "1 thread"), ("ratio_nt", "all %d threads" % results["threads"])):
+    tables = []
+    for world, rows in world_rows(results):
+        label = "" if world == "native" else ", %s world (%s)" % (
+            world, " ".join("%s=%s" % kv for kv in sorted(AVX2_ENV.items())))
+        tables.append((world, rows, "ratio_1t", "1 thread" + label))
+        if world == "native" and not results.get("one_thread_only"):
+            tables.append((world, rows, "ratio_nt", "all %d threads" % results["threads"]))
+    for world, rows, key, title in tables:
         lines += ["**Latency vs the original, %s**" % title, "",
                   "| model | original (ms) | " + " | ".join(cols) + " |",
                   "|---|---:|" + "---:|" * len(cols)]
-        for row in results["models"]:
+        for row in rows:
             v = row["variants"]
             ms = v["original"]["ms_1t" if key == "ratio_1t" else "ms_nt"]
             cells = ["%.3fx" % v[c][key] if c in v else "n/a" for c in cols]
             lines.append("| %s | %.2f | %s |" % (row["model"], ms, " | ".join(cells)))
-        gm = [geomean([r["variants"][c][key] for r in results["models"] if c in r["variants"]]) for c in cols]
+        gm = [geomean([r["variants"][c][key] for r in rows if c in r["variants"]]) for c in cols]
         lines.append("| geomean | | %s |" % " | ".join("%.3fx" % g for g in gm))
         lines.append("")
     lines += ["**Numerics (max abs error vs the original / cosine) and whether the saved file reloads**", "",
@@ -327,21 +419,28 @@ def render_markdown(results):
                                               "**does not reload**"))
         lines.append("| %s | %s |" % (row["model"], " | ".join(cells)))
     lines += ["", "**ptopt's own time (ms) and peak memory per model**", "",
-              "| model | preset | load | import | passes | export | verify | save | peak RSS | ptopt's verification |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "| model | preset | load | import | passes | export | verify | measure | save | peak RSS | ptopt's verification | ptopt's OUT/IN (95% CI) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in results["models"]:
         for preset, info in row["tool"].items():
             if "stage_ms" not in info:
-                lines.append("| %s | %s | %s | | | | | | | |" % (row["model"], preset, info.get("error", "failed")))
+                lines.append("| %s | %s | %s | | | | | | | | | |" % (row["model"], preset, info.get("error", "failed")))
                 continue
             s = info["stage_ms"]
             verdict = info.get("verified", "")
             if info.get("exit_code") == 3:
                 verdict = "**FAILED** (exit 3; file written with --force and timed)"
-            lines.append("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f MiB | %s |" % (
+            m = info.get("measurement") or {}
+            speed = ("%.3fx (%.3f-%.3f)%s" % (m["ratio"], m["ci95"][0], m["ci95"][1],
+                                              "" if m.get("written") in (None, "output") else
+                                              "; wrote %s" % m["written"])) if "ratio" in m else m.get("skipped", "")
+            lines.append("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f MiB | %s | %s |" % (
                 row["model"], preset, s.get("load", 0), s.get("import", 0), s.get("passes", 0), s.get("export", 0),
-                s.get("verify", 0) + s.get("reference", 0), s.get("save", 0), info["peak_rss_mib"], verdict))
-    lines += scaling_markdown(results["scaling"])
+                s.get("verify", 0) + s.get("reference", 0), s.get("measure", 0), s.get("save", 0),
+                info["peak_rss_mib"], verdict, speed))
+    lines += targets_markdown(results)
+    if results.get("scaling"):
+        lines += scaling_markdown(results["scaling"])
     lines.append("")
     return "\n".join(lines)
 
@@ -432,7 +531,7 @@ def pass_scaling_markdown(rows):
 
 
 def plot(results, path):
-    cols = ["freeze", "ofi"] + PRESETS
+    cols = ["freeze", "ofi"] + results.get("variants", PRESETS)
     models = [r["model"] for r in results["models"]]
     try:
         import matplotlib
@@ -490,7 +589,15 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--update-readme", action="store_true")
     ap.add_argument("--from-json", metavar="FILE", help="measure nothing: render FILE (a results.json) again")
+    ap.add_argument("--models", help="comma-separated subset, e.g. resnet18,mobilenet_v2 (deep_stack_500 too)")
+    ap.add_argument("--worlds", default="native,avx2",
+                    help="native (this CPU) and/or avx2 (capped by ATEN_CPU_CAPABILITY/ONEDNN_MAX_CPU_ISA)")
+    ap.add_argument("--no-scaling", action="store_true", help="skip the scaling run")
+    ap.add_argument("--one-thread-only", action="store_true", help="skip the all-threads timing")
+    ap.add_argument("--world", help=argparse.SUPPRESS)      # child: measure in this world only
+    ap.add_argument("--json-out", help=argparse.SUPPRESS)   # child: where to write its rows
     args = ap.parse_args()
+    args.models = args.models.split(",") if args.models else None
     if args.from_json:
         with open(args.from_json) as fh:
             results = json.load(fh)
@@ -505,16 +612,48 @@ def main():
         return
     if not os.path.exists(args.ptopt):
         raise SystemExit("no ptopt at %s: build it first (./scripts/build.sh)" % args.ptopt)
+    args.variants = PRESETS + (["tune"] if ptopt_has_tune(args.ptopt) else [])
+    if args.world:  # a child measuring one world
+        work = tempfile.mkdtemp(prefix="ptopt-bench-%s-" % args.world)
+        try:
+            rows = [bench_model(args, name, model, shape, work)
+                    for name, model, shape in benchmark_models(args.quick, args.models)]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        with open(args.json_out, "w") as fh:
+            json.dump(rows, fh)
+        return
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="ptopt-bench-")
     results = {"date": datetime.date.today().isoformat(), "machine": machine_description(), "reps": args.reps,
-               "threads": os.cpu_count(), "pinning": pinning_note(), "models": [], "scaling": []}
+               "threads": os.cpu_count(), "pinning": pinning_note(), "models": [], "scaling": [],
+               "variants": args.variants, "worlds": {}, "one_thread_only": args.one_thread_only}
     try:
-        for name, model, shape in benchmark_models(args.quick):
-            print("%s %s" % (name, "x".join(map(str, shape))), flush=True)
-            results["models"].append(bench_model(args, name, model, shape, work))
-        print("scaling", flush=True)
-        results["scaling"] = scaling(args, work)
+        for world in args.worlds.split(","):
+            print("== world: %s" % world, flush=True)
+            if world == "native":
+                rows = []
+                for name, model, shape in benchmark_models(args.quick, args.models):
+                    print("%s %s" % (name, "x".join(map(str, shape))), flush=True)
+                    rows.append(bench_model(args, name, model, shape, work))
+            elif world == "avx2":
+                out = os.path.join(work, "avx2.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--ptopt", args.ptopt, "--reps", str(args.reps),
+                       "--world", "avx2", "--json-out", out, "--one-thread-only"]
+                if args.quick:
+                    cmd.append("--quick")
+                if args.models:
+                    cmd += ["--models", ",".join(args.models)]
+                subprocess.run(cmd, check=True, env=dict(os.environ, **AVX2_ENV))
+                with open(out) as fh:
+                    rows = json.load(fh)
+            else:
+                raise SystemExit("unknown world %r (native, avx2)" % world)
+            results["worlds"][world] = rows
+        results["models"] = next(iter(results["worlds"].values()), [])
+        if not args.no_scaling:
+            print("scaling", flush=True)
+            results["scaling"] = scaling(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(args.out, "results.json"), "w") as fh:

@@ -5,6 +5,7 @@
 #include "ir/rewriter.h"
 #include "layout/op_layout_table.h"
 #include "rewriters/constants.h"
+#include "target/capabilities.h"
 
 #include <ATen/ATen.h>
 
@@ -33,30 +34,6 @@ namespace {
 
 c10::MemoryFormat channelsLastFor(int64_t rank) {
   return rank == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
-}
-
-// Whether this LibTorch computes the conv kind in channels-last when input
-// and weight are channels-last (probed once per kind with a tiny conv).
-bool runsChannelsLast(bool transposed, int64_t rank) {
-  static std::map<std::pair<bool, int64_t>, bool> cache;
-  auto key = std::make_pair(transposed, rank);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  at::NoGradGuard noGrad;
-  const auto format = channelsLastFor(rank);
-  std::vector<int64_t> shape = {1, 4, 6, 6}, kernel = {4, 4, 3, 3};
-  if (rank == 5) {
-    shape.push_back(6);
-    kernel.push_back(3);
-  }
-  at::Tensor x = at::ones(shape).contiguous(format);  // not randn: the global RNG stays untouched
-  at::Tensor w = at::ones(kernel).contiguous(format);
-  at::Tensor y;
-  if (rank == 4) y = transposed ? at::conv_transpose2d(x, w) : at::conv2d(x, w);
-  else y = transposed ? at::conv_transpose3d(x, w) : at::conv3d(x, w);
-  const bool ok = y.is_contiguous(format) && !y.is_contiguous();
-  cache[key] = ok;
-  return ok;
 }
 
 std::vector<int64_t> toNhwc(int64_t rank) { return rank == 5 ? std::vector<int64_t>{0, 2, 3, 4, 1} : std::vector<int64_t>{0, 2, 3, 1}; }
@@ -379,8 +356,11 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
       return ctx.decline(name(), n, "a " + std::to_string(rank - 2) + "-D conv: channels-last needs 4-D or 5-D");
     if (n->owningBlock() != top) return ctx.decline(name(), n, "inside a control-flow block (left intact)");
     if (rewriters::isWrittenAnywhere(w)) return ctx.decline(name(), n, "the weight is written in place");
-    if (!runsChannelsLast(conv->transposed(), rank))
-      return ctx.decline(name(), n, "this LibTorch computes this conv kind in the contiguous format only (probed)");
+    // Which conv kinds the target computes in channels-last
+    // (target/capabilities.h: probed on a CPU target; cuDNN's rule, or a
+    // probe on the GPU, for a CUDA target).
+    if (std::string why; !target::convRunsChannelsLast(ctx.targetDevice, conv->transposed(), rank, &why))
+      return ctx.decline(name(), n, why);
     anchors.push_back({n, rank, *weight, conv->groups(), conv->transposed(), conv->index("input"), conv->weightIndex()});
   });
   if (anchors.empty()) return unchanged();

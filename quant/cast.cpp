@@ -4,7 +4,7 @@
 #include "ir/literal.h"
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
-#include "quant/cpu_capability.h"
+#include "target/capabilities.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 
@@ -729,21 +729,28 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   } catch (const std::invalid_argument& e) {
     throw PassError("cast: " + std::string(e.what()));
   }
-  // dtype=auto on a CPU without native bf16: bf16 would run emulated or in
-  // ATen's own kernels, slower than fp32 and less accurate; stay fp32.
-  if (options().getString("dtype") == "auto" && cfg.cpuKernelsOnly) {
-    const CpuBf16Support bf16 = probeCpuBf16();
-    if (!bf16.native) {
+  // dtype=auto follows the target's capabilities (target/capabilities.h,
+  // --assume-isa): on a CPU without native bf16, bf16 would run emulated or
+  // in ATen's own kernels, slower than fp32 and less accurate: stay fp32.
+  // On a CUDA device without native fp16/bf16 the same.
+  if (options().getString("dtype") == "auto") {
+    const bool preferBf16 = options().getBool("prefer-bf16") || ctx.preferBf16;
+    const target::AutoPrecision choice = target::autoPrecision(ctx.targetDevice, preferBf16);
+    if (choice.dtype == target::AutoPrecision::Dtype::Fp32) {
       ir::Node* first = nullptr;
       graph.walk([&](ir::Node* n) {
         if (!first && cfg.policy.classify(*n) == OpPrecision::LowPrecision) first = n;
       });
       if (first)
         ctx.decline(name(), first,
-                    "dtype=auto keeps the whole graph in fp32: this CPU has no native bf16 (" + bf16.why +
-                        "), where bf16 runs slower than fp32 (dtype=bf16 forces it)");
+                    "dtype=auto keeps the whole graph in fp32: " + choice.why +
+                        (ctx.targetDevice == "cuda" ? "" : " (dtype=bf16 forces it)"));
       return unchanged();
     }
+    // CUDA without native bf16 (sm_75) falls back to fp16; on a CPU the
+    // dtype stays bf16 (the CPU rules above already apply).
+    cfg.target = choice.dtype == target::AutoPrecision::Dtype::Bf16 ? c10::ScalarType::BFloat16
+                                                                     : c10::ScalarType::Half;
   }
   return Caster(graph, ctx, name(), std::move(cfg)).run();
 }

@@ -1,6 +1,7 @@
 #include "quant/precision_check.h"
 
 #include "quant/cast.h"
+#include "target/capabilities.h"
 
 #include "ir/literal.h"
 
@@ -39,6 +40,14 @@ void scan(const std::vector<rewriters::PipelineElement>& elements, const rewrite
       if (k == "dtype") dtype = v;
       if (k == "prefer-bf16") preferBf16 = preferBf16 || v == "true";
     }
+    if (dtype == "auto") {
+      // As the pass decides it (target/capabilities.h): fp32 where the
+      // target has no native low precision.
+      const target::AutoPrecision choice = target::autoPrecision(ctx.targetDevice, preferBf16);
+      if (choice.dtype == target::AutoPrecision::Dtype::Bf16) lowest = lower(lowest, c10::ScalarType::BFloat16);
+      if (choice.dtype == target::AutoPrecision::Dtype::Fp16) lowest = lower(lowest, c10::ScalarType::Half);
+      continue;
+    }
     lowest = lower(lowest, resolveCastDtype(dtype, ctx.targetDevice, preferBf16));
   }
 }
@@ -50,6 +59,33 @@ std::optional<c10::ScalarType> lowestPrecisionIntroduced(const rewriters::Pipeli
   std::optional<c10::ScalarType> lowest;
   scan(pipeline.elements, ctx, lowest);
   return lowest;
+}
+
+namespace {
+bool usesAutoCast(const std::vector<rewriters::PipelineElement>& elements, bool& preferBf16) {
+  for (const auto& e : elements) {
+    if (usesAutoCast(e.children, preferBf16)) return true;
+    if (e.name != "cast") continue;
+    std::string dtype = "auto";
+    for (const auto& [k, v] : e.options) {
+      if (k == "dtype") dtype = v;
+      if (k == "prefer-bf16" && v == "true") preferBf16 = true;
+    }
+    if (dtype == "auto") return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::optional<std::string> autoPrecisionNote(const rewriters::Pipeline& pipeline, const rewriters::PassContext& ctx) {
+  bool preferBf16 = ctx.preferBf16;
+  if (!usesAutoCast(pipeline.elements, preferBf16)) return std::nullopt;
+  const target::AutoPrecision choice = target::autoPrecision(ctx.targetDevice, preferBf16);
+  using D = target::AutoPrecision::Dtype;
+  const std::string what = choice.dtype == D::Fp32   ? "fp32 kept (cast{dtype=auto} lowered nothing)"
+                           : choice.dtype == D::Bf16 ? "bf16 (cast{dtype=auto})"
+                                                     : "fp16 (cast{dtype=auto})";
+  return what + ": " + choice.why;
 }
 
 namespace {

@@ -26,6 +26,13 @@ std::optional<c10::ScalarType> lowestPrecisionIntroduced(const rewriters::Pipeli
 // below fp32); nullopt when everything is float32 or wider.
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model);
 
+// What cast{dtype=auto} in `pipeline` does on ctx.targetDevice and why, in
+// one line for the summary ("fp32 kept: this CPU has no native bf16 (...)"
+// or "bf16: this CPU has native bf16 (...)"), from the target's
+// capabilities (target/capabilities.h, --assume-isa); nullopt without such
+// a pass.
+std::optional<std::string> autoPrecisionNote(const rewriters::Pipeline& pipeline, const rewriters::PassContext& ctx);
+
 // The same pipeline with emulate=true on every cast pass: fp16 cannot run
 // on a CPU with LibTorch 1.13, so fp16 results are verified on CPU by
 // running this pipeline on a copy of the model (fp16 rounding, fp32 compute)

@@ -13,16 +13,24 @@
 //              one that breaks tolerance is named: exit 3);
 //   export     the result is exported and streamed into a temporary file
 //              next to OUT (ir::AtomicModuleFile), then loaded back from
-//              it, after letting go of the IR and the original when nothing
-//              needs them (the weights are never held twice at once);
+//              it, after letting go of what nothing needs any more (the IR;
+//              the original too unless the measure stage times it or a
+//              stand-in is checked), so the weights are not held twice;
 //   verify     that module is checked (exit 3 on failure, the temporary
 //              file removed: nothing written unless --force);
-//   save       the temporary file is renamed over OUT, and summarized.
+//   measure    it is timed against IN (tools/measure.h); when it is
+//              measurably slower, the first verified candidate that is not
+//              (the pipeline without its precision and layout passes, then
+//              IN itself) is written instead, unless --force (--no-measure
+//              skips this);
+//   save       the temporary file (or the candidate) becomes OUT, and the
+//              summary is printed.
 // The model work goes through the library's Optimizer (tools/api.h); these
 // stages add the command line's messages, timings and the --report record.
 #include "tools/api.h"
 #include "tools/commands.h"
 #include "tools/dot_dir.h"
+#include "tools/measure.h"
 #include "tools/op_table.h"
 #include "tools/report.h"
 #include "tools/util.h"
@@ -30,7 +38,12 @@
 
 #include "ir/model.h"
 #include "quant/precision_check.h"
+#include "target/capabilities.h"
 #include "verify/blame.h"
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/cuda.h>
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -38,6 +51,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <cstdlib>
 #include <sstream>
 #include <system_error>
 #include <unistd.h>
@@ -62,7 +76,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_flag("--verify-each", o.verifyEach,
                "Verify numerics after every pass that changed the model and name the first that breaks tolerance "
                "(also lints the IR and checks that each pass's edit log describes its change)");
-  app.add_flag("--force", o.force, "Write OUT even when verification fails");
+  app.add_flag("--force", o.force, "Write OUT even when verification fails or OUT is measurably slower than IN");
   app.add_flag("--keep-training", o.keepTraining,
                "Refuse a model in training mode (scripted and saved in it, or traced in it) instead of optimizing it "
                "for inference in eval semantics");
@@ -82,6 +96,18 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
                  "Device the optimized model is for: auto (the verification device), cpu, cuda. A cuda target gets "
                  "fp16 (-O3) and cuDNN fusions; verified on a CPU by a stand-in without them")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--assume-isa", o.assumeIsa,
+                 "Decide as on a CPU of this level (avx2|avx512|avx512_bf16|avx512_fp16|amx) instead of probing "
+                 "this one: which precision -O3 picks, what --explain says (kernels still run on this CPU)")
+      ->check(CLI::IsMember({"avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx"}, CLI::ignore_case));
+  app.add_flag("--no-measure", o.noMeasure,
+               "Do not time OUT against IN (by default OUT is timed, and replaced by a faster verified candidate "
+               "when it is measurably slower)");
+  app.add_option("--measure-budget", o.measureBudget,
+                 "Seconds per timing comparison of OUT against IN (default 2; at least 5 interleaved pairs)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--measure-threads", o.measureThreads, "Intra-op threads while timing (default 1)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail (per-output metrics, counters)");
   app.footer(
@@ -185,8 +211,10 @@ struct Run {
   std::unique_ptr<ir::AtomicModuleFile> file;  // export: OUT's temporary file
   torch::jit::Module result;        // export: loaded back from `file`
   std::optional<Optimizer::StandIn> standIn;  // export: what a CPU checks instead, when it cannot run the result
-  size_t nodesAfter = 0;            // export
+  size_t nodesAfter = 0;            // export; measure: of what is written
   bool scriptedInTraining = false;  // load
+  std::optional<Optimizer::Serialized> replacement;  // measure: written in place of `file`
+  std::string written;              // measure: what is written in place of OUT ("" = OUT)
   Stopwatch total;                  // from load on
 
   bool verifying() const { return runner && !o.noVerify; }
@@ -223,6 +251,7 @@ bool plan(Run& r, int argc, char** argv) {
     throw UsageError("expected IN.pt OUT.pt (or a subcommand: show, verify, passes); see --help");
   if (o.noVerify && (o.verifyFlag || o.verifyEach)) throw UsageError("--no-verify contradicts --verify/--verify-each");
   checkOutputPath(o);
+  if (!o.assumeIsa.empty()) target::assumeCpuIsa(target::parseIsa(o.assumeIsa));
   r.record.input = o.input;
   r.record.output = o.output;
   try {
@@ -300,6 +329,30 @@ void planVerification(Run& r, const Optimizer::Reference& reference) {
   if (o.noVerify) r.record.verificationSkipped = "--no-verify";
 }
 
+// The target's capabilities (target/capabilities.h): in --report, and
+// printed with --explain or -v.
+void recordTarget(Run& r) {
+  const std::string& device = r.ctx.targetDevice;
+  nlohmann::json t = {{"device", device}, {"identity", target::deviceIdentity(device)}};
+  if (device == "cuda") {
+    const target::CudaCapabilities c = target::probeCuda();
+    t["available"] = c.available;
+    if (c.available)
+      t.update({{"name", c.name}, {"compute_capability", std::to_string(c.major) + "." + std::to_string(c.minor)},
+                {"native_fp16", c.nativeFp16}, {"native_bf16", c.nativeBf16}});
+    else
+      t["why"] = c.why;
+  } else {
+    const target::CpuCapabilities c = target::cpuCapabilities();
+    t.update({{"cpu", c.brand}, {"isa", target::isaName(c.isa)}, {"onednn_isa", target::isaName(c.onednn)},
+              {"aten_isa", target::isaName(c.aten)}, {"cpuid_isa", target::isaName(c.cpuid)},
+              {"assumed", c.assumed}, {"native_bf16", c.nativeBf16}, {"bf16_why", c.bf16Why},
+              {"native_fp16", c.nativeFp16}, {"fp16_why", c.fp16Why}});
+  }
+  r.record.sections["target"] = t;
+  if (r.o.explain || r.o.verbose) r.say(target::describeTarget(device));
+}
+
 // reference: the loaded model -> what the result is compared with
 // (Optimizer::reference; eval semantics for a model in training mode), the
 // passes' context, the tolerances of the precision the pipeline introduces,
@@ -315,6 +368,7 @@ void reference(Run& r) {
   r.ctx.targetDevice = o.target != "auto" ? o.target : r.device.is_cuda() ? "cuda" : "cpu";
   if (o.explain) r.ctx.explain = &std::cout;
   r.ctx.preferBf16 = o.preferBf16;
+  recordTarget(r);
   const c10::ScalarType precision =
       quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
   r.tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
@@ -382,12 +436,29 @@ bool run(Run& r) {
   r.record.passes = r.report;
   r.say(fmt::format("pipeline: {}\n", r.canonical.empty() ? "(empty)" : r.canonical));
   if (!r.report.countersSummary().empty()) r.say(r.report.countersSummary());
+  if (auto note = quant::autoPrecisionNote(r.pipeline, r.ctx)) {
+    r.say("precision: " + *note + "\n");
+    r.record.sections["precision"] = *note;
+  }
   // Lower precision: a changed signature takes converted inputs.
   r.lowp = quant::lowPrecisionRun(r.pipeline, r.ctx, r.report);
   if (r.lowp && r.lowp->signatureChanged) r.say("note: " + r.lowp->signatureNote() + "\n");
   if (r.runner && r.lowp && r.lowp->signatureChanged)
     r.runner->inputAdapter = [lowp = *r.lowp](std::vector<c10::IValue> in) { return lowp.adaptInputs(std::move(in)); };
   return true;
+}
+
+// Why the measure stage will not time OUT against IN (before verification
+// has said whether OUT passed); nullopt when it will.
+std::optional<std::string> whyNotMeasured(const Run& r) {
+  if (r.o.noMeasure) return "--no-measure";
+  if (const char* env = std::getenv("PTOPT_NO_MEASURE"); env && *env && std::string(env) != "0")
+    return "--no-measure (PTOPT_NO_MEASURE is set)";
+  const std::string here = r.device.is_cuda() ? "cuda" : "cpu";
+  if (r.ctx.targetDevice != here)
+    return "the model is for " + r.ctx.targetDevice + " and this run is on " + here + ": time it there";
+  if (!r.runner && !r.ctx.exampleInputs) return "no inputs to time it with: give --input-shape";
+  return std::nullopt;
 }
 
 // export: the model -> OUT's temporary file (streamed from the module's
@@ -428,10 +499,14 @@ void exportResult(Run& r) {
   }
   exported = torch::jit::Module();
   if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device);
-  // Nothing reads the IR or the original from here on, unless a stand-in
-  // is checked: letting go of them before the load-back keeps one copy of
-  // the weights in memory, not two.
-  if (!r.standIn) r.opt.reset();
+  // Letting go of what nothing reads any more before the load-back, so that
+  // the weights are not held twice: the IR (its folded weights); and the
+  // original too, unless a stand-in is checked or the measure stage times
+  // IN (it has its own copy of every weight a pass replaced).
+  if (!r.standIn) {
+    if (whyNotMeasured(r)) r.opt.reset();
+    else r.opt->model() = ir::Model();
+  }
   try {
     r.result = r.file->load();
   } catch (const std::exception& e) {
@@ -487,8 +562,149 @@ void printSummary(Run& r) {
                              "(--keep-training refuses instead)\n",
                              r.scriptedInTraining ? "scripted and saved" : "traced");
   std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
-                           "save {:.0f} ms\n",
-                           ms("load"), ms("import"), ms("passes"), ms("export"), ms("verify"), ms("save"));
+                           "measure {:.0f} ms, save {:.0f} ms\n",
+                           ms("load"), ms("import"), ms("passes"), ms("export"), ms("verify"), ms("measure"), ms("save"));
+}
+
+// The bytes of IN, as a candidate to write unchanged.
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in && !in.eof()) throw std::runtime_error("cannot read '" + path + "'");
+  return ss.str();
+}
+
+// Verifies a fallback candidate by the fp32 criterion, on the inputs as
+// they are (the runner is restored afterwards); throws when it fails.
+void checkFp32(Run& r, const torch::jit::Module& candidate) {
+  const verify::ToleranceSet saved = r.runner->tolerances();
+  auto adapter = std::move(r.runner->inputAdapter);
+  r.runner->inputAdapter = nullptr;
+  r.runner->setTolerances(tolerancesFrom(r.o.verify, verify::Tolerance::forPrecision(c10::ScalarType::Float)));
+  const verify::VerifyReport v = r.runner->check(candidate);
+  r.runner->setTolerances(saved);
+  r.runner->inputAdapter = std::move(adapter);
+  if (!v.passed) throw std::runtime_error("fails verification: " + v.verdict());
+}
+
+// measure: OUT timed against IN, interleaved and bounded (tools/measure.h).
+// When OUT is measurably slower (and no --force), the candidates after it
+// are tried in order: the same pipeline without its precision and layout
+// passes (the fp32 structure; built, exported and verified here), then IN
+// itself, re-saved; the first not measurably slower is r.replacement.
+void measure(Run& r, bool ok) {
+  const OptimizeOptions& o = r.o;
+  nlohmann::json rec = {{"budget_s", o.measureBudget}, {"threads", o.measureThreads}};
+  auto skip = [&](const std::string& why) {
+    rec["skipped"] = why;
+    r.record.sections["measurement"] = rec;
+    if (why.rfind("--no-measure", 0) != 0) r.say("speed: not measured (" + why + ")\n");
+  };
+  if (auto why = whyNotMeasured(r)) return skip(*why);
+  if (!ok) return skip("verification failed");
+  std::vector<c10::IValue> inputs = r.runner ? r.runner->inputs().inputsFor(0) : *r.ctx.exampleInputs;
+  for (auto& v : inputs) v = verify::toDevice(v, r.device);
+  std::vector<c10::IValue> outInputs = r.lowp ? r.lowp->adaptInputs(inputs) : inputs;
+
+  MeasureOptions mo;
+  mo.budgetSeconds = o.measureBudget;
+  mo.threads = o.measureThreads;
+  mo.optimizingExecutor = o.verify.executor == "optimizing";  // --verify-executor
+  rec["executor"] = mo.optimizingExecutor ? "optimizing" : "plain";
+  Stopwatch sw;
+  // IN as given (a copy on CUDA: the original stays on the CPU for imports).
+  const std::function<double()> timeIn =
+      moduleTimer(r.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, r.device);
+  auto asJson = [](const SpeedMeasurement& m) {
+    return nlohmann::json{{"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}}, {"pairs", m.pairs},
+                          {"threads", m.threads}, {"in_median_ms", m.a.medianMs}, {"candidate_median_ms", m.b.medianMs},
+                          {"seconds", m.seconds}, {"verdict", verdictName(m.verdict)}};
+  };
+
+  // The candidates, best first; each is built only when the one before it
+  // was measurably slower (--force: OUT alone).
+  std::vector<Candidate> candidates;
+  candidates.push_back({"output", "the optimized model", [&] { return moduleTimer(r.result, outInputs, r.device); }});
+  const std::optional<StructurePipeline> structure = fp32StructurePipeline(r.pipeline);
+  std::optional<BuiltCandidate> built;
+  if (structure && !o.force)
+    candidates.push_back({"fp32 structure", structure->description(), [&] {
+                            built = buildCandidate(r.opt->original(), ir::ImportOptions{o.preserveMethods},
+                                                   structure->pipeline, r.ctx);
+                            if (r.runner) checkFp32(r, built->result.module);  // verified like OUT
+                            return moduleTimer(built->result.module, inputs, r.device);
+                          }});
+  if (!o.force)
+    candidates.push_back({"input", "the input model itself", [] { return std::function<double()>([] { return 0.0; }); }});
+
+  NeverSlowerResult picked;
+  try {
+    ScopedThreads threads(mo.threads);
+    torch::NoGradGuard noGrad;
+    torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
+    picked = pickNotSlower(timeIn, candidates, mo, steadyNowMs);
+    if (candidates.size() == 1) {  // --force: OUT is written whatever it measures; time it anyway
+      picked.tried.back().measurement = measurePair(timeIn, candidates[0].build(), mo, steadyNowMs);
+      picked.tried.back().measurement->threads = at::get_num_threads();
+    }
+  } catch (const std::exception& e) {
+    return skip(std::string("a model failed while timed: ") + ir::torchErrorMessage(e));
+  }
+  r.record.stageMs["measure"] = sw.ms();
+
+  nlohmann::json tried = nlohmann::json::array();
+  for (const auto& t : picked.tried) {
+    nlohmann::json j = {{"candidate", t.name}};
+    if (t.measurement) j.update(asJson(*t.measurement));
+    if (!t.error.empty()) j["error"] = t.error;
+    tried.push_back(j);
+  }
+  rec["candidates"] = tried;
+  const CandidateOutcome& first = picked.tried.front();
+  if (first.measurement) {
+    const SpeedMeasurement& m = *first.measurement;
+    rec.update({{"speedup", 1 / m.ratio.median}, {"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}},
+                {"verdict", verdictName(m.verdict)}});
+    r.say(fmt::format("speed: OUT/IN latency {}: {}\n", m.line(),
+                      m.verdict == SpeedVerdict::Faster   ? "OUT is faster"
+                      : m.verdict == SpeedVerdict::Slower ? "OUT is measurably slower than IN"
+                                                          : "no clear difference"));
+  } else if (!first.error.empty()) {
+    r.say("speed: OUT could not be timed: " + first.error + "\n");
+  }
+  const Candidate& chosen = candidates[picked.chosen];
+  rec["written"] = chosen.name;
+  r.record.sections["measurement"] = rec;
+  if (picked.chosen == 0) {
+    if (o.force && first.measurement && first.measurement->verdict == SpeedVerdict::Slower)
+      std::cout << "warning: OUT is measurably slower than IN; written anyway (--force)\n";
+    return;
+  }
+  for (size_t i = 1; i < picked.tried.size(); ++i) {
+    const CandidateOutcome& t = picked.tried[i];
+    const std::string what = candidates[i].name + " (" + candidates[i].description + ")";
+    if (!t.error.empty()) r.say("speed: " + what + " not usable: " + t.error + "\n");
+    else if (t.measurement) r.say(fmt::format("speed: {}: {}\n", what, t.measurement->line()));
+  }
+  r.written = chosen.name == "input" ? "the input model (unchanged)" : chosen.name;
+  std::cout << "note: OUT was measurably slower than IN" << (first.error.empty() ? "" : " (it cannot run here)")
+            << ", so ptopt writes " << r.written << " ("
+            << chosen.description << ") instead; --force writes the slower OUT anyway\n";
+  if (chosen.name == "fp32 structure") {
+    r.replacement = std::move(built->result);
+    r.nodesAfter = built->nodes;
+    r.record.opsAfter = countOps(built->model->forward());
+    r.record.parameterBytesAfter = parameterBytes(*built->model);
+  } else {
+    Optimizer::Serialized s;
+    s.bytes = readBytes(o.input);
+    s.module = r.opt->original();
+    r.replacement = std::move(s);
+    r.nodesAfter = r.nodesBefore;
+    r.record.opsAfter = r.record.opsBefore;
+    r.record.parameterBytesAfter = r.record.parameterBytesBefore;
+  }
 }
 
 // save: the verified temporary file renamed over OUT (or removed, by the
@@ -504,7 +720,12 @@ int save(Run& r, bool ok, const std::string& verdict) {
   }
   Stopwatch sw;
   try {
-    r.file->commit();
+    if (r.replacement) {
+      r.file.reset();  // the slower OUT's temporary file is removed
+      Optimizer::save(*r.replacement, o.output);
+    } else {
+      r.file->commit();
+    }
   } catch (const std::exception& e) {
     throw WriteError(e.what());
   }
@@ -513,8 +734,11 @@ int save(Run& r, bool ok, const std::string& verdict) {
   printSummary(r);
   r.say("verification: " + verdict + (verdict.back() == '\n' ? "" : "\n"));
   std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << r.record.command
+            << (r.written.empty() ? "" : " (wrote " + r.written + " instead: the optimized model was slower)")
             << fmt::format(" ({:.1f} s)\n", r.total.ms() / 1000);
-  return r.finish(ok ? 0 : 3, ok ? "passed" : "written despite failure (--force)");
+  return r.finish(ok ? 0 : 3, !ok              ? "written despite failure (--force)"
+                              : r.written.empty() ? "passed"
+                                                  : "passed; wrote " + r.written + " (the optimized model was slower)");
 }
 
 }  // namespace
@@ -528,6 +752,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   exportResult(r);
   std::string verdict;
   const bool ok = verifyResult(r, verdict);
+  measure(r, ok);
   return save(r, ok, verdict);
 }
 

@@ -54,6 +54,10 @@ struct OptimizeOptions {
   std::string target = "auto";  // --target: the device the optimized model is for (auto: the verification device)
   long bisectLimit = -1;
   std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)
+  std::string assumeIsa;        // --assume-isa: decide as on a CPU of this level (target/capabilities.h)
+  bool noMeasure = false;       // --no-measure: do not time OUT against IN
+  double measureBudget = 2.0;   // --measure-budget SECONDS per comparison (tools/measure.h)
+  int measureThreads = 1;       // --measure-threads N
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);
 int runOptimize(const OptimizeOptions& o, int argc, char** argv);

@@ -54,6 +54,7 @@ nlohmann::json toJson(const RunRecord& r) {
   j["outcome"] = r.outcome;
   if (!r.error.empty()) j["error"] = r.error;
   j["exit_code"] = r.exitCode;
+  for (const auto& [name, section] : r.sections) j[name] = section;
   return j;
 }
 

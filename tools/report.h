@@ -36,6 +36,10 @@ struct RunRecord {
   std::string outcome;  // "passed", "failed", "written despite failure (--force)", "error"
   std::string error;
   int exitCode = 0;
+  // More top-level sections by name: "target" (the device's capabilities,
+  // target/capabilities.h), "measurement" (OUT timed against IN,
+  // tools/measure.h).
+  std::map<std::string, nlohmann::json> sections;
 };
 
 nlohmann::json toJson(const RunRecord& r);

@@ -7,12 +7,14 @@
 // proven complete on every fixture (Instrumentation::checkEditLog).
 #include "rewriters/constants.h"
 #include "rewriters/pipeline.h"
+#include "target/capabilities.h"
 #include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 using namespace ptopt;
 
@@ -387,4 +389,45 @@ TEST_CASE("channels-last logs every edit it makes on every fixture (the edit log
   }
   INFO("executions that changed a graph: " << fired << ", edits: " << edits);
   CHECK(fired >= 40);  // 45 with LibTorch 1.13 on CPU
+}
+
+TEST_CASE("channels-last asks the target which conv kinds run in channels-last: the CPU probe, never for CUDA") {
+  // A transposed conv: LibTorch 1.13 computes it contiguous on a CPU.
+  const bool cpuRuns = target::convRunsChannelsLast("cpu", /*transposed=*/true, 4);
+  auto cpu = optimize("conv_transpose2d_bn", "-O1,channels-last{mode=on}");
+  if (!cpuRuns) {
+    CHECK(counter(*cpu, "convs") == 0);
+    CHECK(cpu->declined("contiguous format only on a CPU (probed)"));
+  } else {
+    CHECK(counter(*cpu, "convs") == 1);
+  }
+  // A CUDA target gets cuDNN's answer (every kind), not the CPU's; the
+  // verification stand-in and the numerics are the CPU's business elsewhere.
+  const auto& f = test::fixture("conv_transpose2d_bn");
+  Optimized cuda{Optimizer::load(f.path), {}, {}};
+  cuda.ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  cuda.opt.run("-O1", &cuda.ctx);  // the folds (no cuDNN fusions: a CPU target so far)
+  cuda.ctx.targetDevice = "cuda";
+  cuda.report = cuda.opt.run("channels-last{mode=on}", &cuda.ctx);
+  CHECK(counter(cuda, "convs") == 1);
+  CHECK_FALSE(cuda.declined("contiguous format only"));
+  // The model still computes the same on the CPU.
+  auto v = cuda.opt.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("channels-last decides the same under --assume-isa avx2 and avx512_bf16 (the ISA does not pick conv kinds)") {
+  std::vector<std::map<std::string, int64_t>> counters;
+  for (auto isa : {target::CpuIsa::Avx2, target::CpuIsa::Avx512Bf16}) {
+    target::AssumeCpuIsa level(isa);
+    auto o = optimize("resnet18_script", "-O2");
+    std::map<std::string, int64_t> c;
+    for (const char* name : {"convs", "weights", "entries", "exits", "regions"}) c[name] = counter(*o, name);
+    counters.push_back(c);
+    auto t = optimize("conv_transpose2d_bn", "-O1,channels-last{mode=on}");
+    CHECK(counter(*t, "convs") == (target::convRunsChannelsLast("cpu", true, 4) ? 1 : 0));
+  }
+  CHECK(counters[0] == counters[1]);
+  CHECK(counters[0]["convs"] == 20);
 }

@@ -11,6 +11,7 @@
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 #include "rewriters/pipeline.h"
+#include "target/capabilities.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/lowp_check.h"
 #include "tests/support/pass_test.h"
@@ -161,7 +162,15 @@ TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16
   cuda.targetDevice = cudaBf16.targetDevice = "cuda";
   cudaBf16.preferBf16 = true;
   const auto pipeline = parsePipelineOrPreset("-O3");
-  CHECK(quant::lowestPrecisionIntroduced(pipeline, cpu) == c10::ScalarType::BFloat16);
+  {
+    // On a CPU, what dtype=auto introduces follows the CPU (--assume-isa).
+    target::AssumeCpuIsa bf16(target::CpuIsa::Avx512Bf16);
+    CHECK(quant::lowestPrecisionIntroduced(pipeline, cpu) == c10::ScalarType::BFloat16);
+    target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
+    CHECK_FALSE(quant::lowestPrecisionIntroduced(pipeline, cpu).has_value());
+    CHECK(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=bf16}"), cpu) ==
+          c10::ScalarType::BFloat16);
+  }
   CHECK(quant::lowestPrecisionIntroduced(pipeline, cuda) == c10::ScalarType::Half);
   CHECK(quant::lowestPrecisionIntroduced(pipeline, cudaBf16) == c10::ScalarType::BFloat16);
   CHECK_FALSE(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("-O1"), cpu).has_value());
@@ -558,4 +567,37 @@ TEST_CASE("cast logs every edit it makes on every fixture (the edit log self-che
   }
   INFO("executions that changed a graph: " << fired << ", edits: " << edits);
   CHECK(fired >= 100);  // 146 on a CPU with native bf16 (dtype=auto fires), 129 capped to AVX2
+}
+
+TEST_CASE("cast{dtype=auto} decides by the target CPU's ISA: fp32 on avx2, bf16 on avx512_bf16 (--assume-isa)") {
+  const auto& f = test::fixture("resnet18_script");
+  {
+    target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
+    CastRun r = runCast(f, "{dtype=auto}");
+    CHECK(r.counter("lowered") == 0);
+    CHECK(r.counter("casts") == 0);
+    CHECK(r.declined("dtype=auto keeps the whole graph in fp32: this CPU has no native bf16 (assumed avx2"));
+    CHECK_FALSE(quant::lowestPrecisionIn(r.opt.model()).has_value());
+    rewriters::PassContext ctx;
+    const auto note = quant::autoPrecisionNote(parsePipelineOrPreset("-O3"), ctx);
+    REQUIRE(note);
+    CHECK(note->find("fp32 kept") == 0);
+    // An explicit dtype is not the CPU's business.
+    CHECK(runCast(f, "{dtype=bf16}").counter("lowered") == 21);
+  }
+  for (auto isa : {target::CpuIsa::Avx512Bf16, target::CpuIsa::Amx}) {
+    target::AssumeCpuIsa level(isa);
+    CastRun r = runCast(f, "{dtype=auto}");
+    CHECK(r.counter("lowered") == 21);
+    CHECK_FALSE(r.declined("keeps the whole graph in fp32"));
+    CHECK(quant::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::BFloat16);
+    rewriters::PassContext ctx;
+    CHECK(quant::autoPrecisionNote(parsePipelineOrPreset("-O3"), ctx)->find("bf16") == 0);
+  }
+  // avx512 without bf16 instructions: fp32 as well.
+  target::AssumeCpuIsa avx512(target::CpuIsa::Avx512);
+  CHECK(runCast(f, "{dtype=auto}").counter("lowered") == 0);
+  // Not a cast with dtype=auto: no note.
+  rewriters::PassContext ctx;
+  CHECK_FALSE(quant::autoPrecisionNote(parsePipelineOrPreset("-O2"), ctx).has_value());
 }

@@ -5,6 +5,7 @@
 // that a cap or the switch takes native bf16 away.
 #include "quant/cpu_capability.h"
 #include "quant/precision_check.h"
+#include "target/capabilities.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/pass_test.h"
 
@@ -12,6 +13,7 @@
 
 #include <ATen/Context.h>
 #include <catch2/catch.hpp>
+#include <torch/cuda.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -134,4 +136,94 @@ TEST_CASE("cast{dtype=auto} on a CPU lowers to bf16 only where bf16 is native") 
   forcedCtx.exampleInputs = ctx.exampleInputs;
   forced.run("-O1", &forcedCtx);
   CHECK(test::counter(forced.run("cast{dtype=bf16}", &forcedCtx), "cast", "lowered") == 21);
+}
+
+TEST_CASE("ISA levels: names, the CPUID level against /proc/cpuinfo, oneDNN caps") {
+  for (auto isa : {target::CpuIsa::Default, target::CpuIsa::Avx2, target::CpuIsa::Avx512, target::CpuIsa::Avx512Bf16,
+                   target::CpuIsa::Avx512Fp16, target::CpuIsa::Amx})
+    CHECK(target::parseIsa(target::isaName(isa)) == isa);
+  CHECK(target::parseIsa("AVX512_BF16") == target::CpuIsa::Avx512Bf16);
+  CHECK_FALSE(target::parseIsa("avx1024").has_value());
+
+  CHECK(target::onednnCapLevel("AVX2") == target::CpuIsa::Avx2);
+  CHECK(target::onednnCapLevel("avx512_core") == target::CpuIsa::Avx512);
+  CHECK(target::onednnCapLevel("AVX512_CORE_BF16") == target::CpuIsa::Avx512Bf16);
+  CHECK_FALSE(target::onednnCapLevel("ALL").has_value());
+  CHECK_FALSE(target::onednnCapLevel("AVX512_CORE_AMX").has_value());
+
+  const target::CpuCapabilities real = target::probeCpu();
+  INFO(real.summary());
+  CHECK_FALSE(real.assumed);
+  CHECK(real.isa == real.onednn);
+  CHECK(static_cast<int>(real.onednn) <= static_cast<int>(real.cpuid));
+  CHECK(static_cast<int>(real.aten) <= static_cast<int>(target::CpuIsa::Avx512));
+  CHECK(real.nativeBf16 == quant::probeCpuBf16().native);
+  CHECK_FALSE(real.brand.empty());
+  if (const auto flags = procCpuFlags()) {
+    const bool core = flags->count("avx512f") && flags->count("avx512bw") && flags->count("avx512vl") &&
+                      flags->count("avx512dq");
+    if (flags->count("amx_bf16") && flags->count("amx_tile") && core) CHECK(real.cpuid == target::CpuIsa::Amx);
+    else if (flags->count("avx512_fp16") && core) CHECK(real.cpuid == target::CpuIsa::Avx512Fp16);
+    else if (flags->count("avx512_bf16") && core) CHECK(real.cpuid == target::CpuIsa::Avx512Bf16);
+    else if (core) CHECK(real.cpuid == target::CpuIsa::Avx512);
+    else if (flags->count("avx2")) CHECK(real.cpuid == target::CpuIsa::Avx2);
+  }
+  {
+    ScopedEnv onednn("ONEDNN_MAX_CPU_ISA", "avx2");
+    const target::CpuCapabilities capped = target::probeCpu();
+    CHECK(static_cast<int>(capped.isa) <= static_cast<int>(target::CpuIsa::Avx2));
+    CHECK_FALSE(capped.nativeBf16);
+    CHECK(target::deviceIdentity("cpu").find("oneDNN " + target::isaName(capped.isa)) != std::string::npos);
+  }
+}
+
+TEST_CASE("an assumed ISA replaces the probe for the decisions, and the probe comes back after") {
+  const target::CpuCapabilities real = target::probeCpu();
+  {
+    target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
+    const target::CpuCapabilities c = target::cpuCapabilities();
+    CHECK(c.assumed);
+    CHECK(c.isa == target::CpuIsa::Avx2);
+    CHECK(c.aten == target::CpuIsa::Avx2);
+    CHECK_FALSE(c.nativeBf16);
+    CHECK(c.bf16Why.find("assumed avx2") != std::string::npos);
+    CHECK(target::deviceIdentity("cpu").find("assumed avx2") != std::string::npos);
+    CHECK(target::autoPrecision("cpu", false).dtype == target::AutoPrecision::Dtype::Fp32);
+    CHECK(target::autoPrecision("cpu", false).why.find("no native bf16") != std::string::npos);
+    {
+      target::AssumeCpuIsa amx(target::CpuIsa::Amx);
+      CHECK(target::cpuCapabilities().nativeBf16);
+      CHECK(target::cpuCapabilities().aten == target::CpuIsa::Avx512);
+      CHECK(target::autoPrecision("cpu", false).dtype == target::AutoPrecision::Dtype::Bf16);
+    }
+    CHECK(target::cpuCapabilities().isa == target::CpuIsa::Avx2);  // the inner scope restored avx2
+    // A CUDA target does not consult the CPU.
+    CHECK(target::autoPrecision("cuda", false).dtype != target::AutoPrecision::Dtype::Fp32);
+  }
+  CHECK_FALSE(target::assumedCpuIsa().has_value());
+  CHECK(target::cpuCapabilities().isa == real.isa);
+  CHECK(target::cpuCapabilities().nativeBf16 == real.nativeBf16);
+}
+
+TEST_CASE("CUDA capabilities: native fp16 from sm_70, bf16 from sm_80, and the probe") {
+  CHECK_FALSE(target::cudaNativeFp16(6, 1));
+  CHECK(target::cudaNativeFp16(7, 5));
+  CHECK_FALSE(target::cudaNativeBf16(7, 5));
+  CHECK(target::cudaNativeBf16(8, 0));
+  CHECK(target::cudaNativeBf16(9, 0));
+  const target::CudaCapabilities c = target::probeCuda();
+  if (!torch::cuda::is_available()) {
+    CHECK_FALSE(c.available);
+    CHECK_FALSE(c.why.empty());
+    CHECK(target::deviceIdentity("cuda").find("not available") != std::string::npos);
+    // Nothing to probe: the CUDA rule assumes a current GPU.
+    CHECK(target::autoPrecision("cuda", false).dtype == target::AutoPrecision::Dtype::Fp16);
+    CHECK(target::autoPrecision("cuda", true).dtype == target::AutoPrecision::Dtype::Bf16);
+    return;
+  }
+  INFO(c.summary());
+  CHECK(c.available);
+  CHECK_FALSE(c.name.empty());
+  CHECK(c.major >= 3);
+  CHECK(target::deviceIdentity("cuda").find(c.name) != std::string::npos);
 }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The machine-aware parts of `ptopt IN OUT` (issue 20): --assume-isa decides
+# -O3's precision as on that CPU, says why in the summary, --explain and
+# --report; the never-slower stage times OUT against IN and writes a faster
+# verified candidate when OUT is slower (or cannot run here), --force and
+# --no-measure; nothing partial is left behind.
+# Usage: machine_test.sh PTOPT FIXTURES_DIR PYTHON
+set -u
+ptopt=$1; fx=$2; py=$3
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+m="$fx/resnet18_script.pt"; shape=1,3,64,64
+
+# --- --assume-isa: the -O3 decision follows the assumed CPU.
+expect 0 "precision: fp32 kept .*no native bf16 \(assumed avx2" -- \
+  "$ptopt" "$m" "$work/avx2.pt" -O3 --assume-isa avx2 --input-shape $shape --explain --no-measure \
+  --report "$work/avx2.json"
+grep -q "target cpu: .*assumed with --assume-isa" <<<"$last_output" || fail "--explain does not describe the target"
+grep -q "cast: .*dtype=auto keeps the whole graph in fp32" <<<"$last_output" || fail "--explain lacks the cast decline"
+expect 0 "precision: bf16 \(cast\{dtype=auto\}\)" -- \
+  "$ptopt" "$m" "$work/bf16.pt" -O3 --assume-isa AVX512_BF16 --input-shape $shape --no-measure \
+  --report "$work/bf16.json"
+"$py" - "$work/avx2.pt" "$work/bf16.pt" "$work/avx2.json" "$work/bf16.json" <<'PY' || fail "--assume-isa results"
+import json, sys, torch
+def dtypes(path):
+    return {t.dtype for t in torch.jit.load(path).state_dict().values()}
+a, b = dtypes(sys.argv[1]), dtypes(sys.argv[2])
+assert torch.bfloat16 not in a, a
+assert torch.bfloat16 in b, b
+ra, rb = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+assert ra["target"]["isa"] == "avx2" and ra["target"]["assumed"] and not ra["target"]["native_bf16"], ra["target"]
+assert rb["target"]["isa"] == "avx512_bf16" and rb["target"]["native_bf16"], rb["target"]
+assert "assumed avx2" in ra["target"]["identity"], ra["target"]["identity"]
+assert ra["precision"].startswith("fp32 kept"), ra["precision"]
+assert ra["measurement"]["skipped"] == "--no-measure"
+PY
+expect 2 "assume-isa" -- "$ptopt" "$m" "$work/x.pt" -O3 --assume-isa avx1024
+[ ! -e "$work/x.pt" ] || fail "a bad --assume-isa wrote OUT"
+
+# --- Never slower. An ordinary run is timed and reports its speed.
+expect 0 "speed: OUT/IN latency [0-9.]+x \(95% CI [0-9.]+-[0-9.]+; [0-9]+ interleaved pairs, 1 thread" -- \
+  "$ptopt" "$m" "$work/o1.pt" -O1 --input-shape $shape --measure-budget 0.5 --report "$work/o1.json"
+"$py" - "$work/o1.json" <<'PY' || fail "-O1 measurement in --report"
+import json, sys
+r = json.load(open(sys.argv[1]))["measurement"]
+assert r["budget_s"] == 0.5 and r["threads"] == 1, r
+assert r["candidates"][0]["candidate"] == "output" and r["candidates"][0]["pairs"] >= 5, r
+lo, hi = r["ci95"]
+assert lo <= r["ratio"] <= hi and abs(r["speedup"] * r["ratio"] - 1) < 1e-9, r
+assert r["written"] in ("output", "input"), r
+PY
+
+# A pipeline that makes the model much slower on a CPU: fp16 casts, which
+# LibTorch 1.13 cannot even run on a CPU (verified by emulation; emulated
+# fp16 runs about as fast as fp32 here). OUT is not written; the pipeline
+# without its precision and layout passes is (or, should that measure
+# slower on a noisy machine, the input itself).
+mkdir "$work/slow"
+expect 0 "OUT was measurably slower than IN.*, so ptopt writes (fp32 structure|the input model)" -- \
+  "$ptopt" "$m" "$work/slow/o.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' --input-shape $shape \
+  --measure-budget 0.5 --report "$work/slow.json"
+grep -qE "wrote (fp32 structure|the input model \(unchanged\)) instead" <<<"$last_output" \
+  || fail "the last line does not say what was written"
+"$py" - "$m" "$work/slow/o.pt" "$work/slow.json" <<'PY' || fail "fp16 fallback"
+import json, sys, torch
+m = torch.jit.load(sys.argv[2])
+m(torch.randn(1, 3, 64, 64))  # runs on this CPU
+assert {t.dtype for t in m.state_dict().values()} == {torch.float32}, "fp16 left in the fallback"
+r = json.load(open(sys.argv[3]))
+meas = r["measurement"]
+assert meas["candidates"][0]["candidate"] == "output" and "Half" in meas["candidates"][0]["error"], meas
+if meas["written"] == "fp32 structure":
+    assert not [n for n in m.graph.nodes() if n.kind() == "aten::batch_norm"], "not the folded structure"
+    assert r["outcome"].startswith("passed; wrote fp32 structure"), r["outcome"]
+else:
+    assert meas["written"] == "input" and meas["candidates"][1]["verdict"] == "slower", meas
+    assert open(sys.argv[1], "rb").read() == open(sys.argv[2], "rb").read()
+PY
+[ -z "$(ls -A "$work/slow" | grep -v '^o\.pt$')" ] || fail "files left behind: $(ls -A "$work/slow")"
+# --force writes the slower OUT anyway; --no-measure writes it untimed.
+expect 0 "PASSED" -- "$ptopt" "$m" "$work/slow/forced.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' \
+  --input-shape $shape --measure-budget 0.5 --force
+grep -q "fp32 structure" <<<"$last_output" && fail "--force tried a fallback"
+expect 0 "PASSED" -- "$ptopt" "$m" "$work/slow/unmeasured.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' \
+  --input-shape $shape --no-measure
+grep -q "speed:" <<<"$last_output" && fail "--no-measure measured"
+PTOPT_NO_MEASURE=1 expect 0 "PASSED" -- "$ptopt" "$m" "$work/slow/env.pt" --passes 'cast{dtype=fp16}' \
+  --input-shape $shape
+grep -q "speed:\|instead" <<<"$last_output" && fail "PTOPT_NO_MEASURE=1 measured"
+rm -f "$work/slow/env.pt"
+"$py" - "$work/slow/forced.pt" "$work/slow/unmeasured.pt" <<'PY' || fail "--force / --no-measure wrote something else"
+import sys, torch
+for path in sys.argv[1:]:
+    assert torch.float16 in {t.dtype for t in torch.jit.load(path).state_dict().values()}, path
+PY
+# Without the structure to fall back to (only a cast), the input itself is written, unchanged.
+expect 0 "writes the input model \(unchanged\)" -- \
+  "$ptopt" "$m" "$work/slow/in.pt" --passes 'cast{dtype=fp16}' --input-shape $shape --measure-budget 0.5
+cmp -s "$m" "$work/slow/in.pt" || fail "the input was not written unchanged"
+[ -z "$(ls -A "$work/slow" | grep -v '\.pt$')" ] || fail "files left behind: $(ls -A "$work/slow")"
+
+[ "$failures" = 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all machine-aware CLI checks passed"

@@ -1,0 +1,162 @@
+// Never slower: time the optimized model against its input, interleaved and
+// bounded, and pick what to write when the optimized one is measurably
+// slower (DESIGN.md: no preset may hand back a model slower than its input
+// on the machine that ran it).
+//
+// The timing reuses `ptopt bench`'s statistics (tools/bench_stats.h): runs
+// alternate IN, OUT, IN, OUT ... so that drift of the machine hits both,
+// after a warm-up (TorchScript's profiling executor specializes a graph over
+// its first runs), and the median ratio OUT/IN gets a bootstrap 95%
+// confidence interval. OUT is measurably slower when the interval's lower
+// bound is above 1 + margin (default 2%): noise alone does not reject a
+// model, and a model that is slower only within noise is kept.
+//
+// The decision is made by pickNotSlower over candidates in order of
+// preference (OUT, then e.g. the same pipeline without its precision and
+// layout passes, then the input itself): the first one not measurably
+// slower than IN is written; the last is taken without timing. Clocks and
+// runs are plain functions, so tests drive the logic with a fake timer.
+// `ptopt IN OUT` runs this as its `measure` stage (tools/cmd_optimize.cpp);
+// the Python package can call measureModules / pickNotSlower as well.
+#pragma once
+
+#include "tools/api.h"
+#include "tools/bench_stats.h"
+
+#include "rewriters/pipeline.h"
+
+#include <c10/core/Device.h>
+#include <torch/script.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptopt {
+
+struct MeasureOptions {
+  double budgetSeconds = 2.0;  // per comparison: warm-up and timed pairs together (--measure-budget)
+  int threads = 1;             // intra-op threads while timing (0: leave LibTorch's setting)
+  size_t minPairs = 5;         // timed pairs at least, even past the budget
+  size_t maxPairs = 100;       // enough for a tight interval; fast models stop here
+  int warmupRuns = 3;          // untimed runs of each model first
+  double margin = 0.02;        // slower only when the CI's lower bound exceeds 1 + margin
+  // Stop before the budget once the answer is clear: from 20 pairs on, every
+  // 10 pairs, when the CI lies wholly above 1 + margin, below 1 - margin, or
+  // within 1 +- margin.
+  bool earlyStop = true;
+  // Run both through LibTorch's profiling executor with its graph optimizer
+  // on, as deployment does. Off by default (as verification runs them): the
+  // optimizer's first runs cost time superlinear in the graph (seconds for
+  // a few thousand nodes), which would break the budget, and on a CPU the
+  // steady state of a conv net differs little.
+  bool optimizingExecutor = false;
+};
+
+enum class SpeedVerdict { Faster, NoClearDifference, Slower };
+std::string verdictName(SpeedVerdict v);  // "faster", "no clear difference", "slower"
+
+// OUT (b) against IN (a).
+struct SpeedMeasurement {
+  tools::RatioEstimate ratio;  // median(b) / median(a), 95% CI
+  tools::TimingStats a, b;
+  size_t pairs = 0;
+  int threads = 0;
+  double seconds = 0;  // wall time of the comparison, warm-up included
+  SpeedVerdict verdict = SpeedVerdict::NoClearDifference;
+  // "0.62x (95% CI 0.60-0.64; 24 interleaved pairs, 1 thread, median 40.1 vs 64.7 ms)"
+  std::string line() const;
+};
+
+// Faster when the CI's upper bound is below 1 - margin, Slower when its
+// lower bound is above 1 + margin, else no clear difference.
+SpeedVerdict judge(const tools::RatioEstimate& r, double margin);
+
+// The timing loop: `timeA` and `timeB` each run their model once and return
+// its time in ms; `nowMs` is a monotonic clock. Warm-up runs of each, then
+// pairs a, b until the budget is spent (at least minPairs) or, with
+// earlyStop, the answer is clear. Threads are not
+// touched here (measureModules does that).
+SpeedMeasurement measurePair(const std::function<double()>& timeA, const std::function<double()>& timeB,
+                             const MeasureOptions& options, const std::function<double()>& nowMs);
+
+// Real modules on `device` (CPU: steady clock; CUDA: synchronized), with
+// options.threads intra-op threads (restored afterwards), under NoGrad.
+// `inputsB` are the inputs for `b` (a changed signature), else inputsA.
+// Throws what a model throws when it fails on its inputs.
+SpeedMeasurement measureModules(torch::jit::Module a, torch::jit::Module b, const std::vector<c10::IValue>& inputsA,
+                                const std::vector<c10::IValue>& inputsB, c10::Device device,
+                                const MeasureOptions& options);
+
+// One candidate to write: `build` makes it and returns a function that times
+// one run of it (ms); it throws when the candidate cannot be built, verified
+// or run (the reason is recorded and the next one tried).
+struct Candidate {
+  std::string name;         // "output", "fp32 structure", "input"
+  std::string description;  // for messages
+  std::function<std::function<double()>()> build;
+};
+struct CandidateOutcome {
+  std::string name;
+  std::optional<SpeedMeasurement> measurement;  // none for the last one (taken untimed) or a failure
+  std::string error;                            // why it could not be used
+};
+struct NeverSlowerResult {
+  size_t chosen = 0;  // index into candidates
+  std::vector<CandidateOutcome> tried;  // in order, up to and including the chosen one
+};
+// Tries the candidates in order against IN (`timeIn`): the first that is
+// not measurably slower is chosen; the last one is taken without timing
+// (it should be the input itself). Throws std::invalid_argument without
+// candidates.
+NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std::vector<Candidate>& candidates,
+                                const MeasureOptions& options, const std::function<double()>& nowMs);
+
+// ---- The candidates `ptopt IN OUT` falls back to
+
+// A function that runs `module` once on `inputs` on `device` (moved there
+// first) and returns its time in ms (CUDA: synchronized).
+std::function<double()> moduleTimer(torch::jit::Module module, std::vector<c10::IValue> inputs, c10::Device device);
+
+// The pipeline without its precision and layout passes (cast,
+// channels-last): the fp32 structure of a run. nullopt when the pipeline
+// has neither, or nothing else.
+struct StructurePipeline {
+  rewriters::Pipeline pipeline;
+  std::vector<std::string> dropped;  // "cast", "channels-last"
+  std::string description() const;   // "the pipeline without cast, channels-last"
+};
+std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline);
+
+// `pipeline` run on a fresh import of `original` (with the target, the
+// bf16 preference and the example inputs of `like`), exported and loaded
+// back: what would be written.
+struct BuiltCandidate {
+  Optimizer::Serialized result;
+  size_t nodes = 0;
+  const ir::Model* model = nullptr;   // valid while the BuiltCandidate lives
+  std::shared_ptr<Optimizer> optimizer;
+};
+BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::ImportOptions& importOptions,
+                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like);
+
+// A monotonic clock in ms (std::chrono::steady_clock).
+double steadyNowMs();
+
+// Sets LibTorch's intra-op thread count for a scope (threads <= 0: leaves
+// it), restoring the previous count.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace ptopt

@@ -26,7 +26,9 @@
 #include "tools/verify_setup.h"
 
 #include "ir/model.h"
+#include "quant/calibration.h"
 #include "quant/precision_check.h"
+#include "quant/quantize.h"
 #include "verify/blame.h"
 
 #include <filesystem>
@@ -50,6 +52,13 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--rules", o.rulesFiles,
                  "Rule file to apply (repeatable): after the pipeline's rewrites, before its closing device lowering "
                  "(fuse-cudnn), like the passes in -O1,more");
+  app.add_option("--quantize", o.quantize,
+                 "int8: append quantize{dtype=int8} (static post-training quantization, calibrated on "
+                 "--calibration; an accuracy guard keeps sensitive ops fp32) to the pipeline")
+      ->check(CLI::IsMember({"int8"}));
+  app.add_option("--calibration", o.calibration,
+                 "Calibration batches for quantize: a file in the --inputs formats holding a list of batches "
+                 "(torch.save([x1, x2, ...], FILE), each a tensor or a tuple of inputs)");
   app.add_flag("--print-pipeline", o.printPipeline, "Print the canonical pipeline");
   app.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to keep")->delimiter(',');
   registerVerifyCliOptions(app, o.verify);
@@ -118,6 +127,11 @@ rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
     rules.push_back(rewriters::rulesElement(file));
   }
   rewriters::addExtraPasses(p, rules);
+  if (!o.quantize.empty() && text.find("quantize") == std::string::npos) {
+    // Like the extra passes: after the rewrites, before the device lowering.
+    rewriters::Pipeline q = rewriters::parsePipeline("quantize{dtype=" + o.quantize + "}", defaultRegistry(), "--quantize");
+    rewriters::addExtraPasses(p, q.elements);
+  }
   return p;
 }
 
@@ -178,6 +192,7 @@ struct Run {
   std::optional<verify::ReferenceRunner> runner;  // reference: nullopt when nothing is verified
   rewriters::RunReport report;      // run
   std::optional<quant::LowPrecisionRun> lowp;  // run: set when the pipeline lowered precision
+  std::optional<quant::CalibrationData> calibration;  // reference: --calibration FILE, checked
   Optimizer::Serialized result;     // export
   Stopwatch total;                  // from load on
 
@@ -288,6 +303,20 @@ void planVerification(Run& r, const Optimizer::Reference& reference) {
     }
     r.ctx.exampleInputs = inputs.source->inputsFor(0);
   }
+  if (!o.calibration.empty()) {
+    // Checked before any pass runs: bad data is the user's error (exit 2, nothing written).
+    try {
+      verify::InputSet set = verify::loadInputsFile(o.calibration);
+      quant::CalibrationData data;
+      data.source = o.calibration;
+      const std::vector<c10::IValue>* expected = r.ctx.exampleInputs ? &*r.ctx.exampleInputs : nullptr;
+      data.batches = quant::splitCalibrationBatches(set.values, r.opt->model().forward().inputs().size(), expected,
+                                                    o.calibration);
+      r.calibration = std::move(data);
+    } catch (const std::invalid_argument& e) {
+      throw ir::InputError(std::string("--calibration: ") + e.what());
+    }
+  }
   if (o.noVerify) r.record.verificationSkipped = "--no-verify";
 }
 
@@ -357,6 +386,9 @@ bool run(Run& r) {
   const rewriters::Instrumentation inst =
       instrumentation(r, progress, blamer ? &*blamer : nullptr, drawings.get());
   Stopwatch sw;
+  std::optional<quant::CalibrationScope> calibration;
+  if (r.calibration) calibration.emplace(*r.calibration);
+  quant::resetQuantizeReport();
   try {
     r.report = r.opt->run(r.pipeline, &r.ctx, inst);
   } catch (const verify::BlameError& blame) {
@@ -373,6 +405,10 @@ bool run(Run& r) {
   r.record.passes = r.report;
   r.say(fmt::format("pipeline: {}\n", r.canonical.empty() ? "(empty)" : r.canonical));
   if (!r.report.countersSummary().empty()) r.say(r.report.countersSummary());
+  if (quant::lastQuantizeReport().ran) {
+    r.record.quantize = quant::lastQuantizeReport();
+    r.say(r.record.quantize->summary());
+  }
   // Lower precision: a changed signature takes converted inputs.
   r.lowp = quant::lowPrecisionRun(r.pipeline, r.ctx, r.report);
   if (r.lowp && r.lowp->signatureChanged) r.say("note: " + r.lowp->signatureNote() + "\n");

@@ -271,6 +271,15 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
       const size_t idx = ci->second;
       const Candidate& c = cands[idx];
       if (fp32.count(idx)) continue;
+      // An add or cat is worth int8 only inside a region: when an input is int8 already.
+      if (c.kind == Kind::Add || c.kind == Kind::Cat) {
+        std::vector<ir::Value*> xs;
+        if (c.kind == Kind::Add) xs = {n->argValue(0), n->argValue(1)};
+        else
+          for (const auto& a : n->argValue(0)->node()->args()) xs.push_back(a.value());
+        const bool anyQuantized = std::any_of(xs.begin(), xs.end(), [&](ir::Value* x) { return qOf.count(x) != 0; });
+        if (!anyQuantized) continue;
+      }
       ir::Node* last = c.act ? c.act : n;
       ir::Node* before = last->next();
       std::vector<ir::Node*> erase = {n};
@@ -311,6 +320,7 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
           if (!weight->hasUses()) rw.erase(weight->node());
           if (bias && !bias->hasUses()) rw.erase(bias->node());
           rw.setName(y, outName);
+          res.quantizedOut[idx] = y;
           ++res.quantized;
           continue;
         }
@@ -339,6 +349,11 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
       res.quantizedOut[idx] = qv;
       ++res.quantized;
       finish(c.out, qv, before, erase);
+      continue;
+    }
+    // Shape queries read the quantized tensor (no dequantize needed for them).
+    if ((n->is("aten::size") || n->is("aten::dim")) && n->numArgs() >= 1 && n->arg(0).isValue()) {
+      if (auto it = qOf.find(n->argValue(0)); it != qOf.end()) rw.setArg(n, 0, it->second);
       continue;
     }
     if (isPassThrough(n)) {
@@ -389,6 +404,7 @@ struct Evaluation {
   std::optional<double> top1;
   std::map<size_t, double> sqnr;     // candidate -> output SQNR
   std::map<size_t, double> inSqnr;   // candidate -> worst input SQNR
+  std::set<size_t> quantized;        // candidates the build made int8
   std::string error;
 };
 
@@ -420,7 +436,10 @@ Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std:
   BuildResult built = build(*copy, cands, fp32, qparams, nullptr, "quantize", reduceRange);
   std::unordered_map<const ir::Value*, std::string> quantizedNames;
   for (const auto& [name, v] : built.quantizedByName) quantizedNames[v] = name;
-  for (const auto& [idx, v] : built.quantizedOut) quantizedNames[v] = origCands[idx].out->name();
+  for (const auto& [idx, v] : built.quantizedOut) {
+    quantizedNames[v] = origCands[idx].out->name();
+    ev.quantized.insert(idx);
+  }
   std::map<std::string, std::pair<double, double>> power;  // name -> (signal, noise)
   double worstCos = 1;
   int64_t agree = 0, rows = 0;
@@ -547,6 +566,11 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   const bool reduceRange = engineNeedsReduceRange();
 
   auto cands = findCandidates(graph, dynamic, &ctx, name());
+  // Adds and cats alone are not worth int8 (they only join int8 regions).
+  const bool anyCompute = std::any_of(cands.begin(), cands.end(), [](const Candidate& c) {
+    return c.kind == Kind::Conv || c.kind == Kind::Linear || c.kind == Kind::LinearDynamic;
+  });
+  if (!anyCompute) cands.clear();
   if (cands.empty()) {
     rep.declined = "no quantizable op";
     ctx.decline(name(), graph.block()->outputNode(), dynamic ? "no aten::linear with a constant weight" : "no quantizable op (conv2d, linear, add, cat)");
@@ -638,7 +662,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     std::optional<size_t> worst;
     double worstDrop = -std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < cands.size(); ++i) {
-      if (fp32.count(i)) continue;
+      if (fp32.count(i) || !ev.quantized.count(i)) continue;
       auto o = ev.sqnr.find(i);
       const double out = o == ev.sqnr.end() ? std::numeric_limits<double>::infinity() : o->second;
       double in = ev.inSqnr.count(i) ? ev.inSqnr.at(i) : std::numeric_limits<double>::infinity();
@@ -650,7 +674,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     fp32.insert(*worst);
     why[*worst] = fmt::format("fallback: cosine {:.4f} < {:g}", ev.cosine, minCos);
     r.count("fallback");
-    if (fp32.size() == cands.size()) break;
+    if (std::none_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) { return !fp32.count(i); })) break;
     ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange);
     if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
   }
@@ -659,13 +683,17 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     op.op = cands[i].label;
     op.kind = cands[i].kindName;
     if (auto it = ev.sqnr.find(i); it != ev.sqnr.end()) op.sqnrDb = it->second;
-    op.fp32 = fp32.count(i) != 0;
-    if (op.fp32) op.why = why[i];
+    op.fp32 = fp32.count(i) != 0 || !ev.quantized.count(i);
+    if (fp32.count(i)) op.why = why[i];
+    else if (op.fp32) op.why = "no int8 input: not worth a region of its own";
     rep.ops.push_back(op);
   }
   rep.cosine = ev.cosine;
   rep.top1Agreement = ev.top1;
-  if (fp32.size() == cands.size()) {
+  const bool computeLeft = std::any_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) {
+    return cands[i].kind == Kind::Conv || cands[i].kind == Kind::Linear || cands[i].kind == Kind::LinearDynamic;
+  });
+  if (!computeLeft) {
     rep.declined = fmt::format("nothing worth quantizing is left: every quantizable op is kept in fp32 "
                                "(worst held-out cosine {:.4f} < min-cosine {:g})", ev.cosine, minCos);
     ctx.decline(name(), graph.block()->outputNode(), rep.declined);

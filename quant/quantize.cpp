@@ -448,7 +448,7 @@ Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std:
       std::unordered_map<std::string, at::Tensor> fp;
       ir::InterpreterOptions o;
       o.observer = [&](const ir::Value& v, const c10::IValue& iv) {
-        if (iv.isTensor() && wanted.count(v.name()) && v.owningBlock() == g.block()) fp[v.name()] = iv.toTensor();
+        if (iv.isTensor() && wanted.count(v.name()) && v.owningBlock() == g.block()) fp[v.name()] = iv.toTensor().clone();  // in-place ops may write it later
       };
       ir::Interpreter refObs(g, o);
       auto refOut = refObs.run(batch);

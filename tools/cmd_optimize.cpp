@@ -266,6 +266,32 @@ void load(Run& r) {
         o.input, mode.scriptedInTraining ? "scripted and saved with training=True" : "traced in training mode"));
 }
 
+// --calibration FILE: checked before any pass runs (bad data is the user's
+// error: exit 2, nothing written). Without --inputs, verification runs on
+// the last calibration batch, which the quantize pass holds out from
+// calibration (int8 judged on random inputs far from the data it was
+// calibrated on says nothing).
+void loadCalibration(Run& r, InputPlan& inputs) {
+  const OptimizeOptions& o = r.o;
+  try {
+    verify::InputSet set = verify::loadInputsFile(o.calibration);
+    quant::CalibrationData data;
+    data.source = o.calibration;
+    std::optional<std::vector<c10::IValue>> expected;
+    if (inputs.source && !inputs.inferred && !inputs.source->fixed) expected = inputs.source->inputsFor(0);
+    data.batches = quant::splitCalibrationBatches(set.values, r.opt->model().forward().inputs().size(),
+                                                  expected ? &*expected : nullptr, o.calibration);
+    if (inputs.source && !inputs.source->fixed && data.batches.size() >= 2) {
+      inputs.source->fixed = data.batches.back();
+      inputs.inferred = false;
+      r.say("note: verification runs on the last --calibration batch (held out from calibration)\n");
+    }
+    r.calibration = std::move(data);
+  } catch (const std::invalid_argument& e) {
+    throw ir::InputError(std::string("--calibration: ") + e.what());
+  }
+}
+
 // The verification inputs (verify::planInputs on the flags), and the
 // reference's outputs on them, computed once (r.runner). Gives the passes
 // the inputs the user gave (shape-prop); with --no-verify they are still
@@ -273,6 +299,7 @@ void load(Run& r) {
 void planVerification(Run& r, const Optimizer::Reference& reference) {
   const OptimizeOptions& o = r.o;
   InputPlan inputs = planInputs(o.verify, r.opt->model().forward());
+  if (!o.calibration.empty()) loadCalibration(r, inputs);
   if (!inputs.source) {
     r.record.verificationSkipped = inputs.message;
     if (o.verifyFlag || o.verifyEach) throw UsageError(inputs.message);
@@ -302,20 +329,6 @@ void planVerification(Run& r, const Optimizer::Reference& reference) {
       }
     }
     r.ctx.exampleInputs = inputs.source->inputsFor(0);
-  }
-  if (!o.calibration.empty()) {
-    // Checked before any pass runs: bad data is the user's error (exit 2, nothing written).
-    try {
-      verify::InputSet set = verify::loadInputsFile(o.calibration);
-      quant::CalibrationData data;
-      data.source = o.calibration;
-      const std::vector<c10::IValue>* expected = r.ctx.exampleInputs ? &*r.ctx.exampleInputs : nullptr;
-      data.batches = quant::splitCalibrationBatches(set.values, r.opt->model().forward().inputs().size(), expected,
-                                                    o.calibration);
-      r.calibration = std::move(data);
-    } catch (const std::invalid_argument& e) {
-      throw ir::InputError(std::string("--calibration: ") + e.what());
-    }
   }
   if (o.noVerify) r.record.verificationSkipped = "--no-verify";
 }

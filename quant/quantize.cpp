@@ -36,6 +36,8 @@ std::vector<OptionSpec> QuantizePass::optionSpecs() const {
       {"min-cosine", OptionKind::Float, "0.99", "accuracy guard: worst output cosine vs fp32 on held-out batches",
        {}, -1.0, 1.0},
       {"fallback", OptionKind::Bool, "true", "keep the most sensitive ops in fp32 until min-cosine holds", {}, {}, {}},
+      {"max-fallback", OptionKind::Int, "-1", "most ops the fallback may keep in fp32 (-1: half the convs and "
+       "linears); past it the pass declines", {}, -1, {}},
       {"random-batches", OptionKind::Int, "8", "batches drawn when no calibration data is given", {}, 1, {}},
       {"fp32-ops", OptionKind::String, "", "ops to keep in fp32: output value names or operators ('%x.3;aten::linear')",
        {}, {}, {}},
@@ -657,7 +659,13 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   const double minCos = options().getFloat("min-cosine");
   Evaluation ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange);
   if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
-  while (ev.cosine < minCos && options().getBool("fallback")) {
+  int64_t maxFallback = options().getInt("max-fallback");
+  if (maxFallback < 0)
+    maxFallback = std::max<int64_t>(1, std::count_if(cands.begin(), cands.end(), [](const Candidate& c) {
+                                         return c.kind == Kind::Conv || c.kind == Kind::Linear ||
+                                                c.kind == Kind::LinearDynamic;
+                                       }) / 2);
+  while (ev.cosine < minCos && options().getBool("fallback") && r.counter("fallback") < maxFallback) {
     // The op that loses the most SQNR between its inputs and its output.
     std::optional<size_t> worst;
     double worstDrop = -std::numeric_limits<double>::infinity();

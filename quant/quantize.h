@@ -2,6 +2,7 @@
 // The contract is kContract below (`ptopt passes quantize` prints it).
 #pragma once
 
+#include "quant/quantize_report.h"
 #include "rewriters/pass.h"
 
 #include <limits>
@@ -17,10 +18,12 @@ class QuantizePass : public rewriters::Pass {
       "use (onednn on Debian's 1.13; reduce_range on fbgemm/x86): aten::conv2d (2-D, not transposed, constant "
       "float weight, literal stride/padding/dilation/groups, read through ir::ConvOp) becomes quantized::conv2d, "
       "or quantized::conv2d_relu when its only user is relu/relu_ or hardtanh(0, v)/relu6 (the fused op's output "
-      "range is the activation's, observed, so the clip is kept); aten::linear with a constant weight becomes "
+      "parameters are observed on the activation's output, whose range ends at or below v, so the clip is implied "
+      "and the hardtanh is dropped); aten::linear with a constant weight becomes "
       "quantized::linear / linear_relu; aten::add / add_ / _add_relu / _add_relu_ of two float tensors of equal "
       "known shape with alpha 1 becomes quantized::add / add_relu; aten::cat of a list used only by it becomes "
-      "quantized::cat. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
+      "quantized::cat; an add or cat is made int8 only when one of its inputs is int8 already (alone it would "
+      "only add conversions), and the pass declines when no conv or linear can be quantized. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
       "engine's prepack ops into module attributes (Conv2dPackedParamsBase / LinearPackedParamsBase), which "
       "TorchScript serializes, so the file loads and runs in stock PyTorch; the float bias stays in the packed "
       "params. Activations are per-tensor affine quint8 with parameters from observers filled by running the "
@@ -34,7 +37,7 @@ class QuantizePass : public rewriters::Pass {
       "calibration set, at least one): cosine of every float output and top-1 agreement of 2-D outputs, and the "
       "SQNR (dB) of every quantized op's output against its fp32 value; while the cosine is below min-cosine the "
       "op that loses the most SQNR between its inputs and its output is kept in fp32 (counter fallback) and the "
-      "check is rerun; when the criterion cannot be met, or no quantized op is left, the graph is left unchanged "
+      "check is rerun, at most max-fallback times (default: half the convs and linears); when the criterion cannot be met, or no quantized op is left, the graph is left unchanged "
       "(declined). fp32-ops= keeps named ops (their output value names, or operator names such as aten::linear) "
       "in fp32. Dynamic mode (mode=dynamic) turns each aten::linear with a constant weight into "
       "quantized::linear_dynamic (weights int8 per channel, activations quantized per call; no calibration). "
@@ -51,29 +54,5 @@ class QuantizePass : public rewriters::Pass {
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };
-
-// What the last quantize run measured (for the CLI's summary and --report).
-struct QuantizeOpReport {
-  std::string op;       // `%x.3 = aten::conv2d`
-  std::string kind;     // conv2d, conv2d_relu, linear, add, add_relu, cat, linear_dynamic
-  double sqnrDb = std::numeric_limits<double>::infinity();  // output vs fp32, held-out batches
-  bool fp32 = false;    // kept in fp32 (fallback or fp32-ops)
-  std::string why;      // fallback reason
-};
-struct QuantizeReport {
-  bool ran = false;
-  bool applied = false;
-  std::string mode, observer, calibrationSource;
-  bool syntheticCalibration = false;
-  size_t calibrationBatches = 0, heldOutBatches = 0;
-  double minCosine = 0;
-  double cosine = 1;                   // worst output cosine on held-out batches
-  std::optional<double> top1Agreement;  // 2-D outputs
-  std::vector<QuantizeOpReport> ops;
-  std::string declined;  // why nothing was applied
-  std::string summary() const;  // a few lines for the console
-};
-const QuantizeReport& lastQuantizeReport();
-void resetQuantizeReport();
 
 }  // namespace ptopt::quant

@@ -28,7 +28,7 @@
 #include "ir/model.h"
 #include "quant/calibration.h"
 #include "quant/precision_check.h"
-#include "quant/quantize.h"
+#include "quant/quantize_report.h"
 #include "verify/blame.h"
 
 #include <filesystem>

@@ -4,7 +4,7 @@
 // times, the verification result per output, and the outcome.
 #pragma once
 
-#include "quant/quantize.h"
+#include "quant/quantize_report.h"
 
 #include "ir/training_mode.h"
 #include "rewriters/pass_manager.h"

@@ -5,6 +5,7 @@
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
 #include "quant/calibration.h"
+#include "quant/int8_engine.h"
 #include "quant/observers.h"
 #include "rewriters/constants.h"
 
@@ -521,20 +522,13 @@ Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std:
   return ev;
 }
 
-at::QEngine engine() { return at::globalContext().qEngine(); }
-
-bool engineNeedsReduceRange() {
-  const std::string e = c10::toString(engine());
-  return e == "FBGEMM" || e == "X86";
-}
-
 }  // namespace
 
 std::string QuantizeReport::summary() const {
   std::ostringstream s;
   if (!ran) return "";
-  s << fmt::format("int8 ({} mode, {} observer): calibration {} ({} batch(es){}), held-out {} batch(es)\n", mode,
-                   observer, calibrationSource, calibrationBatches,
+  s << fmt::format("int8 ({} mode, {} observer, engine {}): calibration {} ({} batch(es){}), held-out {} batch(es)\n", mode,
+                   observer, engine, calibrationSource, calibrationBatches,
                    syntheticCalibration ? ", SYNTHETIC: accuracy needs real data" : "", heldOutBatches);
   if (!applied) {
     s << "  not applied: " << declined << "\n";
@@ -565,7 +559,8 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   rep.mode = options().getString("mode");
   rep.observer = dynamic ? "none" : options().getString("observer");
   rep.minCosine = options().getFloat("min-cosine");
-  const bool reduceRange = engineNeedsReduceRange();
+  const bool reduceRange = int8NeedsReduceRange();
+  rep.engine = int8EngineNote();
 
   auto cands = findCandidates(graph, dynamic, &ctx, name());
   // Adds and cats alone are not worth int8 (they only join int8 regions).

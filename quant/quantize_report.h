@@ -22,6 +22,7 @@ struct QuantizeReport {
   bool ran = false;
   bool applied = false;
   std::string mode, observer, calibrationSource;
+  std::string engine;  // the quantized engine and whether reduce_range is used
   bool syntheticCalibration = false;
   size_t calibrationBatches = 0, heldOutBatches = 0;
   double minCosine = 0;

@@ -61,7 +61,7 @@ nlohmann::json toJson(const RunRecord& r) {
       if (!op.why.empty()) o["why"] = op.why;
       ops.push_back(o);
     }
-    j["quantize"] = {{"applied", q.applied}, {"mode", q.mode}, {"observer", q.observer},
+    j["quantize"] = {{"applied", q.applied}, {"mode", q.mode}, {"observer", q.observer}, {"engine", q.engine},
                      {"calibration", q.calibrationSource}, {"synthetic_calibration", q.syntheticCalibration},
                      {"calibration_batches", q.calibrationBatches}, {"held_out_batches", q.heldOutBatches},
                      {"min_cosine", q.minCosine}, {"held_out_cosine", q.cosine}, {"ops", ops}};

@@ -17,6 +17,7 @@ namespace {
 // the larger rtol counts as lower, which is bf16.
 int precisionRank(c10::ScalarType t) {
   switch (t) {
+    case c10::ScalarType::QInt8: return -1;  // quantize{dtype=int8}
     case c10::ScalarType::BFloat16: return 0;
     case c10::ScalarType::Half: return 1;
     default: return 2;
@@ -33,6 +34,10 @@ void scan(const std::vector<rewriters::PipelineElement>& elements, const rewrite
           std::optional<c10::ScalarType>& lowest) {
   for (const auto& e : elements) {
     scan(e.children, ctx, lowest);
+    if (e.name == "quantize") {
+      lowest = lower(lowest, c10::ScalarType::QInt8);
+      continue;
+    }
     if (e.name != "cast") continue;
     std::string dtype = "auto";
     bool preferBf16 = ctx.preferBf16;

@@ -2,11 +2,13 @@
 #include "quant/register.h"
 
 #include "quant/cast.h"
+#include "quant/quantize.h"
 
 namespace ptopt::quant {
 
 void registerQuantPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<CastPass>(); });
+  registry.add([] { return std::make_unique<QuantizePass>(); });
 }
 
 }  // namespace ptopt::quant

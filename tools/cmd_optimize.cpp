@@ -37,7 +37,9 @@
 #include "tools/verify_setup.h"
 
 #include "ir/model.h"
+#include "quant/calibration.h"
 #include "quant/precision_check.h"
+#include "quant/quantize_report.h"
 #include "target/capabilities.h"
 #include "verify/blame.h"
 
@@ -68,6 +70,13 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--rules", o.rulesFiles,
                  "Rule file to apply (repeatable): after the pipeline's rewrites, before its closing device lowering "
                  "(fuse-cudnn), like the passes in -O1,more");
+  app.add_option("--quantize", o.quantize,
+                 "int8: append quantize{dtype=int8} (static post-training quantization, calibrated on "
+                 "--calibration; an accuracy guard keeps sensitive ops fp32) to the pipeline")
+      ->check(CLI::IsMember({"int8"}));
+  app.add_option("--calibration", o.calibration,
+                 "Calibration batches for quantize: a file in the --inputs formats holding a list of batches "
+                 "(torch.save([x1, x2, ...], FILE), each a tensor or a tuple of inputs)");
   app.add_flag("--print-pipeline", o.printPipeline, "Print the canonical pipeline");
   app.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to keep")->delimiter(',');
   registerVerifyCliOptions(app, o.verify);
@@ -148,6 +157,11 @@ rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
     rules.push_back(rewriters::rulesElement(file));
   }
   rewriters::addExtraPasses(p, rules);
+  if (!o.quantize.empty() && text.find("quantize") == std::string::npos) {
+    // Like the extra passes: after the rewrites, before the device lowering.
+    rewriters::Pipeline q = rewriters::parsePipeline("quantize{dtype=" + o.quantize + "}", defaultRegistry(), "--quantize");
+    rewriters::addExtraPasses(p, q.elements);
+  }
   return p;
 }
 
@@ -208,6 +222,7 @@ struct Run {
   std::optional<verify::ReferenceRunner> runner;  // reference: nullopt when nothing is verified
   rewriters::RunReport report;      // run
   std::optional<quant::LowPrecisionRun> lowp;  // run: set when the pipeline lowered precision
+  std::optional<quant::CalibrationData> calibration;  // reference: --calibration FILE, checked
   std::unique_ptr<ir::AtomicModuleFile> file;  // export: OUT's temporary file
   torch::jit::Module result;        // export: loaded back from `file`
   std::optional<Optimizer::StandIn> standIn;  // export: what a CPU checks instead, when it cannot run the result
@@ -289,6 +304,32 @@ void load(Run& r) {
         o.input, mode.scriptedInTraining ? "scripted and saved with training=True" : "traced in training mode"));
 }
 
+// --calibration FILE: checked before any pass runs (bad data is the user's
+// error: exit 2, nothing written). Without --inputs, verification runs on
+// the last calibration batch, which the quantize pass holds out from
+// calibration (int8 judged on random inputs far from the data it was
+// calibrated on says nothing).
+void loadCalibration(Run& r, InputPlan& inputs) {
+  const OptimizeOptions& o = r.o;
+  try {
+    verify::InputSet set = verify::loadInputsFile(o.calibration);
+    quant::CalibrationData data;
+    data.source = o.calibration;
+    std::optional<std::vector<c10::IValue>> expected;
+    if (inputs.source && !inputs.inferred && !inputs.source->fixed) expected = inputs.source->inputsFor(0);
+    data.batches = quant::splitCalibrationBatches(set.values, r.opt->model().forward().inputs().size(),
+                                                  expected ? &*expected : nullptr, o.calibration);
+    if (inputs.source && !inputs.source->fixed && data.batches.size() >= 2) {
+      inputs.source->fixed = data.batches.back();
+      inputs.inferred = false;
+      r.say("note: verification runs on the last --calibration batch (held out from calibration)\n");
+    }
+    r.calibration = std::move(data);
+  } catch (const std::invalid_argument& e) {
+    throw ir::InputError(std::string("--calibration: ") + e.what());
+  }
+}
+
 // The verification inputs (verify::planInputs on the flags), and the
 // reference's outputs on them, computed once (r.runner). Gives the passes
 // the inputs the user gave (shape-prop); with --no-verify they are still
@@ -296,6 +337,7 @@ void load(Run& r) {
 void planVerification(Run& r, const Optimizer::Reference& reference) {
   const OptimizeOptions& o = r.o;
   InputPlan inputs = planInputs(o.verify, r.opt->model().forward());
+  if (!o.calibration.empty()) loadCalibration(r, inputs);
   if (!inputs.source) {
     r.record.verificationSkipped = inputs.message;
     if (o.verifyFlag || o.verifyEach) throw UsageError(inputs.message);
@@ -420,6 +462,9 @@ bool run(Run& r) {
   const rewriters::Instrumentation inst =
       instrumentation(r, progress, blamer ? &*blamer : nullptr, drawings.get());
   Stopwatch sw;
+  std::optional<quant::CalibrationScope> calibration;
+  if (r.calibration) calibration.emplace(*r.calibration);
+  quant::resetQuantizeReport();
   try {
     r.report = r.opt->run(r.pipeline, &r.ctx, inst);
   } catch (const verify::BlameError& blame) {
@@ -439,6 +484,10 @@ bool run(Run& r) {
   if (auto note = quant::autoPrecisionNote(r.pipeline, r.ctx)) {
     r.say("precision: " + *note + "\n");
     r.record.sections["precision"] = *note;
+  }
+  if (quant::lastQuantizeReport().ran) {
+    r.record.quantize = quant::lastQuantizeReport();
+    r.say(r.record.quantize->summary());
   }
   // Lower precision: a changed signature takes converted inputs.
   r.lowp = quant::lowPrecisionRun(r.pipeline, r.ctx, r.report);

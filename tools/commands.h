@@ -30,6 +30,8 @@ struct OptimizeOptions {
   std::string passes;
   bool passesGiven = false;
   std::string preset;  // "-O0".."-O3"
+  std::string quantize;     // --quantize int8: appends quantize{dtype=int8} to the pipeline
+  std::string calibration;  // --calibration FILE: batches for quantize (the --inputs formats, a list of batches)
   std::string pipelineFile;
   std::vector<std::string> preserveMethods;
   std::vector<std::string> rulesFiles;

@@ -57,6 +57,31 @@ std::string formatOpTable(const std::map<std::string, size_t>& before,
 
 namespace ptopt::tools {
 
+namespace {
+
+size_t tensorBytesIn(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().nbytes();
+  size_t n = 0;
+  if (v.isTuple())
+    for (const auto& e : v.toTupleRef().elements()) n += tensorBytesIn(e);
+  if (v.isList())
+    for (const auto& e : v.toListRef()) n += tensorBytesIn(e);
+  return n;
+}
+
+// The tensors an object serializes (its __getstate__: a custom class such
+// as the quantized engines' packed weights); 0 when it has none.
+size_t objectTensorBytes(const c10::IValue& v) {
+  try {
+    auto obj = v.toObject();
+    if (auto* getstate = obj->type()->findMethod("__getstate__")) return tensorBytesIn((*getstate)({v}));
+  } catch (const std::exception&) {
+  }
+  return 0;
+}
+
+}  // namespace
+
 size_t parameterBytes(const ir::Model& model) {
   std::set<std::string> used;
   for (const auto& [name, graph] : model.methods)
@@ -68,6 +93,7 @@ size_t parameterBytes(const ir::Model& model) {
     if (!model.constants->contains(name)) continue;
     const c10::IValue& v = model.constants->at(name);
     if (v.isTensor()) bytes += v.toTensor().nbytes();
+    else if (v.isObject()) bytes += objectTensorBytes(v);  // int8 packed weights (quantize)
   }
   return bytes;
 }

@@ -2,6 +2,7 @@
 
 #include <torch/version.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -51,6 +52,22 @@ nlohmann::json toJson(const RunRecord& r) {
   if (r.verification) j["verification"] = r.verification->toJson();
   else j["verification"] = {{"skipped", r.verificationSkipped}};
   if (r.blamedPass) j["verification"]["first_failing_pass"] = *r.blamedPass;
+  if (r.quantize) {
+    const quant::QuantizeReport& q = *r.quantize;
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& op : q.ops) {
+      nlohmann::json o = {{"op", op.op}, {"kind", op.kind}, {"fp32", op.fp32}};
+      o["sqnr_db"] = std::isfinite(op.sqnrDb) ? nlohmann::json(op.sqnrDb) : nlohmann::json(nullptr);
+      if (!op.why.empty()) o["why"] = op.why;
+      ops.push_back(o);
+    }
+    j["quantize"] = {{"applied", q.applied}, {"mode", q.mode}, {"observer", q.observer}, {"engine", q.engine},
+                     {"calibration", q.calibrationSource}, {"synthetic_calibration", q.syntheticCalibration},
+                     {"calibration_batches", q.calibrationBatches}, {"held_out_batches", q.heldOutBatches},
+                     {"min_cosine", q.minCosine}, {"held_out_cosine", q.cosine}, {"ops", ops}};
+    if (q.top1Agreement) j["quantize"]["held_out_top1_agreement"] = *q.top1Agreement;
+    if (!q.declined.empty()) j["quantize"]["declined"] = q.declined;
+  }
   j["outcome"] = r.outcome;
   if (!r.error.empty()) j["error"] = r.error;
   j["exit_code"] = r.exitCode;

@@ -4,6 +4,8 @@
 // times, the verification result per output, and the outcome.
 #pragma once
 
+#include "quant/quantize_report.h"
+
 #include "ir/training_mode.h"
 #include "rewriters/pass_manager.h"
 #include "verify/runner.h"
@@ -32,6 +34,7 @@ struct RunRecord {
   std::map<std::string, double> stageMs;  // load, import, passes, export, verify, save
   std::optional<verify::VerifyReport> verification;
   std::string verificationSkipped;  // why, when there is no verification
+  std::optional<quant::QuantizeReport> quantize;  // what the quantize pass measured (per-op SQNR, cosine)
   std::optional<std::string> blamedPass;  // --verify-each: first pass that broke tolerance
   std::string outcome;  // "passed", "failed", "written despite failure (--force)", "error"
   std::string error;

@@ -1,0 +1,59 @@
+// quantize: int8 post-training quantization of the graph (static or dynamic).
+// The contract is kContract below (`ptopt passes quantize` prints it).
+#pragma once
+
+#include "quant/quantize_report.h"
+#include "rewriters/pass.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ptopt::quant {
+
+class QuantizePass : public rewriters::Pass {
+ public:
+  static constexpr const char* kContract =
+      "Static mode (the default) quantizes the top-level block of the graph for the LibTorch quantized engine in "
+      "use (onednn on Debian's 1.13; activations use reduce_range on fbgemm/x86 and on onednn without VNNI, "
+      "quant/int8_engine.h): aten::conv2d (2-D, not transposed, constant "
+      "float weight, literal stride/padding/dilation/groups, read through ir::ConvOp) becomes quantized::conv2d, "
+      "or quantized::conv2d_relu when its only user is relu/relu_ or hardtanh(0, v)/relu6 (the fused op's output "
+      "parameters are observed on the activation's output, whose range ends at or below v, so the clip is implied "
+      "and the hardtanh is dropped); aten::linear with a constant weight becomes "
+      "quantized::linear / linear_relu; aten::add / add_ / _add_relu / _add_relu_ of two float tensors of equal "
+      "known shape with alpha 1 becomes quantized::add / add_relu; aten::cat of a list used only by it becomes "
+      "quantized::cat; an add or cat is made int8 only when one of its inputs is int8 already (alone it would "
+      "only add conversions), and the pass declines when no conv or linear can be quantized. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
+      "engine's prepack ops into module attributes (Conv2dPackedParamsBase / LinearPackedParamsBase), which "
+      "TorchScript serializes, so the file loads and runs in stock PyTorch; the float bias stays in the packed "
+      "params. Activations are per-tensor affine quint8 with parameters from observers filled by running the "
+      "calibration set through the IR interpreter (observer=minmax|histogram|percentile). "
+      "aten::quantize_per_tensor is inserted where a float value enters an int8 op (once per value); relu, "
+      "hardtanh, max_pool2d, avg_pool2d, adaptive_avg_pool2d, flatten, reshape and contiguous of a quantized value "
+      "run on the quantized tensor; aten::dequantize is inserted before every other user (graph outputs, ops "
+      "without int8 kernels, nested blocks). In-place forms are converted only when the value they write has no "
+      "other user. The original ops and their fp32 weights are erased. "
+      "Accuracy guard: the result is compared with the fp32 graph on held-out batches (the last quarter of the "
+      "calibration set, at least one): cosine of every float output and top-1 agreement of 2-D outputs, and the "
+      "SQNR (dB) of every quantized op's output against its fp32 value; while the cosine is below min-cosine the "
+      "op that loses the most SQNR between its inputs and its output is kept in fp32 (counter fallback) and the "
+      "check is rerun, at most max-fallback times (default: half the convs and linears); when the criterion cannot be met, or no quantized op is left, the graph is left unchanged "
+      "(declined). fp32-ops= keeps named ops (their output value names, or operator names such as aten::linear) "
+      "in fp32. Dynamic mode (mode=dynamic) turns each aten::linear with a constant weight into "
+      "quantized::linear_dynamic (weights int8 per channel, activations quantized per call; no calibration). "
+      "Calibration data: quant::currentCalibration() (the CLI's --calibration FILE); without it, seeded random "
+      "batches shaped like the example inputs (--input-shape), with a loud warning; without either the pass "
+      "declines. Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
+      "Counters: quantized, fallback, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic.";
+
+  std::string name() const override { return "quantize"; }
+  std::string description() const override {
+    return "int8 post-training quantization (static with calibration, or dynamic), with an accuracy guard";
+  }
+  std::string contract() const override { return kContract; }
+  std::vector<rewriters::OptionSpec> optionSpecs() const override;
+  rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
+};
+
+}  // namespace ptopt::quant

@@ -1,0 +1,200 @@
+// quantize: which ops become int8 and where the boundaries are, numerics by
+// the int8 criterion (held-out cosine and top-1 agreement), the fallback
+// finding the one deliberately sensitive layer, dynamic mode, a must-not-fire
+// model, bad calibration data; every run with the edit-log check on. The
+// fixtures (tests/fixtures/make_quant_fixtures.py) are trained on a synthetic
+// task at generation time, so their outputs mean something.
+#include "quant/calibration.h"
+#include "quant/quantize.h"
+#include "tests/support/checked_run.h"
+#include "tests/support/pass_test.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+using namespace ptopt;
+
+namespace {
+
+std::string quantFixture(const std::string& name) { return std::string(PTOPT_QUANT_FIXTURES_DIR) + "/" + name; }
+
+std::vector<std::vector<c10::IValue>> loadBatches(const std::string& file, size_t numInputs) {
+  verify::InputSet set = verify::loadInputsFile(quantFixture(file));
+  return quant::splitCalibrationBatches(set.values, numInputs, nullptr, file);
+}
+
+struct QuantRun {
+  Optimizer opt;
+  rewriters::RunReport report;
+  rewriters::PassContext ctx;
+  int64_t counter(const std::string& name) const { return test::counter(report, "quantize", name); }
+  bool declined(const std::string& text) const {
+    for (const auto& d : ctx.declines())
+      if (d.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+// -O1 first (BN folds, relu fusion), then quantize checked.
+QuantRun runQuantize(const std::string& model, const std::string& calib, const std::string& options,
+                     std::vector<int64_t> shape) {
+  QuantRun r{Optimizer::load(quantFixture(model)), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn(shape)};
+  r.opt.run("-O1", &r.ctx);
+  std::optional<quant::CalibrationScope> scope;
+  if (!calib.empty()) {
+    quant::CalibrationData data;
+    data.batches = loadBatches(calib, 1);
+    data.source = calib;
+    scope.emplace(std::move(data));
+  }
+  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize" + options, defaultRegistry()),
+                            test::checkedInstrumentation());
+  r.report = pm.run(r.opt.model(), r.ctx);
+  return r;
+}
+
+// Cosine and top-1 agreement of the exported (saved and reloaded) module
+// against the original on held-out batches.
+std::pair<double, double> heldOutAgreement(QuantRun& r, const std::string& model, const std::string& heldOut) {
+  auto original = torch::jit::load(quantFixture(model));
+  original.eval();
+  auto optimized = r.opt.serialize().module;
+  double worst = 1;
+  int64_t agree = 0, rows = 0;
+  for (const auto& batch : loadBatches(heldOut, 1)) {
+    at::Tensor a = original.forward(batch).toTensor();
+    at::Tensor b = optimized.forward(batch).toTensor();
+    REQUIRE_FALSE(b.is_quantized());
+    worst = std::min(worst, at::cosine_similarity(a.reshape({1, -1}), b.reshape({1, -1})).item<double>());
+    agree += a.argmax(1).eq(b.argmax(1)).sum().item<int64_t>();
+    rows += a.size(0);
+  }
+  return {worst, static_cast<double>(agree) / static_cast<double>(rows)};
+}
+
+}  // namespace
+
+TEST_CASE("quantize: conv/linear/add/cat become int8 with one entry and one exit", "[quantize]") {
+  QuantRun r = runQuantize("quant_cnn.pt", "quant_cnn_calib.pt", "", {4, 3, 32, 32});
+  const ir::Graph& g = r.opt.model().forward();
+  INFO(ir::printGraph(g));
+  CHECK(r.counter("quantized") > 0);
+  CHECK(r.counter("fallback") == 0);
+  // Every conv, the residual add + relu, the cat and the head are int8.
+  CHECK(test::countOps(g, "aten::conv2d") == 0);
+  CHECK(test::countOps(g, "aten::linear") == 0);
+  CHECK(test::countOps(g, "quantized::conv2d_relu") == 4);  // stem, c1, c3 (relu6), branch
+  CHECK(test::countOps(g, "quantized::conv2d") == 1);       // c2 (its relu follows the add)
+  CHECK(test::countOps(g, "quantized::add_relu") == 1);
+  CHECK(test::countOps(g, "quantized::cat") == 1);
+  CHECK(test::countOps(g, "quantized::linear") == 1);
+  // The region is entered once (the image) and left once (the logits).
+  CHECK(test::countOps(g, "aten::quantize_per_tensor") == 1);
+  CHECK(test::countOps(g, "aten::dequantize") == 1);
+  CHECK(r.counter("entries") == 1);
+  CHECK(r.counter("exits") == 1);
+  // The output is the dequantized logits.
+  const ir::Value* out = g.outputs().at(0);
+  REQUIRE(out->node());
+  CHECK(out->node()->target() == "aten::dequantize");
+  // Packed parameters are constants of the engine's custom classes.
+  int packed = 0;
+  for (const auto& [name, v] : r.opt.model().constants->entries())
+    if (v.isObject() || v.isCustomClass()) ++packed;
+  CHECK(packed == 6);
+  const auto& rep = quant::lastQuantizeReport();
+  CHECK(rep.applied);
+  CHECK(rep.ops.size() == 8);
+  for (const auto& op : rep.ops) CHECK(op.sqnrDb > 10.0);
+}
+
+TEST_CASE("quantize: numerics within the int8 criterion on held-out data, after save and reload", "[quantize]") {
+  for (const std::string observer : {"minmax", "histogram", "percentile"}) {
+    INFO(observer);
+    QuantRun r = runQuantize("quant_cnn.pt", "quant_cnn_calib.pt", "{observer=" + observer + "}", {4, 3, 32, 32});
+    CHECK(r.counter("quantized") > 0);
+    auto [cosine, top1] = heldOutAgreement(r, "quant_cnn.pt", "quant_cnn_heldout.pt");
+    CHECK(cosine >= 0.99);
+    CHECK(top1 >= 0.9);
+    CHECK(quant::lastQuantizeReport().cosine >= 0.99);
+  }
+}
+
+TEST_CASE("quantize: the fallback keeps the one sensitive layer in fp32", "[quantize]") {
+  QuantRun r = runQuantize("quant_sensitive.pt", "quant_cnn_calib.pt", "", {4, 3, 32, 32});
+  const auto& rep = quant::lastQuantizeReport();
+  INFO(rep.summary());
+  CHECK(rep.applied);
+  CHECK(r.counter("fallback") == 1);
+  std::vector<std::string> kept;
+  for (const auto& op : rep.ops)
+    if (op.fp32) kept.push_back(op.op);
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].find("aten::conv2d") != std::string::npos);
+  // The fp32 conv is the one that reads `sensitive.weight`.
+  const ir::Graph& g = r.opt.model().forward();
+  CHECK(test::countOps(g, "aten::conv2d") == 1);
+  bool found = false;
+  g.walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d") && n->argValue(1)->node()->target().find("sensitive") != std::string::npos) found = true;
+  });
+  CHECK(found);
+  auto [cosine, top1] = heldOutAgreement(r, "quant_sensitive.pt", "quant_cnn_heldout.pt");
+  CHECK(cosine >= 0.99);
+  // Without the fallback the criterion is missed and nothing is applied.
+  QuantRun off = runQuantize("quant_sensitive.pt", "quant_cnn_calib.pt", "{fallback=false}", {4, 3, 32, 32});
+  CHECK(off.counter("quantized") == 0);
+  CHECK(off.declined("misses the accuracy criterion"));
+  CHECK(test::countOps(off.opt.model().forward(), "aten::conv2d") == 4);
+}
+
+TEST_CASE("quantize: fp32-ops keeps the named ops in float", "[quantize]") {
+  QuantRun r = runQuantize("quant_cnn.pt", "quant_cnn_calib.pt", "{fp32-ops=aten::linear}", {4, 3, 32, 32});
+  const ir::Graph& g = r.opt.model().forward();
+  CHECK(test::countOps(g, "aten::linear") == 1);
+  CHECK(test::countOps(g, "quantized::linear") == 0);
+  CHECK(test::countOps(g, "quantized::cat") == 1);
+}
+
+TEST_CASE("quantize: dynamic mode turns linears into linear_dynamic", "[quantize]") {
+  QuantRun r = runQuantize("quant_mlp.pt", "", "{mode=dynamic}", {16, 64});
+  const ir::Graph& g = r.opt.model().forward();
+  CHECK(r.counter("dynamic") == 3);
+  CHECK(test::countOps(g, "aten::linear") == 0);
+  CHECK(test::countOps(g, "quantized::linear_dynamic") == 3);
+  CHECK(test::countOps(g, "aten::quantize_per_tensor") == 0);
+  auto original = torch::jit::load(quantFixture("quant_mlp.pt"));
+  auto optimized = r.opt.serialize().module;
+  for (const auto& batch : loadBatches("quant_mlp_calib.pt", 1)) {
+    at::Tensor a = original.forward(batch).toTensor(), b = optimized.forward(batch).toTensor();
+    CHECK(at::cosine_similarity(a.reshape({1, -1}), b.reshape({1, -1})).item<double>() >= 0.99);
+  }
+}
+
+TEST_CASE("quantize: must not fire on a model without a quantizable op", "[quantize]") {
+  QuantRun r = runQuantize("quant_noquant.pt", "", "", {2, 8});
+  CHECK_FALSE(r.report.executions.at(0).changed);
+  CHECK(r.declined("no quantizable op"));
+  CHECK(test::countOps(r.opt.model().forward(), "aten::quantize_per_tensor") == 0);
+}
+
+TEST_CASE("quantize: random calibration when no data is given", "[quantize]") {
+  QuantRun r = runQuantize("quant_cnn.pt", "", "", {4, 3, 32, 32});
+  CHECK(quant::lastQuantizeReport().syntheticCalibration);
+  CHECK(quant::lastQuantizeReport().calibrationSource == "seeded random inputs");
+}
+
+TEST_CASE("quantize: bad calibration data is refused with a clear message", "[quantize]") {
+  std::vector<c10::IValue> expected{at::randn({4, 3, 32, 32})};
+  auto load = [&](const std::string& f) {
+    verify::InputSet set = verify::loadInputsFile(quantFixture(f));
+    return quant::splitCalibrationBatches(set.values, 1, &expected, f);
+  };
+  CHECK_THROWS_WITH(load("bad_calib_shape.pt"), Catch::Contains("has shape [4, 3, 16, 16], expected [4, 3, 32, 32]"));
+  CHECK_THROWS_WITH(load("bad_calib_nan.pt"), Catch::Contains("NaN"));
+  CHECK_THROWS(load("bad_calib_empty.pt"));
+  CHECK_THROWS_WITH(quant::splitCalibrationBatches({}, 1, nullptr, "x.pt"), Catch::Contains("holds no batch"));
+  CHECK_THROWS_WITH(load("quant_mlp_calib.pt"), Catch::Contains("expected"));
+}

@@ -86,6 +86,7 @@ nlohmann::json OptimizeResult::record() const {
   r.verificationSkipped = verificationSkipped;
   r.outcome = "passed";
   r.device = verification ? verification->device : "";
+  r.quantize = quantize;
   return tools::toJson(r);
 }
 
@@ -154,8 +155,13 @@ OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
 
   // run
   auto start = std::chrono::steady_clock::now();
+  quant::resetQuantizeReport();  // a quantize pass of an earlier call must not be reported
   out.passes = opt.run(pipeline, &ctx);
   out.stageMs["passes"] = msSince(start);
+  if (quant::lastQuantizeReport().ran) {
+    out.quantize = quant::lastQuantizeReport();
+    out.notes.push_back(out.quantize->summary());
+  }
   const auto lowp = quant::lowPrecisionRun(pipeline, ctx, out.passes);
   if (lowp && lowp->signatureChanged) out.notes.push_back(lowp->signatureNote());
   if (runner && lowp && lowp->signatureChanged)

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "draw/writer.h"
+#include "quant/quantize_report.h"
 #include "tools/api.h"
 #include "verify/input_plan.h"
 
@@ -90,6 +91,7 @@ struct OptimizeResult {
   size_t nodesBefore = 0, nodesAfter = 0;
   size_t parameterBytesBefore = 0, parameterBytesAfter = 0;
   std::map<std::string, double> stageMs;  // reference, passes, export, verify
+  std::optional<quant::QuantizeReport> quantize;  // what a quantize pass measured (per-op SQNR, cosine)
   // The --report record of this run (no command line, no files).
   nlohmann::json record() const;
 };

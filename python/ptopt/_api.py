@@ -208,6 +208,7 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
              example_inputs: Optional[ExampleInputs] = None, *, verify: bool = True,
              rtol: Optional[Tolerance] = None, atol: Optional[Tolerance] = None, tune: bool = False,
              quantize: Optional[str] = None, report: Union[None, PathLike, Dict[str, Any]] = None,
+             calibration: Optional[Sequence[Any]] = None,
              rules: Union[None, str, Sequence[str]] = None, rule_files: Sequence[PathLike] = (),
              input_shapes: Optional[Sequence[str]] = None, seed: int = 0, iterations: int = 3,
              device: str = "auto", target: str = "auto", prefer_bf16: bool = False, keep_training: bool = False,
@@ -236,9 +237,15 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         rtol, atol: tolerance terms (default: the pipeline's precision's),
             a number or a dict by output name (``{"out[0]": 1e-3}``).
         tune: reserved for the --tune engine (issue 20b); not in this build.
-        quantize: "bf16", "fp16" or "auto": adds ``cast{dtype=...}`` after
-            the pipeline's rewrites (as ``-O1,cast{dtype=...}``). "int8" is
-            not in this build.
+        quantize: "int8" adds ``quantize{dtype=int8}`` (``--quantize int8``:
+            static post-training quantization, calibrated on ``calibration``,
+            else on seeded random inputs with a warning that accuracy needs
+            real data); "bf16", "fp16" or "auto" add ``cast{dtype=...}``.
+            Either goes after the pipeline's rewrites (as
+            ``-O1,quantize{dtype=int8}``).
+        calibration: for quantize="int8", the calibration batches
+            (``--calibration``): a list whose items are each one call's
+            inputs (a tensor for a one-input model, else a tuple).
         report: a path to write the ``--report`` JSON record to, or a dict to
             fill with it.
         rules: rewrite rules in the rule-file syntax (a string, or several),
@@ -271,10 +278,12 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     pipeline_text = str(Pipeline(pipeline)) if isinstance(pipeline, Pipeline) else str(pipeline)
     Pipeline(pipeline_text)  # PipelineError before anything is loaded
     if quantize is not None:
-        if quantize not in ("bf16", "fp16", "auto"):
-            raise ValueError(f"quantize={quantize!r}: expected 'bf16', 'fp16' or 'auto'"
-                             + (" (int8 is not part of this ptopt build)" if quantize == "int8" else ""))
-        pipeline_text = _C.extend_pipeline(pipeline_text, Pipeline.step("cast", dtype=quantize))
+        if quantize not in ("int8", "bf16", "fp16", "auto"):
+            raise ValueError(f"quantize={quantize!r}: expected 'int8', 'bf16', 'fp16' or 'auto'")
+        step = Pipeline.step("quantize", dtype="int8") if quantize == "int8" else Pipeline.step("cast", dtype=quantize)
+        pipeline_text = _C.extend_pipeline(pipeline_text, step)
+    if calibration is not None and quantize != "int8":
+        raise ValueError("calibration= is for quantize='int8'")
     rule_texts = [rules] if isinstance(rules, str) else list(rules or [])
     for i, text in enumerate(rule_texts):
         _C.check_rules(text, "rules" if len(rule_texts) == 1 else f"rules[{i}]")
@@ -296,7 +305,7 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     r = _C.optimize(module, path, pipeline_text, rule_texts, [os.fspath(f) for f in rule_files], names, values,
                     list(input_shapes) if input_shapes is not None else None, verify, rtol_base, atol_base,
                     rtol_for, atol_for, device, target, prefer_bf16, keep_training, list(preserve_methods), seed,
-                    iterations)
+                    iterations, list(calibration) if calibration is not None else None)
     for note in r["notes"]:
         warnings.warn(f"ptopt: {note}", stacklevel=2)
     if r["nodes_after"] > 20000:

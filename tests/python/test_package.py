@@ -151,14 +151,36 @@ def test_optimize_rules_as_string():
 
 
 def test_optimize_quantize_and_tune_arguments(scripted):
-    with pytest.raises(NotImplementedError, match="tune"):
-        ptopt.optimize(scripted, "-O1", X, tune=True)
     with pytest.raises(ValueError, match="int8"):
-        ptopt.optimize(scripted, "-O1", X, quantize="int8")
+        ptopt.optimize(scripted, "-O1", X, quantize="int4")
+    with pytest.raises(ValueError, match="calibration"):
+        ptopt.optimize(scripted, "-O1", X, calibration=[X[0]])
     with pytest.raises(TypeError, match="torch.jit.script"):
         ptopt.optimize(ConvBnRelu(), "-O1", X)
     with pytest.raises(FileNotFoundError):
         ptopt.optimize("/nonexistent/model.pt")
+
+
+def test_optimize_int8_with_calibration_batches():
+    """quantize="int8" with calibration=[...] (the CLI's --quantize int8 --calibration FILE): quantized convs,
+    close to fp32 on held-out inputs; bad calibration data is an InputError naming the problem."""
+    path = os.path.join(FIXTURES, "quant_cnn.pt")
+    if not os.path.exists(path):
+        pytest.skip("quant fixtures not generated")
+    calib = torch.load(os.path.join(FIXTURES, "quant_cnn_calib.pt"))
+    heldout = torch.load(os.path.join(FIXTURES, "quant_cnn_heldout.pt"))
+    original = torch.jit.load(path)
+    report = {}
+    q = ptopt.optimize(path, "-O2", (heldout[0],), quantize="int8", calibration=calib, report=report)
+    assert "quantized::conv2d" in str(q.graph) or "quantized::conv2d" in q.code
+    for x in heldout:
+        a, b = original(x).flatten(), q(x).flatten()
+        assert F.cosine_similarity(a, b, dim=0) > 0.99
+    assert "quantize" in report
+    nan = [c.clone() for c in calib[:3]]
+    nan[1][0, 0, 0, 0] = float("nan")
+    with pytest.raises(ptopt.InputError, match="calibration"):
+        ptopt.optimize(path, "-O2", (heldout[0],), quantize="int8", calibration=nan)
 
 
 def test_optimize_fp16_quantize_is_verified_by_emulation(scripted):

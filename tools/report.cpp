@@ -51,6 +51,7 @@ nlohmann::json toJson(const RunRecord& r) {
   if (r.verification) j["verification"] = r.verification->toJson();
   else j["verification"] = {{"skipped", r.verificationSkipped}};
   if (r.blamedPass) j["verification"]["first_failing_pass"] = *r.blamedPass;
+  if (r.tuning) j["tuning"] = *r.tuning;
   j["outcome"] = r.outcome;
   if (!r.error.empty()) j["error"] = r.error;
   j["exit_code"] = r.exitCode;

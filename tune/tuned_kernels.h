@@ -3,6 +3,7 @@
 #pragma once
 
 #include "rewriters/pass.h"
+#include "rewriters/registry.h"
 
 #include <set>
 #include <string>

@@ -56,7 +56,7 @@ CacheContext CacheContext::current(const std::string& deviceIdentity) {
 }
 
 nlohmann::json CachedDecision::toJson() const {
-  return {{"choice", choice}, {"candidates", candidates}, {"ratio", ratio}, {"low", low},
+  return {{"choice", choice}, {"candidates", candidates}, {"challenger", challenger}, {"ratio", ratio}, {"low", low},
           {"high", high},     {"rounds", rounds},         {"seconds", seconds}};
 }
 
@@ -64,6 +64,7 @@ CachedDecision CachedDecision::fromJson(const nlohmann::json& j) {
   CachedDecision d;
   d.choice = j.at("choice").get<std::string>();
   d.candidates = j.value("candidates", std::vector<std::string>{});
+  d.challenger = j.value("challenger", std::string());
   d.ratio = j.value("ratio", 1.0);
   d.low = j.value("low", 1.0);
   d.high = j.value("high", 1.0);
@@ -164,8 +165,9 @@ std::string TuningCache::str() const {
     os << c.key() << "\n";
     const nlohmann::json decisions = c->value("decisions", nlohmann::json::object());
     for (auto d = decisions.begin(); d != decisions.end(); ++d)
-      os << fmt::format("  {:<10} {:.2f}x [{:.2f}, {:.2f}]  {}\n", d->value("choice", std::string("?")),
-                        d->value("ratio", 1.0), d->value("low", 1.0), d->value("high", 1.0), d.key());
+      os << fmt::format("  {:<12} {:<12} {:.2f}x [{:.2f}, {:.2f}]  {}\n", d->value("choice", std::string("?")),
+                        d->value("challenger", std::string()), d->value("ratio", 1.0), d->value("low", 1.0),
+                        d->value("high", 1.0), d.key());
   }
   return os.str();
 }

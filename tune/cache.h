@@ -47,7 +47,8 @@ struct CacheContext {
 struct CachedDecision {
   std::string choice;                   // the chosen candidate's name
   std::vector<std::string> candidates;  // every candidate's name, the baseline first
-  double ratio = 1, low = 1, high = 1;  // the choice over the baseline
+  std::string challenger;               // the winner, else the best alternative
+  double ratio = 1, low = 1, high = 1;  // the challenger over the baseline
   int rounds = 0;
   double seconds = 0;  // time spent measuring it
   nlohmann::json toJson() const;

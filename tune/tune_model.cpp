@@ -31,7 +31,7 @@ nlohmann::json DecisionRecord::toJson() const {
   const char* src = source == Source::Measured ? "measured" : source == Source::Cached ? "cached" : "skipped";
   nlohmann::json j = {{"kind", kind},   {"node", node},   {"signature", signature}, {"choice", choice},
                       {"candidates", candidates}, {"ratio", ratio}, {"low", low}, {"high", high},
-                      {"rounds", rounds}, {"seconds", seconds}, {"source", src}};
+                      {"rounds", rounds}, {"seconds", seconds}, {"source", src}, {"challenger", challenger}};
   if (!note.empty()) j["note"] = note;
   return j;
 }
@@ -40,7 +40,10 @@ std::string DecisionRecord::line() const {
   const std::string what = fmt::format("{} {}", kind, node == "model" ? "(whole model)" : "%" + node);
   if (source == Source::Skipped) return fmt::format("{}: kept {} ({})", what, choice, note);
   const std::string how = source == Source::Cached ? "cached" : fmt::format("{} rounds, {:.2f} s", rounds, seconds);
-  if (candidates.size() < 2) return fmt::format("{}: {} ({})", what, choice, how);
+  if (candidates.size() < 2 || challenger.empty()) return fmt::format("{}: {} ({})", what, choice, how);
+  if (choice == candidates.front())
+    return fmt::format("{}: {} kept ({} {:.2f}x [{:.2f}, {:.2f}], no win beyond noise; {})", what, choice, challenger,
+                       ratio, low, high, how);
   return fmt::format("{}: {} {:.2f}x [{:.2f}, {:.2f}] of {} ({})", what, choice, ratio, low, high, candidates.front(),
                      how);
 }
@@ -212,6 +215,7 @@ class Session {
       d.source = DecisionRecord::Source::Cached;
       d.choice = hit->choice;
       d.ratio = hit->ratio, d.low = hit->low, d.high = hit->high, d.rounds = hit->rounds;
+      d.challenger = hit->challenger.empty() ? hit->choice : hit->challenger;
       ++result_.cached;
       return record(std::move(d));
     }
@@ -229,15 +233,24 @@ class Session {
     d.seconds = c.seconds;
     if (c.baselineFailed) return skip(std::move(d), "the baseline failed: " + c.results[0].error);
     d.choice = c.name;
-    d.ratio = c.results[c.index].ratio;
-    d.low = c.results[c.index].low;
-    d.high = c.results[c.index].high;
+    // The numbers shown: the winner's, else the best alternative's (why it lost).
+    size_t shown = c.index;
+    for (size_t i = 1; shown == 0 && i < c.results.size(); ++i)
+      if (c.results[i].verdict != CandidateResult::Verdict::Failed) shown = i;
+    for (size_t i = shown + 1; c.index == 0 && shown != 0 && i < c.results.size(); ++i)
+      if (c.results[i].verdict != CandidateResult::Verdict::Failed && c.results[i].ratio < c.results[shown].ratio)
+        shown = i;
+    d.challenger = shown == 0 ? "" : c.results[shown].name;  // shown == 0: every alternative failed
+    d.ratio = c.results[shown].ratio;
+    d.low = c.results[shown].low;
+    d.high = c.results[shown].high;
     d.note = c.summary();
     ++result_.measured;
     CachedDecision cd;
     cd.choice = d.choice;
     cd.candidates = d.candidates;
     cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
+    cd.challenger = d.challenger;
     cache_.store(context_, d.signature, cd);
     return record(std::move(d));
   }

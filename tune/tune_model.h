@@ -76,7 +76,10 @@ struct DecisionRecord {
   std::string signature;  // the cache key within the context
   std::string choice;     // the chosen candidate
   std::vector<std::string> candidates;
-  double ratio = 1, low = 1, high = 1;  // chosen over the baseline
+  // The challenger: the chosen candidate when one won, else the best
+  // alternative; its median ratio to the baseline and 95% interval.
+  std::string challenger;
+  double ratio = 1, low = 1, high = 1;
   int rounds = 0;
   double seconds = 0;
   enum class Source { Measured, Cached, Skipped } source = Source::Measured;

@@ -17,6 +17,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <set>
@@ -210,15 +212,7 @@ class Session {
     d.signature = kind + "|" + signature;
     for (const auto& c : candidates) d.candidates.push_back(c.name);
     d.choice = d.candidates.front();
-    if (auto hit = cache_.lookup(context_, d.signature);
-        hit && std::find(d.candidates.begin(), d.candidates.end(), hit->choice) != d.candidates.end()) {
-      d.source = DecisionRecord::Source::Cached;
-      d.choice = hit->choice;
-      d.ratio = hit->ratio, d.low = hit->low, d.high = hit->high, d.rounds = hit->rounds;
-      d.challenger = hit->challenger.empty() ? hit->choice : hit->challenger;
-      ++result_.cached;
-      return record(std::move(d));
-    }
+    if (auto hit = fromCache(kind, node, signature, d.candidates)) return *hit;
     const double left = remaining();
     if (left <= 0) {
       result_.budgetSpent = true;
@@ -252,6 +246,41 @@ class Session {
     cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
     cd.challenger = d.challenger;
     cache_.store(context_, d.signature, cd);
+    return record(std::move(d));
+  }
+  // A per-op decision: by the op's signature from the cache, else timed
+  // (the candidates, `names` in order, are built only then: their inputs cost
+  // memory and time). Whether the rewrite (a candidate other than the first)
+  // was chosen; skipped (false) when the op has no signature or candidates.
+  using CandidateFactory = std::function<std::optional<std::vector<Candidate>>(std::string& why)>;
+  bool decideOp(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
+                const CandidateFactory& make) {
+    const std::string node = n.output()->name();
+    std::string why;
+    auto sig = opSignature(n, why);
+    if (!sig) return skipped(kind, node, names.front(), why).rewrites();
+    if (auto hit = fromCache(kind, node, *sig, names)) return hit->rewrites();
+    auto candidates = make(why);
+    if (!candidates) return skipped(kind, node, names.front(), why).rewrites();
+    return decide(kind, node, *sig, *candidates).rewrites();
+  }
+
+  // The cached decision for `signature` when its choice is one of `names`
+  // (recorded), else nullopt.
+  std::optional<DecisionRecord> fromCache(const std::string& kind, const std::string& node, const std::string& signature,
+                                          const std::vector<std::string>& names) {
+    auto hit = cache_.lookup(context_, kind + "|" + signature);
+    if (!hit || std::find(names.begin(), names.end(), hit->choice) == names.end()) return std::nullopt;
+    DecisionRecord d;
+    d.kind = kind;
+    d.node = node;
+    d.signature = kind + "|" + signature;
+    d.candidates = hit->candidates.empty() ? names : hit->candidates;
+    d.source = DecisionRecord::Source::Cached;
+    d.choice = hit->choice;
+    d.ratio = hit->ratio, d.low = hit->low, d.high = hit->high, d.rounds = hit->rounds;
+    d.challenger = hit->challenger.empty() ? hit->choice : hit->challenger;
+    ++result_.cached;
     return record(std::move(d));
   }
   DecisionRecord skip(DecisionRecord d, const std::string& why) {
@@ -289,14 +318,10 @@ class Session {
       if (n->is("aten::batch_norm") && n->owningBlock() == work_.forward().block()) bns.push_back(n);
     });
     for (ir::Node* n : bns) {
-      std::string why, sigWhy;
-      auto candidates = bnAffineCandidates(*n, o_.device, why);
-      auto sig = opSignature(*n, sigWhy);
-      if (!candidates || !sig) {
-        skipped("bn-to-affine", n->output()->name(), "batch_norm", candidates ? sigWhy : why);
-        continue;
-      }
-      if (decide("bn-to-affine", n->output()->name(), *sig, *candidates).rewrites()) convert.insert(n->output()->name());
+      const bool converted = decideOp("bn-to-affine", *n, {"batch_norm", "addcmul"}, [&](std::string& why) {
+        return bnAffineCandidates(*n, o_.device, why);
+      });
+      if (converted) convert.insert(n->output()->name());
     }
     PipelineElement tuned = e;
     if (!convert.empty()) setOption(tuned, "nodes", joinNameList(convert));
@@ -306,6 +331,16 @@ class Session {
   void decideLayout(const PipelineElement& e) {
     const std::string mode = option(e, "mode", "auto");
     if (mode == "off") return keep(e);
+    std::string choice = "off";
+    // Whole-model decisions are keyed by the graph as it is before the pass
+    // and the input shapes; a cached one needs no variants built or timed.
+    const std::string sig = digest(work_.forward().str() + "|" + e.name + option(e, "keep-output-layout", "true")) +
+                            " inputs " + inputsText();
+    if (auto hit = fromCache("channels-last", "model", sig, {"mode=off", "mode=auto", "mode=on"})) {
+      PipelineElement tuned = e;
+      setOption(tuned, "mode", hit->choice.substr(5));
+      return keep(tuned);
+    }
     // The distinct graphs of the three modes, off (the baseline) first.
     std::vector<std::pair<std::string, ir::Model>> variants;
     std::set<std::string> seen;
@@ -318,14 +353,11 @@ class Session {
       if (!seen.insert(text).second) continue;
       variants.emplace_back(std::string("mode=") + m, std::move(copy));
     }
-    std::string choice = "off";
     if (variants.size() < 2) {
       skipped("channels-last", "model", "mode=off", "no conv region to convert: every mode gives the same graph");
     } else {
       std::vector<std::pair<std::string, const ir::Model*>> models;
       for (const auto& [name, m] : variants) models.emplace_back(name, &m);
-      const std::string sig = digest(work_.forward().str() + "|" + e.name + option(e, "keep-output-layout", "true")) +
-                              " inputs " + inputsText();
       std::vector<Candidate> candidates;
       try {
         candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
@@ -361,15 +393,10 @@ class Session {
     size_t lowered = 0;
     for (ir::Node* n : ops) {
       const std::string name = n->output()->name();
-      std::string why, sigWhy;
-      auto candidates = convPrecisionCandidates(*n, low, o_.device, why);
-      auto sig = opSignature(*n, sigWhy);
-      if (!candidates || !sig) {
-        keepFp32.insert(name);
-        skipped("precision", name, "fp32", candidates ? sigWhy : why);
-        continue;
-      }
-      if (decide("precision", name, *sig, *candidates).rewrites()) ++lowered;
+      const bool lower = decideOp("precision", *n, {"fp32", ir::dtypeName(low)}, [&](std::string& why) {
+        return convPrecisionCandidates(*n, low, o_.device, why);
+      });
+      if (lower) ++lowered;
       else keepFp32.insert(name);
     }
     if (lowered == 0) {
@@ -391,14 +418,14 @@ class Session {
       if (n->is("aten::conv2d") && n->owningBlock() == work_.forward().block()) convs.push_back(n);
     });
     for (ir::Node* n : convs) {
-      std::string why, sigWhy;
-      auto candidates = convKernelCandidates(*n, o_.device, why);
-      auto sig = opSignature(*n, sigWhy);
-      if (!candidates || !sig) {
-        skipped("conv-kernel", n->output()->name(), "conv2d", candidates ? sigWhy : why);
+      if (std::string why = mkldnnIneligible(*n); !why.empty()) {
+        skipped("conv-kernel", n->output()->name(), "conv2d", why);
         continue;
       }
-      if (decide("conv-kernel", n->output()->name(), *sig, *candidates).rewrites()) mkldnn.insert(n->output()->name());
+      const bool oneDnn = decideOp("conv-kernel", *n, {"conv2d", "mkldnn"}, [&](std::string& why) {
+        return convKernelCandidates(*n, o_.device, why);
+      });
+      if (oneDnn) mkldnn.insert(n->output()->name());
     }
     if (mkldnn.empty()) return;
     PipelineElement e;

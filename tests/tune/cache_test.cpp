@@ -70,7 +70,7 @@ TEST_CASE("tuning cache decisions round-trip through the file") {
   CHECK(files == 1);
 }
 
-TEST_CASE("a different thread count, device, LibTorch or shape misses the cache") {
+TEST_CASE("another thread count or device or LibTorch or shape misses the cache") {
   tune::TuningCache cache;
   cache.store(context(1), kSig, decision("mkldnn", 0.8));
   CHECK(cache.lookup(context(1), kSig));
@@ -110,7 +110,7 @@ TEST_CASE("a file that is not a tuning cache is refused by name") {
   CHECK(tune::TuningCache::open((tempDir() / "missing.json").string()).size() == 0);
 }
 
-TEST_CASE("the default cache lives under XDG_CACHE_HOME, else ~/.cache") {
+TEST_CASE("the default cache lives under XDG_CACHE_HOME or else ~/.cache") {
   const char* old = std::getenv("XDG_CACHE_HOME");
   const std::string saved = old ? old : "";
   ::setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);

@@ -52,7 +52,7 @@ std::string tempCache(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("--tune turns a measured kernel win into tuned-kernels, and the cache skips the second run") {
+TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the cache skips the second run") {
   const auto& f = test::fixture("resnet18_script");
   const std::string cache = tempCache("kernels.json");
   Optimizer opt = Optimizer::load(f.path);
@@ -97,7 +97,7 @@ TEST_CASE("--tune turns a measured kernel win into tuned-kernels, and the cache 
   CHECK(other.samples > 0);
 }
 
-TEST_CASE("--tune keeps the graph when the rewrite loses or ties") {
+TEST_CASE("tunePipeline: keeps the graph when the rewrite loses or ties") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
   test::FakeTimer slower({{"mkldnn", 1.5}}, 0.01);
@@ -110,7 +110,7 @@ TEST_CASE("--tune keeps the graph when the rewrite loses or ties") {
   CHECK(countKind(tied.result, "conv-kernel", true) == 0);
 }
 
-TEST_CASE("--tune decides precision per op, and drops cast when nothing wins") {
+TEST_CASE("tunePipeline: decides precision per op and drops cast when nothing wins") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
   test::FakeTimer slowBf16({{"bfloat16", 2.0}, {"mkldnn", 2.0}, {"mode=auto", 2.0}, {"mode=on", 2.0}}, 0.01);
@@ -128,7 +128,7 @@ TEST_CASE("--tune decides precision per op, and drops cast when nothing wins") {
   CHECK_THAT(text, Catch::Contains("min-channels=0"));
 }
 
-TEST_CASE("--tune stays within its budget; the rest keep their baseline") {
+TEST_CASE("tunePipeline: stays within its budget and the rest keep their baseline") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
   test::FakeTimer slow({{"conv2d", 100.0}, {"mkldnn", 50.0}}, 0.01);
@@ -142,7 +142,7 @@ TEST_CASE("--tune stays within its budget; the rest keep their baseline") {
     if (d.source == tune::DecisionRecord::Source::Skipped) CHECK(d.choice == "conv2d");
 }
 
-TEST_CASE("--tune needs the input shapes") {
+TEST_CASE("tunePipeline: needs the input shapes") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
   test::FakeTimer timer({});

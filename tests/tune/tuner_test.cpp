@@ -45,7 +45,7 @@ TEST_CASE("the tuner keeps the baseline when the difference is within noise") {
   CHECK(c.rounds > 0);
 }
 
-TEST_CASE("the tuner keeps the baseline against a slower candidate, and picks the fastest winner") {
+TEST_CASE("the tuner keeps the baseline against a slower candidate and picks the fastest winner") {
   test::FakeTimer timer({{"off", 10.0}, {"slow", 12.0}, {"fast", 7.0}, {"faster", 5.0}}, 0.01);
   const tune::Choice c = tune::Tuner(timer).choose(candidates({"off", "slow", "fast", "faster"}), {});
   CHECK(c.results[1].verdict == Verdict::Lost);
@@ -92,7 +92,7 @@ TEST_CASE("the tuner stops at maxRounds") {
   CHECK(c.index == 0);
 }
 
-TEST_CASE("a candidate that throws is out, a failing baseline decides nothing") {
+TEST_CASE("a candidate that throws is out and a failing baseline decides nothing") {
   test::FakeTimer timer({{"a", 10.0}, {"broken", 1.0}});
   std::vector<tune::Candidate> cs{{"a", [] {}}, {"broken", [] { throw std::runtime_error("no kernel\nbacktrace"); }}};
   const tune::Choice c = tune::Tuner(timer).choose(cs, {});

@@ -44,8 +44,8 @@ std::string DecisionRecord::line() const {
   const std::string how = source == Source::Cached ? "cached" : fmt::format("{} rounds, {:.2f} s", rounds, seconds);
   if (candidates.size() < 2 || challenger.empty()) return fmt::format("{}: {} ({})", what, choice, how);
   if (choice == candidates.front())
-    return fmt::format("{}: {} kept ({} {:.2f}x [{:.2f}, {:.2f}], no win beyond noise; {})", what, choice, challenger,
-                       ratio, low, high, how);
+    return fmt::format("{}: {} kept ({} {:.2f}x [{:.2f}, {:.2f}], {}; {})", what, choice, challenger, ratio, low, high,
+                       low > 1.0 ? "slower" : "no win beyond noise", how);
   return fmt::format("{}: {} {:.2f}x [{:.2f}, {:.2f}] of {} ({})", what, choice, ratio, low, high, candidates.front(),
                      how);
 }
@@ -104,6 +104,10 @@ void setOption(PipelineElement& e, const std::string& key, const std::string& va
     }
   e.options.emplace_back(key, value);
 }
+
+// A whole-model A/B runs every layer per sample: it gets this many ops'
+// shares of the budget.
+constexpr double kWholeModelWeight = 10.0;
 
 class Session {
  public:
@@ -204,8 +208,10 @@ class Session {
 
   // Looks `signature` up, else times `candidates` (if the budget allows)
   // and caches the choice. Returns the chosen candidate's name.
+  // `weight`: the decision's share of the budget in units of one op's
+  // (a whole-model A/B gets kWholeModelWeight).
   DecisionRecord decide(const std::string& kind, const std::string& node, const std::string& signature,
-                        const std::vector<Candidate>& candidates) {
+                        const std::vector<Candidate>& candidates, double weight = 1.0) {
     DecisionRecord d;
     d.kind = kind;
     d.node = node;
@@ -219,7 +225,7 @@ class Session {
       return skip(std::move(d), "the --tune-budget is spent");
     }
     TuneLimits limits = o_.limits;
-    limits.maxSeconds = std::max(0.05, left / static_cast<double>(std::max<size_t>(1, expected_)));
+    limits.maxSeconds = std::max(0.05, weight * left / static_cast<double>(std::max<size_t>(1, expected_)));
     limits.maxSeconds = std::min(limits.maxSeconds, left);
     if (expected_ > 1) --expected_;
     const Choice c = Tuner(*timer_).choose(candidates, limits);
@@ -364,7 +370,7 @@ class Session {
       } catch (const std::exception& ex) {
         skipped("channels-last", "model", "mode=off", std::string("cannot export the variants: ") + ex.what());
       }
-      if (!candidates.empty()) choice = decide("channels-last", "model", sig, candidates).choice.substr(5);
+      if (!candidates.empty()) choice = decide("channels-last", "model", sig, candidates, kWholeModelWeight).choice.substr(5);
     }
     PipelineElement tuned = e;
     setOption(tuned, "mode", choice);
@@ -442,7 +448,7 @@ class Session {
     std::vector<std::pair<std::string, const ir::Model*>> models{{"unfused", &work_}, {"fused", &fused}};
     const std::string sig = digest(work_.forward().str()) + " inputs " + inputsText();
     std::vector<Candidate> candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
-    if (decide("fuse-cudnn", "model", sig, candidates).rewrites()) keep(e);
+    if (decide("fuse-cudnn", "model", sig, candidates, kWholeModelWeight).rewrites()) keep(e);
     else say("tune: fuse-cudnn is dropped: cuDNN's fused kernels measured no faster here");
   }
 

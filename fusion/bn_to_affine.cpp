@@ -3,6 +3,9 @@
 #include "fusion/bn_math.h"
 #include "rewriters/constants.h"
 
+#include <algorithm>
+#include <set>
+
 namespace ptopt::fusion {
 
 using namespace rewriters;
@@ -11,12 +14,24 @@ PassResult BnToAffinePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   ir::Rewriter rw(graph, ctx.edits, name());
   const bool force = options().getBool("force");
+  // nodes=a;b: exactly these (measured by --tune), the others stay.
+  std::set<std::string> only;
+  for (size_t start = 0, end; start < options().getString("nodes").size(); start = end + 1) {
+    const std::string& list = options().getString("nodes");
+    end = std::min(list.find(';', start), list.size());
+    if (end > start) only.insert(list.substr(start, end - start));
+  }
   for (ir::Node* node : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
       ctx.decline(name(), node, why);
       r.count("declined");
     };
-    if (!force) {
+    if (!only.empty()) {
+      if (!only.count(node->output()->name())) {
+        decline("measured (--tune): batch_norm is not slower than a multiply-add here");
+        continue;
+      }
+    } else if (!force) {
       decline("batch_norm is faster than a multiply-add on CPU (bench/bn_vs_affine.py); force=true converts anyway");
       continue;
     }

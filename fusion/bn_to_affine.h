@@ -17,13 +17,17 @@ class BnToAffinePass : public rewriters::Pass {
       "mul + add is slower still, so by default the pass leaves every BatchNorm alone and says why; `force=true` "
       "converts anyway (for runtimes where a multiply-add fuses with its neighbours). Even with force it does "
       "not fire when the BatchNorm is in training mode, the input rank is unknown (run shape-prop with "
-      "--input-shape), or the statistics are not constants.";
+      "--input-shape), or the statistics are not constants. `nodes=` (the BatchNorms' result names, ';'-separated; "
+      "--tune fills it with those where addcmul measured faster) converts exactly those, as force does, and "
+      "leaves the others alone.";
 
   std::string name() const override { return "bn-to-affine"; }
   std::string description() const override { return "unfoldable BatchNorm -> addcmul (only with force=true: slower on CPU)"; }
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override {
-    return {{"force", rewriters::OptionKind::Bool, "false", "convert even though batch_norm is faster on CPU", {}, {}, {}}};
+    return {{"force", rewriters::OptionKind::Bool, "false", "convert even though batch_norm is faster on CPU", {}, {}, {}},
+            {"nodes", rewriters::OptionKind::String, "",
+             "convert only these BatchNorms (result names, ';'-separated; set by --tune)", {}, {}, {}}};
   }
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -35,6 +36,8 @@ std::vector<OptionSpec> CastPass::optionSpecs() const {
       {"min-channels", OptionKind::Int, "-1",
        "convs whose input and output channels are all below this stay fp32 (-1: 17 for bf16 on CPU targets, "
        "where such convs run slower in bf16; 0 elsewhere)", {}, -1, {}},
+      {"keep-fp32", OptionKind::String, "",
+       "ops (their results' names, ';'-separated) that stay fp32 whatever their class (set by --tune)", {}, {}, {}},
   };
 }
 
@@ -144,6 +147,7 @@ class Caster {
     bool cpuKernelsOnly = false;  // bf16 for a CPU target: ops without a CPU kernel in it stay fp32
     int64_t minChannels = 0;      // convs with fewer input and output channels stay fp32
     PrecisionPolicy policy;
+    std::set<std::string> keepFp32;  // keep-fp32: these ops (by result name) stay fp32
   };
 
   Caster(ir::Graph& g, PassContext& ctx, std::string passName, Config cfg)
@@ -337,6 +341,8 @@ class Caster {
     if (!anyFloat && why.empty()) why = "no input is known to be float32 (run shape-prop with --input-shape)";
     if (why.empty()) why = checkWeakConversions(n, inputs, /*count=*/true);
     if (why.empty()) why = smallConv(n);
+    if (why.empty() && n->numOutputs() >= 1 && cfg_.keepFp32.count(n->output(0)->name()))
+      why = "measured (--tune, keep-fp32): not faster in " + ir::dtypeName(cfg_.target) + " with its casts here";
     if (why.empty() && cfg_.cpuKernelsOnly) {
       if (int64_t rank = transposedConvRank(n); rank && !cpuRunsTransposedConv(rank, cfg_.target))
         why = "this LibTorch has no " + ir::dtypeName(cfg_.target) + " transposed conv on the CPU (probed)";
@@ -717,6 +723,13 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   const int64_t minChannels = options().getInt("min-channels");
   cfg.minChannels = minChannels >= 0 ? minChannels : cfg.cpuKernelsOnly ? 17 : 0;
   cfg.policy = PrecisionPolicy::defaults();
+  {
+    const std::string& list = options().getString("keep-fp32");
+    for (size_t start = 0, end; start < list.size(); start = end + 1) {
+      end = std::min(list.find(';', start), list.size());
+      if (end > start) cfg.keepFp32.insert(list.substr(start, end - start));
+    }
+  }
   // Measured on LibTorch 1.13's CPU kernels: silu is 2.6x slower in bf16
   // than in fp32 (efficientnet_b0 -O3 ran at 0.86x of the original, -O2 at
   // 0.71x), more than the two casts around it cost.

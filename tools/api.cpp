@@ -4,6 +4,7 @@
 #include "layout/register.h"
 #include "quant/precision_check.h"
 #include "quant/register.h"
+#include "tune/tuned_kernels.h"
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@ void registerAllPasses(rewriters::PassRegistry& registry) {
   fusion::registerFusionPasses(registry);
   layout::registerLayoutPasses(registry);
   quant::registerQuantPasses(registry);
+  tune::registerTunePasses(registry);
 }
 
 const rewriters::PassRegistry& defaultRegistry() {

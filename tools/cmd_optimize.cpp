@@ -33,6 +33,7 @@
 #include "tools/measure.h"
 #include "tools/op_table.h"
 #include "tools/report.h"
+#include "tools/tune_stage.h"
 #include "tools/util.h"
 #include "tools/verify_setup.h"
 
@@ -117,6 +118,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--measure-threads", o.measureThreads, "Intra-op threads while timing (default 1)")
       ->check(CLI::PositiveNumber);
+  registerTuneOptions(app, o.tune);
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");
   app.add_flag("-v,--verbose", o.verbose, "Print more detail (per-output metrics, counters)");
   app.footer(
@@ -231,6 +233,7 @@ struct Run {
   std::optional<Optimizer::Serialized> replacement;  // measure: written in place of `file`
   std::string written;              // measure: what is written in place of OUT ("" = OUT)
   Stopwatch total;                  // from load on
+  std::string tuneSummary;          // tune: what --tune decided
 
   bool verifying() const { return runner && !o.noVerify; }
   void say(const std::string& s) const {
@@ -415,6 +418,26 @@ void reference(Run& r) {
       quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
   r.tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
   planVerification(r, reference);
+}
+
+// tune (--tune): the pipeline's machine-dependent passes get their options
+// from measurements on this device (tools/tune_stage.h, tune/tune_model.h);
+// the tuned pipeline replaces the planned one, and the tolerances follow the
+// precision it introduces.
+void tuneStage(Run& r) {
+  const OptimizeOptions& o = r.o;
+  Stopwatch sw;
+  tune::TuneResult t = runTuneStage(o.tune, r.opt->model(), r.pipeline, r.ctx, r.device, o.quiet);
+  r.record.stageMs["tune"] = sw.ms();
+  r.pipeline = t.pipeline;
+  r.canonical = rewriters::printPipeline(r.pipeline);
+  r.record.pipeline = r.canonical;
+  r.record.tuning = t.toJson();
+  r.tuneSummary = t.summary();
+  const c10::ScalarType precision =
+      quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
+  r.tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
+  if (r.runner) r.runner->setTolerances(r.tolerances);
 }
 
 // The pass manager's instruments for the flags. With --verify-each, the
@@ -606,13 +629,15 @@ void printSummary(Run& r) {
                            formatBytes(double(rec.parameterBytesAfter)), formatBytes(double(*rec.inputFileBytes)),
                            formatBytes(double(*rec.outputFileBytes)), o.output);
   std::cout << r.report.timingTable();
+  std::cout << r.tuneSummary;
   if (rec.evalSemantics)
     std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
                              "(--keep-training refuses instead)\n",
                              r.scriptedInTraining ? "scripted and saved" : "traced");
-  std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
+  std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, {}passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
                            "measure {:.0f} ms, save {:.0f} ms\n",
-                           ms("load"), ms("import"), ms("passes"), ms("export"), ms("verify"), ms("measure"), ms("save"));
+                           ms("load"), ms("import"), o.tune.tune ? fmt::format("tune {:.0f} ms, ", ms("tune")) : "",
+                           ms("passes"), ms("export"), ms("verify"), ms("measure"), ms("save"));
 }
 
 // The bytes of IN, as a candidate to write unchanged.
@@ -797,6 +822,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   if (!plan(r, argc, argv)) return 0;
   load(r);
   reference(r);
+  if (o.tune.tune) tuneStage(r);
   if (!run(r)) return r.finish(3, "failed");
   exportResult(r);
   std::string verdict;

@@ -25,6 +25,14 @@ class WriteError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// --tune and its options (tools/cmd_tuning.cpp; the work is tune/tune_model.h).
+struct TuneCliOptions {
+  bool tune = false;
+  double budgetSeconds = -1;  // -1: tune::kDefaultBudgetSeconds
+  std::string cachePath;      // "": tune::TuningCache::defaultPath()
+};
+void registerTuneOptions(CLI::App& app, TuneCliOptions& o);
+
 struct OptimizeOptions {
   std::string input, output;
   std::string passes;
@@ -60,6 +68,7 @@ struct OptimizeOptions {
   bool noMeasure = false;       // --no-measure: do not time OUT against IN
   double measureBudget = 2.0;   // --measure-budget SECONDS per comparison (tools/measure.h)
   int measureThreads = 1;       // --measure-threads N
+  TuneCliOptions tune;  // --tune, --tune-budget, --tuning-cache (tools/cmd_tuning.cpp)
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);
 int runOptimize(const OptimizeOptions& o, int argc, char** argv);
@@ -96,6 +105,14 @@ struct BenchOptions {
 };
 void registerBenchOptions(CLI::App& cmd, BenchOptions& o);
 int runBench(const BenchOptions& o);
+
+// `ptopt tuning show|clear [--tuning-cache FILE]`.
+struct TuningOptions {
+  std::string action;  // show | clear
+  std::string cachePath;
+};
+void registerTuningOptions(CLI::App& cmd, TuningOptions& o);
+int runTuning(const TuningOptions& o);
 
 struct PassesOptions {
   std::string name;

@@ -56,7 +56,7 @@ int ptoptMain(int argc, char** argv) {
                "  ptopt IN.pt OUT.pt [-O1 | --passes PIPELINE] [--input-shape 1,3,224,224]\n"
                "  ptopt show IN.pt\n  ptopt verify A.pt B.pt --input-shape 1,3,224,224\n"
                "  ptopt bench IN.pt [--vs OTHER.pt] --input-shape 1,3,224,224\n  ptopt passes [NAME]\n"
-               "  ptopt dot IN.pt -o G.svg [--diff OTHER.pt]",
+               "  ptopt dot IN.pt -o G.svg [--diff OTHER.pt]\n  ptopt tuning show|clear",
                "ptopt"};
   app.set_version_flag("--version", "ptopt 0.1.0");
   app.require_subcommand(0, 1);
@@ -79,6 +79,10 @@ int ptoptMain(int argc, char** argv) {
   PassesOptions passes;
   auto* passesCmd = app.add_subcommand("passes", "List every pass with its options and contract");
   registerPassesOptions(*passesCmd, passes);
+
+  TuningOptions tuning;
+  auto* tuningCmd = app.add_subcommand("tuning", "Show or clear the tuning cache of --tune");
+  registerTuningOptions(*tuningCmd, tuning);
 
   DotCommandOptions dot;
   auto* dotCmd = app.add_subcommand("dot", "Draw a model's graph with GraphViz (.dot/.svg/.png), or a diff of two");
@@ -115,6 +119,7 @@ int ptoptMain(int argc, char** argv) {
     if (*verifyCmd) return runVerify(verifyOpts);
     if (*benchCmd) return runBench(bench);
     if (*dotCmd) return runDot(dot);
+    if (*tuningCmd) return runTuning(tuning);
     return runOptimize(opt, argc, argv);
   } catch (const UsageError& e) {
     std::cerr << "ptopt: error: " << e.what() << "\n";

@@ -68,6 +68,7 @@ nlohmann::json toJson(const RunRecord& r) {
     if (q.top1Agreement) j["quantize"]["held_out_top1_agreement"] = *q.top1Agreement;
     if (!q.declined.empty()) j["quantize"]["declined"] = q.declined;
   }
+  if (r.tuning) j["tuning"] = *r.tuning;
   j["outcome"] = r.outcome;
   if (!r.error.empty()) j["error"] = r.error;
   j["exit_code"] = r.exitCode;

@@ -36,6 +36,7 @@ struct RunRecord {
   std::string verificationSkipped;  // why, when there is no verification
   std::optional<quant::QuantizeReport> quantize;  // what the quantize pass measured (per-op SQNR, cosine)
   std::optional<std::string> blamedPass;  // --verify-each: first pass that broke tolerance
+  std::optional<nlohmann::json> tuning;  // --tune: the decisions (tune::TuneResult::toJson)
   std::string outcome;  // "passed", "failed", "written despite failure (--force)", "error"
   std::string error;
   int exitCode = 0;

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# End-to-end checks of --tune (issue 20): a real tuning run on a small
+# fixture with a small budget, its decisions in the summary and --report,
+# the tuning cache (reused by a second run, `ptopt tuning show|clear`), the
+# usage errors, and the output reloading in stock PyTorch with the
+# original's numerics. Timing is real here but nothing asserts a speed: only
+# that the run stays within its budget and the second run times nothing.
+# Usage: tune_test.sh PTOPT FIXTURES_DIR PYTHON
+set -u
+ptopt=$1; fx=$2; py=$3
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+img=(--input-shape 1,3,64,64)
+cache="$work/cache/tuning.json"
+export OMP_NUM_THREADS=1
+
+# A real --tune of -O2 with a 4-second budget.
+start=$(date +%s)
+expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t.pt" -O2 --tune --tune-budget 4 "${img[@]}" \
+  --tuning-cache "$cache" --report "$work/t.json"
+end=$(date +%s)
+grep -qE "tune: [0-9]+ decisions \([0-9]+ measured" <<<"$last_output" || fail "no tune summary:"$'\n'"$last_output"
+grep -qE "tune \[ *1\]" <<<"$last_output" || fail "no progress line per decision"
+grep -q "channels-last (whole model)" <<<"$last_output" || fail "no layout decision"
+# The budget bounds the timing: 4 s plus the run's own work (load, passes, verify).
+[ $((end - start)) -le 60 ] || fail "--tune-budget 4 took $((end - start)) s"
+[ -s "$cache" ] || fail "no tuning cache written at $cache"
+"$py" - "$work/t.json" <<'PY' || fail "the report lacks the tuning record"
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["tuning"]
+assert t["decisions"], t
+assert {"conv-kernel", "channels-last"} <= {d["kind"] for d in t["decisions"]}, t["decisions"]
+assert all(d["source"] in ("measured", "cached", "skipped") for d in t["decisions"])
+assert r["pipeline"] == t["pipeline"], (r["pipeline"], t["pipeline"])
+assert "tune" in r["stage_ms"]
+PY
+
+# The output is ordinary TorchScript: it reloads in stock PyTorch and matches
+# the original (fp32 pipeline: 1e-4 / 1e-5).
+"$py" - "$fx/resnet18_script.pt" "$work/t.pt" <<'PY' || fail "the tuned model does not reload or match in PyTorch"
+import sys, torch
+a = torch.jit.load(sys.argv[1]).eval(); b = torch.jit.load(sys.argv[2])
+x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+with torch.no_grad():
+    ya, yb = a(x), b(x)
+assert torch.allclose(ya, yb, rtol=1e-4, atol=1e-5), (ya - yb).abs().max()
+print("reload ok", b.graph.str().count("mkldnn_convolution"), "mkldnn convs")
+PY
+
+# The second run reuses every decision: nothing is measured.
+expect 0 "tune: [0-9]+ decisions \(0 measured, [0-9]+ cached" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t2.pt" -O2 \
+  --tune --tune-budget 4 "${img[@]}" --tuning-cache "$cache"
+# The same model at another thread count is tuned again.
+expect 0 "tune: [0-9]+ decisions \([1-9][0-9]* measured" -- env OMP_NUM_THREADS=2 "$ptopt" "$fx/resnet18_script.pt" \
+  "$work/t3.pt" -O1 --tune --tune-budget 2 "${img[@]}" --tuning-cache "$cache"
+
+# ptopt tuning show | clear.
+expect 0 "decisions in 2 contexts" -- "$ptopt" tuning show --tuning-cache "$cache"
+grep -q "1 threads" <<<"$last_output" || fail "tuning show does not name the context"
+expect 0 "removed" -- "$ptopt" tuning clear --tuning-cache "$cache"
+[ ! -e "$cache" ] || fail "tuning clear left the cache"
+expect 0 "0 decisions" -- "$ptopt" tuning show --tuning-cache "$cache"
+expect 2 "" -- "$ptopt" tuning frobnicate --tuning-cache "$cache"
+
+# Usage errors: no input shapes; a bad budget; a damaged cache is named and replaced.
+expect 2 "--input-shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune --tuning-cache "$cache"
+[ ! -e "$work/u.pt" ] || fail "a usage error wrote OUT"
+expect 2 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune --tune-budget -1 "${img[@]}"
+echo "{ damaged" > "$cache"
+expect 0 "not valid JSON" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t4.pt" -O1 --tune --tune-budget 2 "${img[@]}" \
+  --tuning-cache "$cache"
+expect 0 "decisions in 1 contexts" -- "$ptopt" tuning show --tuning-cache "$cache"
+
+[ "$failures" = 0 ] && echo "tune_test: all passed" || { echo "tune_test: $failures failure(s)"; exit 1; }

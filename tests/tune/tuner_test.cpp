@@ -1,0 +1,118 @@
+// The tuner's decision logic against a fake, deterministic timer: a win
+// beyond noise is kept, a difference within noise is not, a loser is not,
+// a failing candidate is out, the time slice is respected, and tiny ops get
+// several calls per sample.
+#include "tests/tune/fake_timer.h"
+#include "tune/tuner.h"
+
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+using namespace ptopt;
+using Verdict = tune::CandidateResult::Verdict;
+
+namespace {
+
+std::vector<tune::Candidate> candidates(std::initializer_list<const char*> names) {
+  std::vector<tune::Candidate> out;
+  for (const char* n : names) out.push_back({n, [] {}});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the tuner keeps a candidate that wins beyond noise") {
+  test::FakeTimer timer({{"conv2d", 10.0}, {"mkldnn", 8.0}}, 0.02);
+  const tune::Choice c = tune::Tuner(timer).choose(candidates({"conv2d", "mkldnn"}), {});
+  CHECK(c.index == 1);
+  CHECK(c.name == "mkldnn");
+  CHECK(c.results[1].verdict == Verdict::Won);
+  CHECK(c.results[1].ratio == Approx(0.8).epsilon(0.03));
+  CHECK(c.results[1].high < 0.98);
+  CHECK(c.results[1].low <= c.results[1].ratio);
+  CHECK(c.rounds == tune::TuneLimits{}.minRounds);  // settled as soon as allowed
+  CHECK_FALSE(c.outOfTime);
+}
+
+TEST_CASE("the tuner keeps the baseline when the difference is within noise") {
+  test::FakeTimer timer({{"conv2d", 10.0}, {"mkldnn", 9.9}}, 0.10);
+  const tune::Choice c = tune::Tuner(timer).choose(candidates({"conv2d", "mkldnn"}), {});
+  CHECK(c.index == 0);
+  CHECK(c.name == "conv2d");
+  CHECK(c.results[1].verdict != Verdict::Won);
+  CHECK(c.results[1].low < 1.0);  // the interval straddles the bar: noise, not a win
+  CHECK(c.rounds > 0);
+}
+
+TEST_CASE("the tuner keeps the baseline against a slower candidate and picks the fastest winner") {
+  test::FakeTimer timer({{"off", 10.0}, {"slow", 12.0}, {"fast", 7.0}, {"faster", 5.0}}, 0.01);
+  const tune::Choice c = tune::Tuner(timer).choose(candidates({"off", "slow", "fast", "faster"}), {});
+  CHECK(c.results[1].verdict == Verdict::Lost);
+  CHECK(c.results[2].verdict == Verdict::Won);
+  CHECK(c.results[3].verdict == Verdict::Won);
+  CHECK(c.name == "faster");
+
+  test::FakeTimer loser({{"off", 10.0}, {"slow", 12.0}}, 0.01);
+  CHECK(tune::Tuner(loser).choose(candidates({"off", "slow"}), {}).index == 0);
+}
+
+TEST_CASE("a margin keeps tiny wins out") {
+  test::FakeTimer timer({{"a", 10.0}, {"b", 9.9}}, 0.0);  // 1% faster, no noise at all
+  tune::TuneLimits limits;
+  limits.margin = 0.02;
+  CHECK(tune::Tuner(timer).choose(candidates({"a", "b"}), limits).index == 0);
+  limits.margin = 0.0;
+  test::FakeTimer again({{"a", 10.0}, {"b", 9.9}}, 0.0);
+  CHECK(tune::Tuner(again).choose(candidates({"a", "b"}), limits).index == 1);
+}
+
+TEST_CASE("the tuner stays within its time slice") {
+  // 100 ms per call, 10% noise and a 1% difference: never settles by itself.
+  test::FakeTimer timer({{"a", 100.0}, {"b", 99.0}}, 0.10);
+  tune::TuneLimits limits;
+  limits.maxSeconds = 1.0;
+  limits.maxRounds = 1000;
+  const tune::Choice c = tune::Tuner(timer).choose(candidates({"a", "b"}), limits);
+  CHECK(c.outOfTime);
+  CHECK(c.index == 0);
+  // Warm-up (2 x 2 calls) plus whole rounds; the slice is checked after each round.
+  const double round = 0.2 * 1.1;
+  CHECK(timer.elapsedSeconds() <= limits.maxSeconds + round + 1e-9);
+  CHECK(c.seconds == Approx(timer.elapsedSeconds()));
+}
+
+TEST_CASE("the tuner stops at maxRounds") {
+  test::FakeTimer timer({{"a", 1.0}, {"b", 0.995}}, 0.20);
+  tune::TuneLimits limits;
+  limits.maxRounds = 12;
+  limits.maxSeconds = 1e9;
+  const tune::Choice c = tune::Tuner(timer).choose(candidates({"a", "b"}), limits);
+  CHECK(c.rounds == 12);
+  CHECK(c.index == 0);
+}
+
+TEST_CASE("a candidate that throws is out and a failing baseline decides nothing") {
+  test::FakeTimer timer({{"a", 10.0}, {"broken", 1.0}});
+  std::vector<tune::Candidate> cs{{"a", [] {}}, {"broken", [] { throw std::runtime_error("no kernel\nbacktrace"); }}};
+  const tune::Choice c = tune::Tuner(timer).choose(cs, {});
+  CHECK(c.index == 0);
+  CHECK(c.results[1].verdict == Verdict::Failed);
+  CHECK(c.results[1].error == "no kernel");
+
+  test::FakeTimer t2({{"a", 10.0}});
+  std::vector<tune::Candidate> bad{{"a", [] { throw std::runtime_error("boom"); }}, {"b", [] {}}};
+  const tune::Choice c2 = tune::Tuner(t2).choose(bad, {});
+  CHECK(c2.baselineFailed);
+  CHECK(c2.index == 0);
+}
+
+TEST_CASE("tiny ops are timed over several calls per sample") {
+  test::FakeTimer timer({{"a", 0.01}, {"b", 0.005}});
+  tune::TuneLimits limits;
+  limits.minSampleMs = 1.0;
+  const tune::Choice c = tune::Tuner(timer).choose(candidates({"a", "b"}), limits);
+  CHECK(c.callsPerSample >= 99);
+  CHECK(c.callsPerSample <= 101);
+  CHECK(c.name == "b");
+}

@@ -1,0 +1,68 @@
+// --tune's options, its stage in `ptopt IN OUT`, and `ptopt tuning show|clear`.
+#include "tools/api.h"
+#include "tools/commands.h"
+#include "tools/tune_stage.h"
+
+#include "tune/cache.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+
+namespace ptopt::tools {
+
+void registerTuneOptions(CLI::App& app, TuneCliOptions& o) {
+  app.add_flag("--tune", o.tune,
+               "Decide the pipeline's machine-dependent rewrites (bn-to-affine, channels-last per model, precision per "
+               "op, the conv kernel per conv, cuDNN fusion) by timing them here on the real input shapes; needs "
+               "--input-shape or --inputs. -O2 --tune / -O3 --tune tune those presets");
+  app.add_option("--tune-budget", o.budgetSeconds,
+                 fmt::format("Seconds --tune may spend timing (default {:.0f}); decisions left when it runs out keep "
+                             "the unrewritten op", tune::kDefaultBudgetSeconds))
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tuning-cache", o.cachePath,
+                 "JSON file of measured decisions, reused by later --tune runs (default "
+                 "$XDG_CACHE_HOME/ptopt/tuning.json, else ~/.cache/ptopt/tuning.json)");
+}
+
+tune::TuneResult runTuneStage(const TuneCliOptions& o, const ir::Model& model, const rewriters::Pipeline& pipeline,
+                              const rewriters::PassContext& ctx, c10::Device device, bool quiet) {
+  if (!ctx.exampleInputs)
+    throw UsageError("--tune times the model on its real input shapes: give them with --input-shape or --inputs");
+  tune::TuneOptions t;
+  t.budgetSeconds = o.budgetSeconds > 0 ? o.budgetSeconds : tune::kDefaultBudgetSeconds;
+  t.cachePath = o.cachePath.empty() ? tune::TuningCache::defaultPath() : o.cachePath;
+  t.device = device;
+  t.progress = quiet ? nullptr : &std::cerr;
+  try {
+    return tune::tunePipeline(model, pipeline, defaultRegistry(), ctx, t);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void registerTuningOptions(CLI::App& cmd, TuningOptions& o) {
+  cmd.add_option("action", o.action, "show: list the cached decisions; clear: remove the cache file")
+      ->required()
+      ->check(CLI::IsMember({"show", "clear"}));
+  cmd.add_option("--tuning-cache", o.cachePath, "The cache file (default: the one --tune uses)");
+}
+
+int runTuning(const TuningOptions& o) {
+  const std::string path = o.cachePath.empty() ? tune::TuningCache::defaultPath() : o.cachePath;
+  if (o.action == "clear") {
+    std::error_code ec;
+    const bool existed = std::filesystem::remove(path, ec);
+    if (ec) throw std::runtime_error("cannot remove tuning cache '" + path + "': " + ec.message());
+    std::cout << (existed ? "removed " : "no tuning cache at ") << path << "\n";
+    return 0;
+  }
+  try {
+    std::cout << tune::TuningCache::open(path).str();
+  } catch (const tune::CacheError& e) {
+    throw ir::InputError(e.what());
+  }
+  return 0;
+}
+
+}  // namespace ptopt::tools

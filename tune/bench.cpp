@@ -1,0 +1,148 @@
+#include "tune/bench.h"
+
+#include "ir/literal.h"
+#include "ir/op_views.h"
+#include "rewriters/constants.h"
+#include "tune/signature.h"
+#include "tune/tuned_kernels.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/script.h>
+
+#include <memory>
+
+namespace ptopt::tune {
+
+namespace {
+
+// An ATen operator resolved once and called boxed with fixed arguments: the
+// same on LibTorch 1.13 and 2.x, whatever the C++ signature.
+Candidate boxed(std::string name, const std::string& op, const std::string& overload, std::vector<c10::IValue> args) {
+  auto handle = std::make_shared<c10::OperatorHandle>(c10::Dispatcher::singleton().findSchemaOrThrow(op.c_str(), overload.c_str()));
+  auto fixed = std::make_shared<std::vector<c10::IValue>>(std::move(args));
+  return {std::move(name), [handle, fixed] {
+            torch::jit::Stack stack(fixed->begin(), fixed->end());
+            handle->callBoxed(&stack);
+          }};
+}
+
+std::string qualified(const ir::Node& n) { return n.target(); }
+
+}  // namespace
+
+std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv, c10::Device device, std::string& why) {
+  if (!device.is_cpu()) {
+    why = "oneDNN convs are CPU kernels";
+    return std::nullopt;
+  }
+  why = mkldnnIneligible(conv);
+  if (!why.empty()) return std::nullopt;
+  auto args = benchArguments(conv, device, why);
+  if (!args) return std::nullopt;
+  const auto view = ir::ConvOp::match(&conv);
+  auto arg = [&](const char* name) { return (*args)[view->index(name)]; };
+  // mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups)
+  std::vector<c10::IValue> mk{arg("input"),  arg("weight"),   arg("bias"),  arg("padding"),
+                              arg("stride"), arg("dilation"), arg("groups")};
+  return std::vector<Candidate>{boxed("conv2d", "aten::conv2d", "", *args),
+                                boxed("mkldnn", "aten::mkldnn_convolution", "", std::move(mk))};
+}
+
+std::optional<std::vector<Candidate>> convPrecisionCandidates(const ir::Node& op, c10::ScalarType low,
+                                                              c10::Device device, std::string& why) {
+  if (op.numOutputs() != 1 || !op.output()->isTensor()) {
+    why = "not one tensor result";
+    return std::nullopt;
+  }
+  auto args = benchArguments(op, device, why);
+  if (!args) return std::nullopt;
+  // Constants are converted once (the cast pass converts weights offline);
+  // activations on every call, and the result back to float32.
+  std::vector<c10::IValue> constants = *args;
+  std::vector<size_t> activations;
+  bool anyFloat = false;
+  for (size_t i = 0; i < op.numArgs(); ++i) {
+    if (!constants[i].isTensor() || constants[i].toTensor().scalar_type() != at::kFloat) continue;
+    anyFloat = true;
+    const ir::Value* v = op.arg(i).value();
+    if (v && rewriters::constantTensor(v)) constants[i] = constants[i].toTensor().to(low);
+    else activations.push_back(i);
+  }
+  if (!anyFloat) {
+    why = "no float32 tensor argument";
+    return std::nullopt;
+  }
+  auto handle = std::make_shared<c10::OperatorHandle>(
+      c10::Dispatcher::singleton().findSchemaOrThrow(qualified(op).c_str(), op.overload().c_str()));
+  auto fixed = std::make_shared<std::vector<c10::IValue>>(std::move(constants));
+  Candidate lowp{ir::dtypeName(low), [handle, fixed, activations, low] {
+                   torch::jit::Stack stack(fixed->begin(), fixed->end());
+                   for (size_t i : activations) stack[i] = stack[i].toTensor().to(low);
+                   handle->callBoxed(&stack);
+                   (void)stack.at(0).toTensor().to(at::kFloat);
+                 }};
+  return std::vector<Candidate>{boxed("fp32", qualified(op), op.overload(), *args), std::move(lowp)};
+}
+
+std::optional<std::vector<Candidate>> bnAffineCandidates(const ir::Node& node, c10::Device device, std::string& why) {
+  const auto bn = ir::BatchNormOp::match(&node);
+  if (!bn) {
+    why = "not a batch_norm";
+    return std::nullopt;
+  }
+  if (bn->training().value_or(true)) {
+    why = "the batch_norm is not in inference mode";
+    return std::nullopt;
+  }
+  const auto mean = rewriters::constantTensor(bn->runningMean());
+  const auto var = rewriters::constantTensor(bn->runningVar());
+  if (!mean || !var || !bn->eps()) {
+    why = "its statistics or eps are not constants";
+    return std::nullopt;
+  }
+  const ir::TensorMeta& m = bn->input()->meta();
+  if (!m.shape || m.shape->size() < 2) {
+    why = "the input rank is unknown (run shape-prop with --input-shape)";
+    return std::nullopt;
+  }
+  auto args = benchArguments(node, device, why);
+  if (!args) return std::nullopt;
+  at::Tensor scale = (var->to(at::kDouble) + *bn->eps()).rsqrt();
+  if (bn->weight()) {
+    auto g = rewriters::constantTensor(bn->weight());
+    if (!g) { why = "its weight is not a constant"; return std::nullopt; }
+    scale = scale * g->to(at::kDouble);
+  }
+  at::Tensor shift = -mean->to(at::kDouble) * scale;
+  if (bn->bias()) {
+    auto b = rewriters::constantTensor(bn->bias());
+    if (!b) { why = "its bias is not a constant"; return std::nullopt; }
+    shift = shift + b->to(at::kDouble);
+  }
+  std::vector<int64_t> shape(m.shape->size() - 1, 1);
+  shape[0] = mean->numel();
+  const auto dtype = mean->scalar_type();
+  const c10::IValue x = (*args)[bn->index("input")];
+  std::vector<c10::IValue> affine{shift.reshape(shape).to(dtype).to(device), x, scale.reshape(shape).to(dtype).to(device),
+                                  c10::IValue(int64_t{1})};
+  return std::vector<Candidate>{boxed("batch_norm", "aten::batch_norm", "", *args),
+                                boxed("addcmul", "aten::addcmul", "", std::move(affine))};
+}
+
+std::vector<Candidate> wholeModelCandidates(const std::vector<std::pair<std::string, const ir::Model*>>& models,
+                                            const std::vector<c10::IValue>& inputs, c10::Device device) {
+  std::vector<c10::IValue> onDevice;
+  for (const c10::IValue& v : inputs) onDevice.push_back(v.isTensor() ? c10::IValue(v.toTensor().to(device)) : v);
+  auto shared = std::make_shared<std::vector<c10::IValue>>(std::move(onDevice));
+  std::vector<Candidate> out;
+  for (const auto& [name, model] : models) {
+    auto module = std::make_shared<torch::jit::Module>(ir::exportModel(*model));
+    module->eval();
+    if (!device.is_cpu()) module->to(device);
+    out.push_back({name, [module, shared] { (void)module->forward(*shared); }});
+  }
+  return out;
+}
+
+}  // namespace ptopt::tune

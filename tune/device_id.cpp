@@ -1,0 +1,55 @@
+#include "tune/device_id.h"
+
+#include "target/capabilities.h"
+
+#include <torch/version.h>
+#ifdef PTOPT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+#include <cstdlib>
+
+namespace ptopt::tune {
+
+std::string isaLevel() {
+  // The levels the capability probes report (target/capabilities.h):
+  // oneDNN's (CPUID under oneDNN's cap) and ATen's, or the --assume-isa one;
+  // the caps of this process are named, so a capped run keys its own
+  // decisions.
+  const target::CpuCapabilities c = target::cpuCapabilities();
+  std::string level = "oneDNN " + target::isaName(c.onednn) + ", ATen " + target::isaName(c.aten);
+  if (c.assumed) level += ", assumed " + target::isaName(c.isa);
+  std::string caps;
+  if (const char* aten = std::getenv("ATEN_CPU_CAPABILITY"); aten && *aten) caps += std::string("ATEN_CPU_CAPABILITY=") + aten;
+  if (auto cap = target::onednnIsaCap()) caps += (caps.empty() ? "" : ", ") + std::string("ONEDNN_MAX_CPU_ISA=") + *cap;
+  return caps.empty() ? level : level + " (" + caps + ")";
+}
+
+std::string libtorchVersion() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+std::string DeviceIdentity::str() const { return kind + ": " + name + " [" + isa + "]"; }
+
+DeviceIdentity deviceIdentity(c10::Device device) {
+  DeviceIdentity id;
+  if (device.is_cuda()) {
+    id.kind = "cuda";
+#ifdef PTOPT_WITH_CUDA
+    const int index = device.has_index() ? device.index() : 0;
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+    id.name = p->name;
+    id.isa = "sm_" + std::to_string(p->major) + std::to_string(p->minor);
+#else
+    id.name = "CUDA device";
+    id.isa = "unknown";
+#endif
+    return id;
+  }
+  id.kind = "cpu";
+  id.name = target::cpuBrand();
+  id.isa = isaLevel();
+  return id;
+}
+
+}  // namespace ptopt::tune

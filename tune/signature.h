@@ -1,0 +1,37 @@
+// Op signatures: what a measured decision depends on, as the key of the
+// tuning cache (tune/cache.h), and the inputs a micro-benchmark runs the op on.
+//
+// Contract. opSignature(n) is the op's qualified name and overload, then one
+// item per argument: a tensor as dtype, shape and memory format (constants
+// from the tensor itself, activations from shape-prop metadata), a literal as
+// its text. Two nodes with the same signature run the same kernel on the same
+// sizes, in any model, so a decision measured for one holds for the other.
+// Names, scopes and weight values are not in it. It is nullopt (with `why`)
+// when an activation's dtype or shape is unknown. benchArguments(n) makes the
+// arguments to run `n` alone: constants as they are (on `device`), activations
+// as seeded random tensors of their recorded dtype, shape and memory format,
+// literals as their IValues.
+#pragma once
+
+#include "ir/ir.h"
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptopt::tune {
+
+std::optional<std::string> opSignature(const ir::Node& n, std::string& why);
+// "f32[1,64,56,56]:cl" for a tensor value (constant or with metadata), or nullopt.
+std::optional<std::string> tensorSignature(const ir::Value& v);
+
+std::optional<std::vector<c10::IValue>> benchArguments(const ir::Node& n, c10::Device device, std::string& why);
+
+// A stable digest (FNV-1a, hex) of a text: whole-model decisions are keyed by
+// the digest of the graph's text and the input shapes.
+std::string digest(const std::string& text);
+
+}  // namespace ptopt::tune

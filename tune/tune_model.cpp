@@ -1,0 +1,487 @@
+#include "tune/tune_model.h"
+
+#include "ir/literal.h"
+#include "ir/op_views.h"
+#include "quant/cast.h"
+#include "quant/precision_policy.h"
+#include "rewriters/constants.h"
+#include "rewriters/pass_manager.h"
+#include "tune/bench.h"
+#include "tune/cache.h"
+#include "tune/device_id.h"
+#include "tune/signature.h"
+#include "tune/timer.h"
+#include "tune/tuned_kernels.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+namespace ptopt::tune {
+
+using rewriters::Pipeline;
+using rewriters::PipelineElement;
+
+nlohmann::json DecisionRecord::toJson() const {
+  const char* src = source == Source::Measured ? "measured" : source == Source::Cached ? "cached" : "skipped";
+  nlohmann::json j = {{"kind", kind},   {"node", node},   {"signature", signature}, {"choice", choice},
+                      {"candidates", candidates}, {"ratio", ratio}, {"low", low}, {"high", high},
+                      {"rounds", rounds}, {"seconds", seconds}, {"source", src}, {"challenger", challenger}};
+  if (!note.empty()) j["note"] = note;
+  return j;
+}
+
+std::string DecisionRecord::line() const {
+  const std::string what = fmt::format("{} {}", kind, node == "model" ? "(whole model)" : "%" + node);
+  if (source == Source::Skipped) return fmt::format("{}: kept {} ({})", what, choice, note);
+  const std::string how = source == Source::Cached ? "cached" : fmt::format("{} rounds, {:.2f} s", rounds, seconds);
+  if (candidates.size() < 2 || challenger.empty()) return fmt::format("{}: {} ({})", what, choice, how);
+  if (choice == candidates.front())
+    return fmt::format("{}: {} kept ({} {:.2f}x [{:.2f}, {:.2f}], {}; {})", what, choice, challenger, ratio, low, high,
+                       low > 1.0 ? "slower" : "no win beyond noise", how);
+  return fmt::format("{}: {} {:.2f}x [{:.2f}, {:.2f}] of {} ({})", what, choice, ratio, low, high, candidates.front(),
+                     how);
+}
+
+std::string TuneResult::summary() const {
+  std::map<std::string, std::pair<int, int>> perKind;  // kind -> (rewritten, decided)
+  for (const auto& d : decisions) {
+    auto& [rewritten, total] = perKind[d.kind];
+    ++total;
+    if (d.rewrites()) ++rewritten;
+  }
+  std::string kinds;
+  for (const auto& [kind, counts] : perKind)
+    kinds += fmt::format("{}{} {}/{}", kinds.empty() ? "" : ", ", kind, counts.first, counts.second);
+  std::string s = fmt::format("tune: {} decisions ({} measured, {} cached, {} skipped) in {:.1f} s of a {:.0f} s budget{}\n",
+                              decisions.size(), measured, cached, skipped, seconds, budgetSeconds,
+                              budgetSpent ? " (budget spent: the rest kept their baseline)" : "");
+  if (!kinds.empty()) s += "tune: rewritten/decided: " + kinds + "\n";
+  for (const auto& d : decisions)
+    if ((d.kind == "channels-last" || d.kind == "fuse-cudnn") || (d.rewrites() && d.kind != "conv-kernel" && d.kind != "precision"))
+      s += "tune: " + d.line() + "\n";
+  s += fmt::format("tune: cache {} ({})\n", cachePath.empty() ? "(none)" : cachePath, context);
+  for (const auto& w : warnings) s += "tune: warning: " + w + "\n";
+  return s;
+}
+
+nlohmann::json TuneResult::toJson() const {
+  nlohmann::json d = nlohmann::json::array();
+  for (const auto& r : decisions) d.push_back(r.toJson());
+  return {{"pipeline", rewriters::printPipeline(pipeline)},
+          {"context", context},
+          {"cache", cachePath},
+          {"seconds", seconds},
+          {"budget_seconds", budgetSeconds},
+          {"budget_spent", budgetSpent},
+          {"measured", measured},
+          {"cached", cached},
+          {"skipped", skipped},
+          {"warnings", warnings},
+          {"decisions", d}};
+}
+
+namespace {
+
+std::string option(const PipelineElement& e, const std::string& key, const std::string& fallback) {
+  for (const auto& [k, v] : e.options)
+    if (k == key) return v;
+  return fallback;
+}
+
+void setOption(PipelineElement& e, const std::string& key, const std::string& value) {
+  for (auto& [k, v] : e.options)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  e.options.emplace_back(key, value);
+}
+
+// A whole-model A/B runs every layer per sample: it gets this many ops'
+// shares of the budget.
+constexpr double kWholeModelWeight = 10.0;
+
+class Session {
+ public:
+  Session(const ir::Model& model, const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
+          const TuneOptions& o)
+      : registry_(registry), o_(o), work_(model.clone()) {
+    ctx_.exampleInputs = base.exampleInputs;
+    ctx_.targetDevice = base.targetDevice;
+    ctx_.preferBf16 = base.preferBf16;
+    if (!o.timer) ownTimer_ = std::make_unique<SteadyTimer>(o.device);
+    timer_ = o.timer ? o.timer : ownTimer_.get();
+    start_ = timer_->elapsedSeconds();
+    result_.budgetSeconds = o.budgetSeconds;
+    result_.cachePath = o.cachePath;
+    context_ = CacheContext::current(deviceIdentity(o.device).str());
+    result_.context = context_.key();
+    try {
+      cache_ = TuningCache::open(o.cachePath);
+    } catch (const CacheError& e) {
+      result_.warnings.push_back(std::string(e.what()) + "; starting with an empty cache");
+      say("tune: warning: " + result_.warnings.back());
+      cache_ = TuningCache(o.cachePath);
+    }
+  }
+
+  TuneResult run(const Pipeline& pipeline) {
+    if (!ctx_.exampleInputs)
+      throw std::invalid_argument("--tune measures with the model's real input shapes: give --input-shape or --inputs");
+    if (pipeline.empty()) {
+      say("tune: the pipeline is empty: nothing to tune");
+      result_.pipeline = pipeline;
+      return std::move(result_);
+    }
+    countExpected(pipeline);
+    // The kernel is chosen per op signature: without shape-prop the shapes are unknown.
+    const bool cpu = ctx_.targetDevice == "cpu" && rewriters::pipelineUses(pipeline, "shape-prop");
+    bool kernelsDone = false;
+    for (const PipelineElement& e : pipeline.elements) {
+      if (e.name == "fuse-cudnn" || e.name == "tuned-kernels") {
+        if (cpu && !kernelsDone) decideKernels(), kernelsDone = true;
+        if (e.name == "fuse-cudnn") decideCudnn(e);
+        else keep(e);  // given explicitly: as given
+      } else if (e.name == "bn-to-affine") {
+        decideBnAffine(e);
+      } else if (e.name == "channels-last") {
+        decideLayout(e);
+      } else if (e.name == "cast") {
+        decidePrecision(e);
+      } else {
+        keep(e);
+      }
+    }
+    if (cpu && !kernelsDone) decideKernels();
+    try {
+      cache_.save();
+    } catch (const CacheError& e) {
+      result_.warnings.push_back(std::string(e.what()) + " (the decisions of this run are not kept)");
+      say("tune: warning: " + result_.warnings.back());
+    }
+    // Canonical text: options in declaration order.
+    result_.pipeline = rewriters::parsePipeline(rewriters::printPipeline(out_), registry_, "--tune");
+    result_.seconds = timer_->elapsedSeconds() - start_;
+    return std::move(result_);
+  }
+
+ private:
+  // ---- running elements on the working copy
+
+  void runOn(ir::Model& m, const PipelineElement& e) {
+    Pipeline p;
+    p.elements.push_back(e);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = ctx_.exampleInputs;
+    ctx.targetDevice = ctx_.targetDevice;
+    ctx.preferBf16 = ctx_.preferBf16;
+    ctx.edits.setKeepText(false);
+    rewriters::PassManager(registry_, p).run(m, ctx);
+  }
+  void keep(const PipelineElement& e) {
+    runOn(work_, e);
+    out_.elements.push_back(e);
+  }
+
+  // ---- budget and decisions
+
+  // About how many decisions will be timed: one per conv or linear for the
+  // kernel, one more with cast, the whole-model A/Bs. (BatchNorms mostly
+  // fold away before bn-to-affine sees them.) Each decision's slice is what
+  // is left of the budget over what is left of this count.
+  void countExpected(const Pipeline& p) {
+    size_t convs = 0;
+    work_.forward().walk([&](ir::Node* n) {
+      if (ir::ConvOp::isConv(n) || n->is("aten::linear")) ++convs;
+    });
+    expected_ = convs * (rewriters::pipelineUses(p, "cast") ? 2 : 1) + 2;
+  }
+  double remaining() const { return o_.budgetSeconds - (timer_->elapsedSeconds() - start_); }
+
+  // Looks `signature` up, else times `candidates` (if the budget allows)
+  // and caches the choice. Returns the chosen candidate's name.
+  // `weight`: the decision's share of the budget in units of one op's
+  // (a whole-model A/B gets kWholeModelWeight).
+  DecisionRecord decide(const std::string& kind, const std::string& node, const std::string& signature,
+                        const std::vector<Candidate>& candidates, double weight = 1.0) {
+    DecisionRecord d;
+    d.kind = kind;
+    d.node = node;
+    d.signature = kind + "|" + signature;
+    for (const auto& c : candidates) d.candidates.push_back(c.name);
+    d.choice = d.candidates.front();
+    if (auto hit = fromCache(kind, node, signature, d.candidates)) return *hit;
+    const double left = remaining();
+    if (left <= 0) {
+      result_.budgetSpent = true;
+      return skip(std::move(d), "the --tune-budget is spent");
+    }
+    TuneLimits limits = o_.limits;
+    limits.maxSeconds = std::max(0.05, weight * left / static_cast<double>(std::max<size_t>(1, expected_)));
+    limits.maxSeconds = std::min(limits.maxSeconds, left);
+    if (expected_ > 1) --expected_;
+    const Choice c = Tuner(*timer_).choose(candidates, limits);
+    d.rounds = c.rounds;
+    d.seconds = c.seconds;
+    if (c.baselineFailed) return skip(std::move(d), "the baseline failed: " + c.results[0].error);
+    d.choice = c.name;
+    // The numbers shown: the winner's, else the best alternative's (why it lost).
+    size_t shown = c.index;
+    for (size_t i = 1; shown == 0 && i < c.results.size(); ++i)
+      if (c.results[i].verdict != CandidateResult::Verdict::Failed) shown = i;
+    for (size_t i = shown + 1; c.index == 0 && shown != 0 && i < c.results.size(); ++i)
+      if (c.results[i].verdict != CandidateResult::Verdict::Failed && c.results[i].ratio < c.results[shown].ratio)
+        shown = i;
+    d.challenger = shown == 0 ? "" : c.results[shown].name;  // shown == 0: every alternative failed
+    d.ratio = c.results[shown].ratio;
+    d.low = c.results[shown].low;
+    d.high = c.results[shown].high;
+    d.note = c.summary();
+    ++result_.measured;
+    CachedDecision cd;
+    cd.choice = d.choice;
+    cd.candidates = d.candidates;
+    cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
+    cd.challenger = d.challenger;
+    cache_.store(context_, d.signature, cd);
+    return record(std::move(d));
+  }
+  // A per-op decision: by the op's signature from the cache, else timed
+  // (the candidates, `names` in order, are built only then: their inputs cost
+  // memory and time). Whether the rewrite (a candidate other than the first)
+  // was chosen; skipped (false) when the op has no signature or candidates.
+  using CandidateFactory = std::function<std::optional<std::vector<Candidate>>(std::string& why)>;
+  bool decideOp(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
+                const CandidateFactory& make) {
+    const std::string node = n.output()->name();
+    std::string why;
+    auto sig = opSignature(n, why);
+    if (!sig) return skipped(kind, node, names.front(), why).rewrites();
+    if (auto hit = fromCache(kind, node, *sig, names)) return hit->rewrites();
+    auto candidates = make(why);
+    if (!candidates) return skipped(kind, node, names.front(), why).rewrites();
+    return decide(kind, node, *sig, *candidates).rewrites();
+  }
+
+  // The cached decision for `signature` when its choice is one of `names`
+  // (recorded), else nullopt.
+  std::optional<DecisionRecord> fromCache(const std::string& kind, const std::string& node, const std::string& signature,
+                                          const std::vector<std::string>& names) {
+    auto hit = cache_.lookup(context_, kind + "|" + signature);
+    if (!hit || std::find(names.begin(), names.end(), hit->choice) == names.end()) return std::nullopt;
+    DecisionRecord d;
+    d.kind = kind;
+    d.node = node;
+    d.signature = kind + "|" + signature;
+    d.candidates = hit->candidates.empty() ? names : hit->candidates;
+    d.source = DecisionRecord::Source::Cached;
+    d.choice = hit->choice;
+    d.ratio = hit->ratio, d.low = hit->low, d.high = hit->high, d.rounds = hit->rounds;
+    d.challenger = hit->challenger.empty() ? hit->choice : hit->challenger;
+    ++result_.cached;
+    return record(std::move(d));
+  }
+  DecisionRecord skip(DecisionRecord d, const std::string& why) {
+    d.source = DecisionRecord::Source::Skipped;
+    d.note = why;
+    ++result_.skipped;
+    return record(std::move(d));
+  }
+  DecisionRecord skipped(const std::string& kind, const std::string& node, const std::string& baseline,
+                         const std::string& why) {
+    DecisionRecord d;
+    d.kind = kind;
+    d.node = node;
+    d.choice = baseline;
+    d.candidates = {baseline};
+    return skip(std::move(d), why);
+  }
+  DecisionRecord record(DecisionRecord d) {
+    say(fmt::format("tune [{:>3}] {:5.1f} s  {}", result_.decisions.size() + 1, timer_->elapsedSeconds() - start_,
+                    d.line()));
+    result_.decisions.push_back(d);
+    return d;
+  }
+  void say(const std::string& line) const {
+    if (o_.progress) *o_.progress << line << "\n" << std::flush;
+  }
+
+  // ---- the decisions
+
+  void decideBnAffine(const PipelineElement& e) {
+    if (option(e, "force", "false") == "true" || !option(e, "nodes", "").empty()) return keep(e);
+    std::set<std::string> convert;
+    std::vector<ir::Node*> bns;
+    work_.forward().walk([&](ir::Node* n) {
+      if (n->is("aten::batch_norm") && n->owningBlock() == work_.forward().block()) bns.push_back(n);
+    });
+    for (ir::Node* n : bns) {
+      const bool converted = decideOp("bn-to-affine", *n, {"batch_norm", "addcmul"}, [&](std::string& why) {
+        return bnAffineCandidates(*n, o_.device, why);
+      });
+      if (converted) convert.insert(n->output()->name());
+    }
+    PipelineElement tuned = e;
+    if (!convert.empty()) setOption(tuned, "nodes", joinNameList(convert));
+    keep(tuned);
+  }
+
+  void decideLayout(const PipelineElement& e) {
+    const std::string mode = option(e, "mode", "auto");
+    if (mode == "off") return keep(e);
+    std::string choice = "off";
+    // Whole-model decisions are keyed by the graph as it is before the pass
+    // and the input shapes; a cached one needs no variants built or timed.
+    const std::string sig = digest(work_.forward().str() + "|" + e.name + option(e, "keep-output-layout", "true")) +
+                            " inputs " + inputsText();
+    if (auto hit = fromCache("channels-last", "model", sig, {"mode=off", "mode=auto", "mode=on"})) {
+      PipelineElement tuned = e;
+      setOption(tuned, "mode", hit->choice.substr(5));
+      return keep(tuned);
+    }
+    // The distinct graphs of the three modes, off (the baseline) first.
+    std::vector<std::pair<std::string, ir::Model>> variants;
+    std::set<std::string> seen;
+    for (const char* m : {"off", "auto", "on"}) {
+      PipelineElement v = e;
+      setOption(v, "mode", m);
+      ir::Model copy = work_.clone();
+      runOn(copy, v);
+      std::string text = copy.forward().str();
+      if (!seen.insert(text).second) continue;
+      variants.emplace_back(std::string("mode=") + m, std::move(copy));
+    }
+    if (variants.size() < 2) {
+      skipped("channels-last", "model", "mode=off", "no conv region to convert: every mode gives the same graph");
+    } else {
+      std::vector<std::pair<std::string, const ir::Model*>> models;
+      for (const auto& [name, m] : variants) models.emplace_back(name, &m);
+      std::vector<Candidate> candidates;
+      try {
+        candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
+      } catch (const std::exception& ex) {
+        skipped("channels-last", "model", "mode=off", std::string("cannot export the variants: ") + ex.what());
+      }
+      if (!candidates.empty()) choice = decide("channels-last", "model", sig, candidates, kWholeModelWeight).choice.substr(5);
+    }
+    PipelineElement tuned = e;
+    setOption(tuned, "mode", choice);
+    keep(tuned);
+  }
+
+  void decidePrecision(const PipelineElement& e) {
+    const std::string dtypeOpt = option(e, "dtype", "auto");
+    const bool emulate = option(e, "emulate", "false") == "true";
+    const c10::ScalarType low =
+        quant::resolveCastDtype(dtypeOpt, ctx_.targetDevice, option(e, "prefer-bf16", "false") == "true" || ctx_.preferBf16);
+    if (emulate || (low == c10::ScalarType::Half && !o_.device.is_cuda()) || !option(e, "keep-fp32", "").empty()) {
+      skipped("precision", "model", "as given",
+              emulate ? "emulate=true: nothing to time" : "fp16 cannot run on this CPU: kept as given");
+      return keep(e);
+    }
+    const quant::PrecisionPolicy policy = quant::PrecisionPolicy::defaults();
+    std::vector<ir::Node*> ops;
+    std::set<std::string> keepFp32;
+    work_.forward().walk([&](ir::Node* n) {
+      if (n->numOutputs() == 0 || policy.classify(*n) != quant::OpPrecision::LowPrecision) return;
+      // Only top-level single-result ops are measured; the others stay fp32.
+      if (n->owningBlock() == work_.forward().block() && n->numOutputs() == 1) ops.push_back(n);
+      else keepFp32.insert(n->output(0)->name());
+    });
+    size_t lowered = 0;
+    for (ir::Node* n : ops) {
+      const std::string name = n->output()->name();
+      const bool lower = decideOp("precision", *n, {"fp32", ir::dtypeName(low)}, [&](std::string& why) {
+        return convPrecisionCandidates(*n, low, o_.device, why);
+      });
+      if (lower) ++lowered;
+      else keepFp32.insert(name);
+    }
+    if (lowered == 0) {
+      say(fmt::format("tune: no op measured faster in {}: cast is dropped, the model stays fp32", ir::dtypeName(low)));
+      return;
+    }
+    PipelineElement tuned = e;
+    setOption(tuned, "dtype", low == c10::ScalarType::Half ? "fp16" : "bf16");
+    setOption(tuned, "min-channels", "0");
+    if (!keepFp32.empty()) setOption(tuned, "keep-fp32", joinNameList(keepFp32));
+    keep(tuned);
+  }
+
+  void decideKernels() {
+    if (!ir::findSchema("aten::mkldnn_convolution", "")) return;
+    std::set<std::string> mkldnn;
+    std::vector<ir::Node*> convs;
+    work_.forward().walk([&](ir::Node* n) {
+      if (n->is("aten::conv2d") && n->owningBlock() == work_.forward().block()) convs.push_back(n);
+    });
+    for (ir::Node* n : convs) {
+      if (std::string why = mkldnnIneligible(*n); !why.empty()) {
+        skipped("conv-kernel", n->output()->name(), "conv2d", why);
+        continue;
+      }
+      const bool oneDnn = decideOp("conv-kernel", *n, {"conv2d", "mkldnn"}, [&](std::string& why) {
+        return convKernelCandidates(*n, o_.device, why);
+      });
+      if (oneDnn) mkldnn.insert(n->output()->name());
+    }
+    if (mkldnn.empty()) return;
+    PipelineElement e;
+    e.name = "tuned-kernels";
+    e.options.emplace_back("mkldnn", joinNameList(mkldnn));
+    keep(e);
+  }
+
+  void decideCudnn(const PipelineElement& e) {
+    if (ctx_.targetDevice != "cuda" || !o_.device.is_cuda()) return keep(e);  // it declines itself
+    ir::Model fused = work_.clone();
+    runOn(fused, e);
+    if (fused.forward().str() == work_.forward().str()) return keep(e);
+    std::vector<std::pair<std::string, const ir::Model*>> models{{"unfused", &work_}, {"fused", &fused}};
+    const std::string sig = digest(work_.forward().str()) + " inputs " + inputsText();
+    std::vector<Candidate> candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
+    if (decide("fuse-cudnn", "model", sig, candidates, kWholeModelWeight).rewrites()) keep(e);
+    else say("tune: fuse-cudnn is dropped: cuDNN's fused kernels measured no faster here");
+  }
+
+  std::string inputsText() const {
+    std::string s;
+    for (const c10::IValue& v : *ctx_.exampleInputs) {
+      if (!s.empty()) s += ",";
+      if (v.isTensor()) s += fmt::format("{}[{}]", ir::dtypeName(v.toTensor().scalar_type()), fmt::join(v.toTensor().sizes().vec(), "x"));
+      else s += v.tagKind();
+    }
+    return s;
+  }
+
+  const rewriters::PassRegistry& registry_;
+  const TuneOptions& o_;
+  ir::Model work_;
+  rewriters::PassContext ctx_;
+  std::unique_ptr<Timer> ownTimer_;
+  Timer* timer_ = nullptr;
+  double start_ = 0;
+  size_t expected_ = 1;
+  CacheContext context_;
+  TuningCache cache_;
+  Pipeline out_;
+  TuneResult result_;
+};
+
+}  // namespace
+
+TuneResult tunePipeline(const ir::Model& model, const rewriters::Pipeline& pipeline,
+                        const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
+                        const TuneOptions& options) {
+  return Session(model, registry, base, options).run(pipeline);
+}
+
+}  // namespace ptopt::tune

@@ -1,0 +1,47 @@
+// tuned-kernels: the convolution kernel --tune chose, written into the graph.
+// The contract is kContract below (`ptopt passes tuned-kernels` prints it).
+#pragma once
+
+#include "rewriters/pass.h"
+#include "rewriters/registry.h"
+
+#include <set>
+#include <string>
+
+namespace ptopt::tune {
+
+class TunedKernelsPass : public rewriters::Pass {
+ public:
+  static constexpr const char* kContract =
+      "Rewrites the convs named in `mkldnn=` (the names of their results, ';'-separated; --tune fills it with the "
+      "convs where oneDNN measured faster) from `aten::conv2d(x, w, b, stride, padding, dilation, groups)` to "
+      "`aten::mkldnn_convolution(x, w, b, padding, stride, dilation, groups)`: the same convolution (the same "
+      "schema in LibTorch 1.13 and 2.x; padding comes before stride), but always through oneDNN, where ATen's "
+      "dispatch would pick its own im2col/slow path for some shapes (1x1 convs on small inputs, some thread "
+      "counts). The result reloads in stock PyTorch. Preserves the dtype and the memory format (oneDNN returns "
+      "the layout of its input, as conv2d does). Fires only for a CPU target, on aten::conv2d (not the "
+      "\"same\"/\"valid\" string-padding overload) with literal stride, padding, dilation and groups, a "
+      "constant 4-D weight, an input that shape-prop knows to be a 4-D float32 or bfloat16 tensor on the CPU; "
+      "a named conv that does not qualify is declined with the reason, and a name that matches nothing is "
+      "ignored (another method). Runs after channels-last and cast, which know conv2d but not "
+      "mkldnn_convolution. Counters: mkldnn.";
+
+  std::string name() const override { return "tuned-kernels"; }
+  std::string description() const override {
+    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution (oneDNN)";
+  }
+  std::string contract() const override { return kContract; }
+  std::vector<rewriters::OptionSpec> optionSpecs() const override;
+  rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
+};
+
+// Why `n` cannot become aten::mkldnn_convolution, or "" when it can.
+std::string mkldnnIneligible(const ir::Node& n);
+
+// "a;b;c" -> {a, b, c} (empty items dropped); and back, sorted.
+std::set<std::string> parseNameList(const std::string& text);
+std::string joinNameList(const std::set<std::string>& names);
+
+void registerTunePasses(rewriters::PassRegistry& registry);
+
+}  // namespace ptopt::tune

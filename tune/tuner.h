@@ -1,0 +1,90 @@
+// The tuner: which of a few equivalent candidates runs fastest here.
+//
+// Contract. `Tuner::choose` gets candidates that compute the same thing
+// (candidate 0 is the baseline: what the graph does without the rewrite) and
+// a Timer. It times them interleaved on the target device: a warm-up call of
+// each (also calibrating how many calls make one sample, so that a sample of
+// a microsecond op is at least `minSampleMs` long), then rounds, each round one
+// sample of every candidate in a rotated order, so that a drift of the machine
+// (another process, the clock) hits all of them alike. After `minRounds`
+// rounds and after every round from then on, each alternative gets the median
+// of its samples over the baseline's, with a 95% bootstrap interval over the
+// paired rounds (tune/stats.h): the noise estimate. An alternative *wins* when
+// the whole interval lies below 1 - margin (faster beyond noise and by more
+// than the margin), *loses* when the interval's low end is above 1 - margin
+// (it cannot win by the margin). The rounds stop when every alternative has
+// won or lost, after `maxRounds`, or when the decision's time slice
+// (`maxSeconds`, on the Timer's clock) is spent; then the fastest (lowest
+// median) winner is chosen, else the baseline: within noise the graph stays
+// as it is. A candidate that throws is out (its message is kept); when the
+// baseline throws nothing is chosen. The decision never depends on wall-clock
+// time except through the Timer, so tests drive it with a deterministic fake
+// (tests/tune/fake_timer.h).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ptopt::tune {
+
+struct Candidate {
+  std::string name;          // "conv2d", "mkldnn", "bf16", "channels-last=on"
+  std::function<void()> run;  // one call (for CUDA: enqueues; the Timer synchronizes)
+};
+
+// Measures calls. The real one (SteadyTimer, tune/timer.h) reads a steady
+// clock; tests use a fake one whose times are scripted.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  // Milliseconds per call of `c.run` over `calls` back-to-back calls.
+  virtual double timeMs(const Candidate& c, int calls) = 0;
+  // Seconds on this timer's clock since it was made (budgets are measured on it).
+  virtual double elapsedSeconds() const = 0;
+};
+
+struct TuneLimits {
+  int minRounds = 5;
+  int maxRounds = 30;
+  double margin = 0.02;        // a win must be faster than 1 - margin, beyond noise
+  double maxSeconds = 5.0;     // this decision's time slice
+  double minSampleMs = 1.0;    // calls per sample are raised until a sample is at least this long
+  int maxCallsPerSample = 1000;
+};
+
+struct CandidateResult {
+  std::string name;
+  double medianMs = 0;
+  // median(this) / median(baseline) and its 95% interval; 1 for the baseline.
+  double ratio = 1, low = 1, high = 1;
+  enum class Verdict { Baseline, Won, Lost, WithinNoise, Failed } verdict = Verdict::WithinNoise;
+  std::string error;  // Failed: what it threw
+};
+const char* verdictName(CandidateResult::Verdict v);
+
+struct Choice {
+  size_t index = 0;  // into the candidates; 0 (the baseline) unless one won
+  std::string name;
+  std::vector<CandidateResult> results;  // one per candidate, in order
+  int rounds = 0;
+  int callsPerSample = 1;
+  double seconds = 0;     // on the Timer's clock
+  bool outOfTime = false;  // the slice ran out before every alternative was decided
+  bool baselineFailed = false;
+  // One line: "mkldnn 0.82x [0.79, 0.85] over conv2d, 12 rounds".
+  std::string summary() const;
+  // The chosen candidate's ratio to the baseline (1 when the baseline stays).
+  double chosenRatio() const { return results.empty() ? 1.0 : results[index].ratio; }
+};
+
+class Tuner {
+ public:
+  explicit Tuner(Timer& timer) : timer_(timer) {}
+  Choice choose(const std::vector<Candidate>& candidates, const TuneLimits& limits) const;
+
+ private:
+  Timer& timer_;
+};
+
+}  // namespace ptopt::tune

@@ -183,8 +183,11 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
                   const std::map<std::string, double>& rtolFor, const std::map<std::string, double>& atolFor,
                   const std::string& device, const std::string& target, bool preferBf16, bool keepTraining,
                   const std::vector<std::string>& preserveMethods, uint64_t seed, int iterations,
-                  const py::object& calibration) {
+                  const py::object& calibration, bool tune, double tuneBudget, const std::string& tuningCache) {
   ptopt::OptimizeRequest req;
+  req.tune = tune;
+  req.tuneBudgetSeconds = tuneBudget;
+  req.tuningCache = tuningCache;
   req.pipeline = pipeline;
   req.ruleTexts = ruleTexts;
   req.ruleFiles = ruleFiles;

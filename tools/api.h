@@ -9,9 +9,11 @@
 //
 // `ptopt IN OUT` runs through the same class, in stages (tools/cmd_optimize.cpp):
 // load (timed), run, then reference() / referenceRunner() for the module and
-// outputs the result is compared with, serialize() for the bytes it writes
-// and the module loaded back from them, cpuStandIn() for what a CPU can
-// verify of a model it cannot run, and save(Serialized, path).
+// outputs the result is compared with, exportModule() streamed into OUT's
+// temporary file (ir::AtomicModuleFile) and loaded back from it, and
+// cpuStandIn() for what a CPU can verify of a model it cannot run. In-memory
+// callers (the Python package, tools/session.h) use serialize() for the
+// bytes and the module loaded back from them, and save(Serialized, path).
 #pragma once
 
 #include "ir/model.h"

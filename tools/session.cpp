@@ -1,5 +1,8 @@
 #include "tools/session.h"
 
+#include "tune/cache.h"
+#include "tune/tune_model.h"
+
 #include "tools/op_table.h"
 #include "tools/report.h"
 
@@ -87,6 +90,7 @@ nlohmann::json OptimizeResult::record() const {
   r.outcome = "passed";
   r.device = verification ? verification->device : "";
   r.quantize = quantize;
+  r.tuning = tuning;
   return tools::toJson(r);
 }
 
@@ -94,7 +98,7 @@ OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
   OptimizeResult out;
   // plan
   TemporaryRuleFiles ruleTextFiles;
-  const rewriters::Pipeline pipeline = planPipeline(req.pipeline, req.ruleFiles, req.ruleTexts, ruleTextFiles);
+  rewriters::Pipeline pipeline = planPipeline(req.pipeline, req.ruleFiles, req.ruleTexts, ruleTextFiles);
   out.pipeline = rewriters::printPipeline(pipeline);
   const c10::Device device = verify::resolveDevice(req.device);  // std::invalid_argument
 
@@ -152,6 +156,31 @@ OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
     ctx.exampleInputs = inputs.source->inputsFor(0);
   }
   if (!req.verify) out.verificationSkipped = "verify=False";
+
+  // tune: the pipeline's machine-dependent passes get their options from
+  // measurements (as the CLI's tune stage); the tolerances follow.
+  if (req.tune) {
+    if (!ctx.exampleInputs)
+      throw std::invalid_argument("tune=True times the model on its real input shapes: pass example_inputs=... or "
+                                  "input_shapes=...");
+    tune::TuneOptions t;
+    t.budgetSeconds = req.tuneBudgetSeconds > 0 ? req.tuneBudgetSeconds : tune::kDefaultBudgetSeconds;
+    t.cachePath = req.tuningCache.empty() ? tune::TuningCache::defaultPath() : req.tuningCache;
+    t.device = device;
+    auto start = std::chrono::steady_clock::now();
+    tune::TuneResult tuned = tune::tunePipeline(opt.model(), pipeline, defaultRegistry(), ctx, t);
+    out.stageMs["tune"] = msSince(start);
+    pipeline = tuned.pipeline;
+    out.pipeline = rewriters::printPipeline(pipeline);
+    out.tuning = tuned.toJson();
+    out.notes.push_back(tuned.summary());
+    const c10::ScalarType tunedPrecision =
+        quant::lowestPrecisionIntroduced(pipeline, ctx).value_or(c10::ScalarType::Float);
+    tolerances.base = verify::Tolerance::forPrecision(tunedPrecision);
+    if (req.rtol) tolerances.base.rtol = *req.rtol;
+    if (req.atol) tolerances.base.atol = *req.atol;
+    if (runner) runner->setTolerances(tolerances);
+  }
 
   // run
   auto start = std::chrono::steady_clock::now();

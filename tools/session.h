@@ -21,6 +21,8 @@
 #include "tools/api.h"
 #include "verify/input_plan.h"
 
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -62,6 +64,9 @@ struct OptimizeRequest {
   std::string target = "auto";         // --target
   bool preferBf16 = false;
   bool keepTraining = false;           // refuse a model in training mode
+  bool tune = false;                   // --tune: machine-dependent passes decided by measurement (tune/tune_model.h)
+  double tuneBudgetSeconds = 0;        // --tune-budget (0: the default)
+  std::string tuningCache;             // --tuning-cache ("" : the default file)
 };
 
 // The reference fails on the inputs: they do not fit the model (shape,
@@ -92,6 +97,7 @@ struct OptimizeResult {
   size_t parameterBytesBefore = 0, parameterBytesAfter = 0;
   std::map<std::string, double> stageMs;  // reference, passes, export, verify
   std::optional<quant::QuantizeReport> quantize;  // what a quantize pass measured (per-op SQNR, cosine)
+  std::optional<nlohmann::json> tuning;           // --tune: every decision (tune::TuneResult::toJson)
   // The --report record of this run (no command line, no files).
   nlohmann::json record() const;
 };

@@ -208,7 +208,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
              example_inputs: Optional[ExampleInputs] = None, *, verify: bool = True,
              rtol: Optional[Tolerance] = None, atol: Optional[Tolerance] = None, tune: bool = False,
              quantize: Optional[str] = None, report: Union[None, PathLike, Dict[str, Any]] = None,
-             calibration: Optional[Sequence[Any]] = None,
+             calibration: Optional[Sequence[Any]] = None, tune_budget: Optional[float] = None,
+             tuning_cache: Optional[PathLike] = None,
              rules: Union[None, str, Sequence[str]] = None, rule_files: Sequence[PathLike] = (),
              input_shapes: Optional[Sequence[str]] = None, seed: int = 0, iterations: int = 3,
              device: str = "auto", target: str = "auto", prefer_bf16: bool = False, keep_training: bool = False,
@@ -236,7 +237,15 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             skips the check (given inputs are still run once on the original).
         rtol, atol: tolerance terms (default: the pipeline's precision's),
             a number or a dict by output name (``{"out[0]": 1e-3}``).
-        tune: reserved for the --tune engine (issue 20b); not in this build.
+        tune: decide the pipeline's machine-dependent rewrites (conv kernel,
+            precision per op, channels-last, bn-to-affine, cuDNN fusion) by
+            timing them on this device with the example inputs' shapes
+            (``--tune``); needs inputs. Decisions are cached in
+            ``tuning_cache`` (default: ``$XDG_CACHE_HOME/ptopt/tuning.json``)
+            and recorded in ``report["tuning"]``.
+        tune_budget: seconds the tuning may take (``--tune-budget``,
+            default 90).
+        tuning_cache: the tuning cache file (``--tuning-cache``).
         quantize: "int8" adds ``quantize{dtype=int8}`` (``--quantize int8``:
             static post-training quantization, calibrated on ``calibration``,
             else on seeded random inputs with a warning that accuracy needs
@@ -273,8 +282,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         VerificationError: the result is not within tolerance (``e.report``:
             per-output metrics). Nothing is returned.
     """
-    if tune:
-        raise NotImplementedError("tune=True: the --tune engine (issue 20b) is not part of this ptopt build")
+    if (tune_budget is not None or tuning_cache is not None) and not tune:
+        raise ValueError("tune_budget= and tuning_cache= are for tune=True")
     pipeline_text = str(Pipeline(pipeline)) if isinstance(pipeline, Pipeline) else str(pipeline)
     Pipeline(pipeline_text)  # PipelineError before anything is loaded
     if quantize is not None:
@@ -305,7 +314,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     r = _C.optimize(module, path, pipeline_text, rule_texts, [os.fspath(f) for f in rule_files], names, values,
                     list(input_shapes) if input_shapes is not None else None, verify, rtol_base, atol_base,
                     rtol_for, atol_for, device, target, prefer_bf16, keep_training, list(preserve_methods), seed,
-                    iterations, list(calibration) if calibration is not None else None)
+                    iterations, list(calibration) if calibration is not None else None, bool(tune),
+                    float(tune_budget or 0), os.fspath(tuning_cache) if tuning_cache is not None else "")
     for note in r["notes"]:
         warnings.warn(f"ptopt: {note}", stacklevel=2)
     if r["nodes_after"] > 20000:

@@ -161,6 +161,22 @@ def test_optimize_quantize_and_tune_arguments(scripted):
         ptopt.optimize("/nonexistent/model.pt")
 
 
+def test_optimize_tune_decides_by_measurement_and_caches(scripted, tmp_path):
+    """tune=True (--tune): decisions timed on this machine, recorded in report["tuning"], cached in tuning_cache
+    (a second call times nothing); the result is verified like any other."""
+    cache = tmp_path / "tuning.json"
+    report = {}
+    fast = ptopt.optimize(scripted, "-O2", X, tune=True, tune_budget=5, tuning_cache=cache, report=report)
+    torch.testing.assert_close(fast(*X), scripted(*X), rtol=1e-4, atol=1e-4)
+    assert report["tuning"]["decisions"], report["tuning"]
+    assert cache.exists()
+    again = {}
+    ptopt.optimize(scripted, "-O2", X, tune=True, tune_budget=5, tuning_cache=cache, report=again)
+    assert again["tuning"]["measured"] == 0
+    with pytest.raises(ValueError, match="tune=True"):
+        ptopt.optimize(scripted, "-O2", X, tune_budget=5)
+
+
 def test_optimize_int8_with_calibration_batches():
     """quantize="int8" with calibration=[...] (the CLI's --quantize int8 --calibration FILE): quantized convs,
     close to fp32 on held-out inputs; bad calibration data is an InputError naming the problem."""

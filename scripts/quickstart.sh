@@ -6,9 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh --target ptopt
-# The Python package (when pybind11 and the Python headers are there):
-# PYTHONPATH=build/python /usr/bin/python3 -c 'import ptopt'
-if grep -q "ptopt_python" build/build.ninja 2>/dev/null; then ./scripts/build.sh --target ptopt_python; fi
+# The Python package (when pybind11 and the Python headers are there), made
+# importable for /usr/bin/python3 (scripts/link-python.sh).
+if grep -q "ptopt_python" build/build.ninja 2>/dev/null; then
+  ./scripts/build.sh --target ptopt_python
+  ./scripts/link-python.sh
+fi
 model=models/resnet18.pt
 if [ ! -f "$model" ]; then
   echo "== scripting a ResNet-18 with random weights into $model"

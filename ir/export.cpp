@@ -551,12 +551,29 @@ class DeferredErrorFileBuf : public std::streambuf {
       done += static_cast<size_t>(n);
     }
     written_ += size;
+    startWriteback();
+  }
+
+  // Asks the kernel to start writing each 64 MB to disk as soon as it is
+  // written (sync_file_range: not a flush, it does not wait), so that the
+  // disk works while the archive is still being serialized and the closing
+  // fsync finds little left: for a 4 GB model the fsync alone would
+  // otherwise be seconds at the disk's speed, after all the CPU work.
+  void startWriteback() {
+#ifdef __linux__
+    constexpr uint64_t kStep = 64ull << 20;
+    if (written_ - writebackStarted_ < kStep) return;
+    ::sync_file_range(fd_, static_cast<off64_t>(writebackStarted_), static_cast<off64_t>(written_ - writebackStarted_),
+                      SYNC_FILE_RANGE_WRITE);
+    writebackStarted_ = written_;
+#endif
   }
 
   int fd_;
   std::vector<char> buffer_;
   int error_ = 0;
   uint64_t written_ = 0;
+  uint64_t writebackStarted_ = 0;  // bytes handed to startWriteback's writeback
 };
 
 std::string temporaryPathFor(const std::string& path) {

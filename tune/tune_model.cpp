@@ -57,15 +57,22 @@ std::string TuneResult::summary() const {
     ++total;
     if (d.rewrites()) ++rewritten;
   }
+  // Kinds decided op by op whose assignment the whole-model check then
+  // turned down (preferOpByOp): their per-op choices were not applied.
+  std::set<std::string> notApplied;
+  for (const auto& d : decisions)
+    if (d.node == "model" && d.candidates.size() == 2 && d.candidates.front() == "preset" && !d.rewrites())
+      notApplied.insert(d.kind);
   std::string kinds;
   for (const auto& [kind, counts] : perKind)
-    kinds += fmt::format("{}{} {}/{}", kinds.empty() ? "" : ", ", kind, counts.first, counts.second);
+    kinds += fmt::format("{}{} {}/{}{}", kinds.empty() ? "" : ", ", kind, counts.first, counts.second,
+                         notApplied.count(kind) ? " (not applied: the preset's ran as fast)" : "");
   std::string s = fmt::format("tune: {} decisions ({} measured, {} cached, {} skipped) in {:.1f} s of a {:.0f} s budget{}\n",
                               decisions.size(), measured, cached, skipped, seconds, budgetSeconds,
                               budgetSpent ? " (budget spent: the rest kept their baseline)" : "");
   if (!kinds.empty()) s += "tune: rewritten/decided: " + kinds + "\n";
   for (const auto& d : decisions)
-    if ((d.kind == "channels-last" || d.kind == "fuse-cudnn") || (d.rewrites() && d.kind != "conv-kernel" && d.kind != "precision"))
+    if (d.node == "model" || (d.rewrites() && d.kind != "conv-kernel" && d.kind != "precision"))
       s += "tune: " + d.line() + "\n";
   s += fmt::format("tune: cache {} ({})\n", cachePath.empty() ? "(none)" : cachePath, context);
   for (const auto& w : warnings) s += "tune: warning: " + w + "\n";
@@ -405,15 +412,46 @@ class Session {
       if (lower) ++lowered;
       else keepFp32.insert(name);
     }
-    if (lowered == 0) {
-      say(fmt::format("tune: no op measured faster in {}: cast is dropped, the model stays fp32", ir::dtypeName(low)));
-      return;
+    std::optional<PipelineElement> tuned;  // none: no op measured faster, the cast is dropped
+    if (lowered > 0) {
+      tuned = e;
+      setOption(*tuned, "dtype", low == c10::ScalarType::Half ? "fp16" : "bf16");
+      setOption(*tuned, "min-channels", "0");
+      if (!keepFp32.empty()) setOption(*tuned, "keep-fp32", joinNameList(keepFp32));
     }
-    PipelineElement tuned = e;
-    setOption(tuned, "dtype", low == c10::ScalarType::Half ? "fp16" : "bf16");
-    setOption(tuned, "min-channels", "0");
-    if (!keepFp32.empty()) setOption(tuned, "keep-fp32", joinNameList(keepFp32));
-    keep(tuned);
+    if (!preferOpByOp("precision", e, tuned)) return keep(e);
+    if (tuned) return keep(*tuned);
+    say(fmt::format("tune: no op measured faster in {}: cast is dropped, the model stays fp32", ir::dtypeName(low)));
+  }
+
+  // Ops timed one at a time, each with its own inputs, do not add up to the
+  // model: a cast between two ops that both run in low precision is not
+  // there, layouts and caches carry over from op to op. So an op-by-op
+  // assignment is checked as a whole against the preset's (`preset`, none:
+  // the element is absent) and kept only when the whole model runs faster
+  // beyond noise; the preset's is the baseline. Whether to keep `opByOp`.
+  bool preferOpByOp(const std::string& kind, const std::optional<PipelineElement>& preset,
+                    const std::optional<PipelineElement>& opByOp) {
+    auto text = [](const std::optional<PipelineElement>& e) {
+      return e ? rewriters::printPipeline(Pipeline{{*e}}) : std::string("(none)");
+    };
+    ir::Model presetModel = work_.clone();
+    if (preset) runOn(presetModel, *preset);
+    ir::Model tunedModel = work_.clone();
+    if (opByOp) runOn(tunedModel, *opByOp);
+    if (presetModel.forward().str() == tunedModel.forward().str()) return true;
+    const std::string sig = digest(work_.forward().str() + "|" + text(preset) + "|" + text(opByOp)) + " inputs " + inputsText();
+    const std::vector<std::string> names{"preset", "op-by-op"};
+    if (auto hit = fromCache(kind, "model", sig, names)) return hit->rewrites();
+    std::vector<std::pair<std::string, const ir::Model*>> models{{names[0], &presetModel}, {names[1], &tunedModel}};
+    std::vector<Candidate> candidates;
+    try {
+      candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
+    } catch (const std::exception& ex) {
+      skipped(kind, "model", "preset", std::string("cannot export the variants: ") + ex.what());
+      return false;
+    }
+    return decide(kind, "model", sig, candidates, kWholeModelWeight).rewrites();
   }
 
   void decideKernels() {
@@ -437,7 +475,7 @@ class Session {
     PipelineElement e;
     e.name = "tuned-kernels";
     e.options.emplace_back("mkldnn", joinNameList(mkldnn));
-    keep(e);
+    if (preferOpByOp("conv-kernel", std::nullopt, e)) keep(e);
   }
 
   void decideCudnn(const PipelineElement& e) {

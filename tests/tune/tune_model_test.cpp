@@ -38,10 +38,18 @@ Tuned tuneFixture(Optimizer& opt, const test::Fixture& f, const std::string& pre
   return t;
 }
 
+// Per-op decisions of `kind` (the whole-model checks, node "model", apart).
 size_t countKind(const tune::TuneResult& r, const std::string& kind, bool rewritten) {
   size_t n = 0;
-  for (const auto& d : r.decisions) n += d.kind == kind && (!rewritten || d.rewrites());
+  for (const auto& d : r.decisions) n += d.kind == kind && d.node != "model" && (!rewritten || d.rewrites());
   return n;
+}
+
+// The whole-model check of `kind`'s op-by-op assignment (preferOpByOp), if any.
+const tune::DecisionRecord* wholeModel(const tune::TuneResult& r, const std::string& kind) {
+  for (const auto& d : r.decisions)
+    if (d.kind == kind && d.node == "model") return &d;
+  return nullptr;
 }
 
 std::string tempCache(const std::string& name) {
@@ -56,13 +64,16 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   const auto& f = test::fixture("resnet18_script");
   const std::string cache = tempCache("kernels.json");
   Optimizer opt = Optimizer::load(f.path);
-  test::FakeTimer fast({{"mkldnn", 0.5}}, 0.01);
+  test::FakeTimer fast({{"mkldnn", 0.5}, {"op-by-op", 0.5}}, 0.01);
   const Tuned first = tuneFixture(opt, f, "-O1", fast, cache);
   CHECK(countKind(first.result, "conv-kernel", false) == 20);
   CHECK(countKind(first.result, "conv-kernel", true) == 20);
-  CHECK(first.result.measured > 0);
-  CHECK(first.result.measured < 20);  // repeated shapes are measured once
-  CHECK(first.result.cached == 20 - first.result.measured);
+  const tune::DecisionRecord* whole = wholeModel(first.result, "conv-kernel");
+  REQUIRE(whole);
+  CHECK(whole->rewrites());  // the whole model confirmed the op-by-op choice
+  CHECK(first.result.measured > 1);
+  CHECK(first.result.measured < 21);  // repeated shapes are measured once
+  CHECK(first.result.cached == 21 - first.result.measured);
   const std::string text = rewriters::printPipeline(first.result.pipeline);
   CHECK_THAT(text, Catch::Contains("tuned-kernels{mkldnn="));
   CHECK(text.find("tuned-kernels") < text.find("fuse-cudnn"));  // before the closing device lowering
@@ -80,17 +91,17 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
 
   // Second run, same cache: nothing is timed.
   Optimizer again = Optimizer::load(f.path);
-  test::FakeTimer second({{"mkldnn", 0.5}}, 0.01);
+  test::FakeTimer second({{"mkldnn", 0.5}, {"op-by-op", 0.5}}, 0.01);
   const Tuned warm = tuneFixture(again, f, "-O1", second, cache);
   CHECK(warm.result.measured == 0);
-  CHECK(warm.result.cached == 20);
+  CHECK(warm.result.cached == 21);
   CHECK(warm.samples == 0);
   CHECK(rewriters::printPipeline(warm.result.pipeline) == text);
 
   // Another thread count is another context: timed again.
   const int threads = at::get_num_threads();
   at::set_num_threads(threads + 1);
-  test::FakeTimer third({{"mkldnn", 0.5}}, 0.01);
+  test::FakeTimer third({{"mkldnn", 0.5}, {"op-by-op", 0.5}}, 0.01);
   const Tuned other = tuneFixture(again, f, "-O1", third, cache);
   at::set_num_threads(threads);
   CHECK(other.result.measured == first.result.measured);
@@ -113,19 +124,40 @@ TEST_CASE("tunePipeline: keeps the graph when the rewrite loses or ties") {
 TEST_CASE("tunePipeline: decides precision per op and drops cast when nothing wins") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
-  test::FakeTimer slowBf16({{"bfloat16", 2.0}, {"mkldnn", 2.0}, {"mode=auto", 2.0}, {"mode=on", 2.0}}, 0.01);
+  // op-by-op: the fp32 model (no op won) runs faster than the preset's bf16 one.
+  test::FakeTimer slowBf16({{"bfloat16", 2.0}, {"mkldnn", 2.0}, {"mode=auto", 2.0}, {"mode=on", 2.0}, {"op-by-op", 0.5}},
+                           0.01);
   const Tuned fp32 = tuneFixture(opt, f, "-O3", slowBf16, "");
   CHECK(countKind(fp32.result, "precision", false) > 0);
   CHECK(countKind(fp32.result, "precision", true) == 0);
   CHECK_FALSE(rewriters::pipelineUses(fp32.result.pipeline, "cast"));
   CHECK_THAT(rewriters::printPipeline(fp32.result.pipeline), Catch::Contains("channels-last{mode=off"));
 
-  test::FakeTimer fastBf16({{"bfloat16", 0.5}, {"mkldnn", 2.0}}, 0.01);
+  test::FakeTimer fastBf16({{"bfloat16", 0.5}, {"mkldnn", 2.0}, {"op-by-op", 0.5}}, 0.01);
   const Tuned lowp = tuneFixture(opt, f, "-O3", fastBf16, "");
   CHECK(countKind(lowp.result, "precision", true) == countKind(lowp.result, "precision", false));
   const std::string text = rewriters::printPipeline(lowp.result.pipeline);
   CHECK_THAT(text, Catch::Contains("cast{dtype=bf16"));
   CHECK_THAT(text, Catch::Contains("min-channels=0"));
+}
+
+TEST_CASE("tunePipeline: op-by-op choices that do not add up in the whole model keep the preset's") {
+  // Every op wins alone, but the model they make together is slower than the
+  // preset's (as casts and layouts between ops make it on real machines).
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer({{"bfloat16", 0.5}, {"mkldnn", 0.5}, {"op-by-op", 2.0}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O3", timer, "");
+  CHECK(countKind(t.result, "conv-kernel", true) == 20);
+  const tune::DecisionRecord* whole = wholeModel(t.result, "conv-kernel");
+  REQUIRE(whole);
+  CHECK_FALSE(whole->rewrites());
+  CHECK(whole->choice == "preset");
+  CHECK_FALSE(rewriters::pipelineUses(t.result.pipeline, "tuned-kernels"));
+  // (Every op of resnet18 lowered gives the preset's graph: no whole-model
+  // check is needed for precision, and none is recorded.)
+  CHECK(wholeModel(t.result, "precision") == nullptr);
+  CHECK_THAT(t.result.summary(), Catch::Contains("not applied"));
 }
 
 TEST_CASE("tunePipeline: stays within its budget and the rest keep their baseline") {

@@ -41,6 +41,16 @@ std::vector<OptionSpec> CastPass::optionSpecs() const {
   };
 }
 
+PrecisionPolicy castPolicy(c10::ScalarType target, const std::string& targetDevice, bool emulate) {
+  PrecisionPolicy policy = PrecisionPolicy::defaults();
+  // Measured on LibTorch 1.13's CPU kernels: silu is 2.6x slower in bf16
+  // than in fp32 (efficientnet_b0 -O3 ran at 0.86x of the original, -O2 at
+  // 0.71x), more than the two casts around it cost.
+  if (!emulate && target == c10::ScalarType::BFloat16 && targetDevice != "cuda")
+    policy.set("aten::silu", OpPrecision::Fp32);
+  return policy;
+}
+
 c10::ScalarType resolveCastDtype(const std::string& option, const std::string& targetDevice, bool preferBf16) {
   if (option == "bf16") return c10::ScalarType::BFloat16;
   if (option == "fp16") return c10::ScalarType::Half;
@@ -722,7 +732,7 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   cfg.cpuKernelsOnly = !cfg.emulate && cfg.target == c10::ScalarType::BFloat16 && ctx.targetDevice != "cuda";
   const int64_t minChannels = options().getInt("min-channels");
   cfg.minChannels = minChannels >= 0 ? minChannels : cfg.cpuKernelsOnly ? 17 : 0;
-  cfg.policy = PrecisionPolicy::defaults();
+  cfg.policy = castPolicy(cfg.target, ctx.targetDevice, cfg.emulate);
   {
     const std::string& list = options().getString("keep-fp32");
     for (size_t start = 0, end; start < list.size(); start = end + 1) {
@@ -730,10 +740,6 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
       if (end > start) cfg.keepFp32.insert(list.substr(start, end - start));
     }
   }
-  // Measured on LibTorch 1.13's CPU kernels: silu is 2.6x slower in bf16
-  // than in fp32 (efficientnet_b0 -O3 ran at 0.86x of the original, -O2 at
-  // 0.71x), more than the two casts around it cost.
-  if (cfg.cpuKernelsOnly) cfg.policy.set("aten::silu", OpPrecision::Fp32);
   try {
     for (const auto& op : PrecisionPolicy::parseOpList(options().getString("fp32-ops")))
       cfg.policy.set(op, OpPrecision::Fp32);

@@ -3,6 +3,7 @@
 // The contract is kContract below (`ptopt passes cast` prints it).
 #pragma once
 
+#include "quant/precision_policy.h"
 #include "rewriters/pass.h"
 
 #include <c10/core/ScalarType.h>
@@ -71,6 +72,11 @@ class CastPass : public rewriters::Pass {
 // unless `preferBf16`; explicit `bf16` / `fp16` as given.
 c10::ScalarType resolveCastDtype(const std::string& dtypeOption, const std::string& targetDevice,
                                  bool preferBf16);
+
+// The op-precision table the cast pass works with when lowering to `target`
+// on `targetDevice`: the defaults, plus the exceptions of the CPU kernels
+// (with bf16 on a CPU target and emulate=false, silu stays fp32).
+PrecisionPolicy castPolicy(c10::ScalarType target, const std::string& targetDevice, bool emulate);
 
 // The largest finite fp16 value.
 constexpr double kFp16Max = 65504.0;

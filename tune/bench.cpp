@@ -49,7 +49,15 @@ std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv,
                                 boxed("mkldnn", "aten::mkldnn_convolution", "", std::move(mk))};
 }
 
+std::string PrecisionNeighbours::text() const {
+  std::string s = "in";
+  if (lowInputs.empty()) s += " -";
+  for (size_t i : lowInputs) s += " " + std::to_string(i);
+  return s + (lowOutput ? " out low" : " out fp32");
+}
+
 std::optional<std::vector<Candidate>> convPrecisionCandidates(const ir::Node& op, c10::ScalarType low,
+                                                              const PrecisionNeighbours& neighbours,
                                                               c10::Device device, std::string& why) {
   if (op.numOutputs() != 1 || !op.output()->isTensor()) {
     why = "not one tensor result";
@@ -58,16 +66,19 @@ std::optional<std::vector<Candidate>> convPrecisionCandidates(const ir::Node& op
   auto args = benchArguments(op, device, why);
   if (!args) return std::nullopt;
   // Constants are converted once (the cast pass converts weights offline);
-  // activations on every call, and the result back to float32.
-  std::vector<c10::IValue> constants = *args;
+  // an activation arrives in the precision of its producer and is cast on
+  // every call when the op wants the other one; the result likewise.
+  std::vector<c10::IValue> fp32Args = *args, lowArgs = *args;
   std::vector<size_t> activations;
   bool anyFloat = false;
   for (size_t i = 0; i < op.numArgs(); ++i) {
-    if (!constants[i].isTensor() || constants[i].toTensor().scalar_type() != at::kFloat) continue;
+    if (!lowArgs[i].isTensor() || lowArgs[i].toTensor().scalar_type() != at::kFloat) continue;
     anyFloat = true;
     const ir::Value* v = op.arg(i).value();
-    if (v && rewriters::constantTensor(v)) constants[i] = constants[i].toTensor().to(low);
+    const bool constant = v && rewriters::constantTensor(v);
+    if (constant) lowArgs[i] = lowArgs[i].toTensor().to(low);
     else activations.push_back(i);
+    if (!constant && neighbours.lowInputs.count(i)) fp32Args[i] = lowArgs[i] = fp32Args[i].toTensor().to(low);
   }
   if (!anyFloat) {
     why = "no float32 tensor argument";
@@ -75,14 +86,22 @@ std::optional<std::vector<Candidate>> convPrecisionCandidates(const ir::Node& op
   }
   auto handle = std::make_shared<c10::OperatorHandle>(
       c10::Dispatcher::singleton().findSchemaOrThrow(qualified(op).c_str(), op.overload().c_str()));
-  auto fixed = std::make_shared<std::vector<c10::IValue>>(std::move(constants));
-  Candidate lowp{ir::dtypeName(low), [handle, fixed, activations, low] {
-                   torch::jit::Stack stack(fixed->begin(), fixed->end());
-                   for (size_t i : activations) stack[i] = stack[i].toTensor().to(low);
-                   handle->callBoxed(&stack);
-                   (void)stack.at(0).toTensor().to(at::kFloat);
-                 }};
-  return std::vector<Candidate>{boxed("fp32", qualified(op), op.overload(), *args), std::move(lowp)};
+  // One call in `dtype`: activations not already in it are cast first, and
+  // the result is cast when its readers want `outDtype`.
+  auto call = [handle, activations](std::shared_ptr<std::vector<c10::IValue>> fixed, c10::ScalarType dtype,
+                                    c10::ScalarType outDtype) {
+    return [handle, activations, fixed, dtype, outDtype] {
+      torch::jit::Stack stack(fixed->begin(), fixed->end());
+      for (size_t i : activations)
+        if (stack[i].toTensor().scalar_type() != dtype) stack[i] = stack[i].toTensor().to(dtype);
+      handle->callBoxed(&stack);
+      if (outDtype != dtype) (void)stack.at(0).toTensor().to(outDtype);
+    };
+  };
+  const c10::ScalarType readers = neighbours.lowOutput ? low : at::kFloat;
+  return std::vector<Candidate>{
+      {"fp32", call(std::make_shared<std::vector<c10::IValue>>(std::move(fp32Args)), at::kFloat, readers)},
+      {ir::dtypeName(low), call(std::make_shared<std::vector<c10::IValue>>(std::move(lowArgs)), low, readers)}};
 }
 
 std::optional<std::vector<Candidate>> bnAffineCandidates(const ir::Node& node, c10::Device device, std::string& why) {

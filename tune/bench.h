@@ -27,13 +27,26 @@
 #include <c10/core/Device.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace ptopt::tune {
 
 std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv, c10::Device device, std::string& why);
+// Where an op sits in the preset's precision assignment (every op that can
+// runs in low precision): which of its arguments arrive in low precision,
+// and whether every reader of its result takes it in low precision. Each
+// candidate pays the casts its choice needs there and no others: fp32 next
+// to low-precision neighbours casts in and out, low precision next to fp32
+// ones (graph inputs and outputs, ops kept in fp32) does.
+struct PrecisionNeighbours {
+  std::set<size_t> lowInputs;  // argument indices
+  bool lowOutput = false;
+  std::string text() const;    // for the decision's signature: "in 0 out low"
+};
 std::optional<std::vector<Candidate>> convPrecisionCandidates(const ir::Node& op, c10::ScalarType low,
+                                                              const PrecisionNeighbours& neighbours,
                                                               c10::Device device, std::string& why);
 std::optional<std::vector<Candidate>> bnAffineCandidates(const ir::Node& bn, c10::Device device, std::string& why);
 

@@ -266,12 +266,14 @@ class Session {
   // memory and time). Whether the rewrite (a candidate other than the first)
   // was chosen; skipped (false) when the op has no signature or candidates.
   using CandidateFactory = std::function<std::optional<std::vector<Candidate>>(std::string& why)>;
+  // `context`: what else the timing depends on (appended to the signature).
   bool decideOp(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
-                const CandidateFactory& make) {
+                const CandidateFactory& make, const std::string& context = "") {
     const std::string node = n.output()->name();
     std::string why;
     auto sig = opSignature(n, why);
     if (!sig) return skipped(kind, node, names.front(), why).rewrites();
+    if (!context.empty()) *sig += " " + context;
     if (auto hit = fromCache(kind, node, *sig, names)) return hit->rewrites();
     auto candidates = make(why);
     if (!candidates) return skipped(kind, node, names.front(), why).rewrites();
@@ -394,7 +396,7 @@ class Session {
               emulate ? "emulate=true: nothing to time" : "fp16 cannot run on this CPU: kept as given");
       return keep(e);
     }
-    const quant::PrecisionPolicy policy = quant::PrecisionPolicy::defaults();
+    const quant::PrecisionPolicy policy = quant::castPolicy(low, ctx_.targetDevice, emulate);
     std::vector<ir::Node*> ops;
     std::set<std::string> keepFp32;
     work_.forward().walk([&](ir::Node* n) {
@@ -406,9 +408,10 @@ class Session {
     size_t lowered = 0;
     for (ir::Node* n : ops) {
       const std::string name = n->output()->name();
-      const bool lower = decideOp("precision", *n, {"fp32", ir::dtypeName(low)}, [&](std::string& why) {
-        return convPrecisionCandidates(*n, low, o_.device, why);
-      });
+      const PrecisionNeighbours where = neighbours(*n, policy);
+      const bool lower = decideOp(
+          "precision", *n, {"fp32", ir::dtypeName(low)},
+          [&](std::string& why) { return convPrecisionCandidates(*n, low, where, o_.device, why); }, where.text());
       if (lower) ++lowered;
       else keepFp32.insert(name);
     }
@@ -422,6 +425,41 @@ class Session {
     if (!preferOpByOp("precision", e, tuned)) return keep(e);
     if (tuned) return keep(*tuned);
     say(fmt::format("tune: no op measured faster in {}: cast is dropped, the model stays fp32", ir::dtypeName(low)));
+  }
+
+  // The op's neighbours in the preset's assignment, where every op the
+  // policy lowers runs in low precision and ops that follow or promote their
+  // inputs (relu, pooling, add) take the precision those arrive in.
+  static PrecisionNeighbours neighbours(const ir::Node& op, const quant::PrecisionPolicy& policy) {
+    PrecisionNeighbours out;
+    for (size_t i = 0; i < op.numArgs(); ++i)
+      if (const ir::Value* v = op.arg(i).value(); v && v->isTensor() && arrivesLow(v, policy, 0)) out.lowInputs.insert(i);
+    out.lowOutput = readInLow(op.output(), policy, 0);
+    return out;
+  }
+  static bool passesPrecisionOn(quant::OpPrecision p) {
+    return p == quant::OpPrecision::Follow || p == quant::OpPrecision::Promote;
+  }
+  static bool arrivesLow(const ir::Value* v, const quant::PrecisionPolicy& policy, int depth) {
+    const ir::Node* n = v->node();
+    if (!n || !n->isCall() || depth > 16) return false;  // graph inputs and constants' reads are float32
+    const quant::OpPrecision p = policy.classify(*n);
+    if (p == quant::OpPrecision::LowPrecision) return true;
+    if (!passesPrecisionOn(p)) return false;
+    for (size_t i = 0; i < n->numArgs(); ++i)
+      if (const ir::Value* in = n->arg(i).value(); in && in->isTensor() && arrivesLow(in, policy, depth + 1)) return true;
+    return false;
+  }
+  static bool readInLow(const ir::Value* v, const quant::PrecisionPolicy& policy, int depth) {
+    if (v->uses().empty() || depth > 16) return false;
+    for (const ir::Use& u : v->uses()) {
+      const ir::Node* user = u.user;
+      if (!user->isCall() || !user->blocks().empty()) return false;  // graph outputs stay float32
+      const quant::OpPrecision p = policy.classify(*user);
+      if (p == quant::OpPrecision::LowPrecision || p == quant::OpPrecision::Neutral) continue;
+      if (!passesPrecisionOn(p) || user->numOutputs() != 1 || !readInLow(user->output(), policy, depth + 1)) return false;
+    }
+    return true;
   }
 
   // Ops timed one at a time, each with its own inputs, do not add up to the

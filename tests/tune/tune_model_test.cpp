@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <unistd.h>
 
@@ -139,6 +140,24 @@ TEST_CASE("tunePipeline: decides precision per op and drops cast when nothing wi
   const std::string text = rewriters::printPipeline(lowp.result.pipeline);
   CHECK_THAT(text, Catch::Contains("cast{dtype=bf16"));
   CHECK_THAT(text, Catch::Contains("min-channels=0"));
+}
+
+TEST_CASE("tunePipeline: each op's precision candidates pay only the casts its neighbours need") {
+  // resnet18 under -O3's assignment: the stem conv reads the float32 graph
+  // input and feeds (through relu and max_pool) low-precision convs; the
+  // convs inside the blocks read and feed low-precision values; the fc's
+  // result is a graph output (float32).
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer({{"bfloat16", 0.5}, {"mkldnn", 2.0}, {"op-by-op", 0.5}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O3", timer, "");
+  std::vector<std::string> contexts;
+  for (const auto& d : t.result.decisions)
+    if (d.kind == "precision" && d.node != "model") contexts.push_back(d.signature.substr(d.signature.rfind(" in ")));
+  REQUIRE(contexts.size() == 21);  // 20 convs and the fc
+  CHECK(contexts.front() == " in - out low");
+  CHECK(std::count(contexts.begin(), contexts.end(), " in 0 out low") >= 15);
+  CHECK(contexts.back() == " in 0 out fp32");
 }
 
 TEST_CASE("tunePipeline: op-by-op choices that do not add up in the whole model keep the preset's") {

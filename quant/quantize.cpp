@@ -41,6 +41,9 @@ std::vector<OptionSpec> QuantizePass::optionSpecs() const {
       {"fallback", OptionKind::Bool, "true", "keep the most sensitive ops in fp32 until min-cosine holds", {}, {}, {}},
       {"max-fallback", OptionKind::Int, "-1", "most ops the fallback may keep in fp32 (-1: half the convs and "
        "linears); past it the pass declines", {}, -1, {}},
+      {"rnn-weights", OptionKind::Enum, "auto", "LSTM/GRU weights: per-tensor (torch.ao's, the faster kernel), "
+       "per-channel, or auto (per-tensor unless a row would use under 16 levels)", {"auto", "per-tensor", "per-channel"},
+       {}, {}},
       {"random-batches", OptionKind::Int, "8", "batches drawn when no calibration data is given", {}, 1, {}},
       {"fp32-ops", OptionKind::String, "", "ops to keep in fp32: output value names or operators ('%x.3;aten::linear')",
        {}, {}, {}},
@@ -234,7 +237,7 @@ struct Settings {
 // candidates in `fp32` in float.
 BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::set<size_t>& fp32,
                   const std::map<std::string, QParams>& qparams, ir::EditLog* log, const std::string& pass,
-                  bool reduceRange) {
+                  bool reduceRange, RnnWeights rnnWeights) {
   ir::Rewriter rw(g, log, pass);
   BuildResult res;
   std::unordered_map<const ir::Node*, size_t> candOf;
@@ -300,7 +303,7 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
         if (!anyQuantized) continue;
       }
       if (c.kind == Kind::Rnn) {  // float in, float out: no region boundary
-        res.quantizedOut[idx] = buildDynamicRnn(rw, n, reduceRange);
+        res.quantizedOut[idx] = buildDynamicRnn(rw, n, reduceRange, rnnWeights);
         ++res.quantized;
         ++res.rnn;
         continue;
@@ -447,7 +450,8 @@ std::vector<ir::Value*> tensorInputs(const Candidate& c) {
 // Quantizes a copy of `g` keeping `fp32` in float and compares it with `g`
 // on `batches`.
 Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std::map<std::string, QParams>& qparams,
-                    const std::vector<std::vector<c10::IValue>>& batches, bool dynamic, bool reduceRange) {
+                    const std::vector<std::vector<c10::IValue>>& batches, bool dynamic, bool reduceRange,
+                    RnnWeights rnnWeights) {
   Evaluation ev;
   auto constants = std::make_shared<ir::ConstantTable>(g.constants());
   auto copy = ir::cloneGraph(g, constants);
@@ -459,7 +463,7 @@ Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std:
     wanted.insert(c.out->name());
     for (ir::Value* x : tensorInputs(c)) wanted.insert(x->name());
   }
-  BuildResult built = build(*copy, cands, fp32, qparams, nullptr, "quantize", reduceRange);
+  BuildResult built = build(*copy, cands, fp32, qparams, nullptr, "quantize", reduceRange, rnnWeights);
   std::unordered_map<const ir::Value*, std::string> quantizedNames;
   for (const auto& [name, v] : built.quantizedByName) quantizedNames[v] = name;
   for (const auto& [idx, v] : built.quantizedOut) {
@@ -583,6 +587,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   rep.observer = dynamic ? "none" : options().getString("observer");
   rep.minCosine = options().getFloat("min-cosine");
   const bool reduceRange = int8NeedsReduceRange();
+  const RnnWeights rnnWeights = parseRnnWeights(options().getString("rnn-weights"));
   rep.engine = int8EngineNote();
 
   auto cands = findCandidates(graph, dynamic, &ctx, name());
@@ -674,7 +679,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
 
   // The accuracy guard.
   const double minCos = options().getFloat("min-cosine");
-  Evaluation ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange);
+  Evaluation ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange, rnnWeights);
   if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
   int64_t maxFallback = options().getInt("max-fallback");
   if (maxFallback < 0)
@@ -698,7 +703,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     why[*worst] = fmt::format("fallback: cosine {:.4f} < {:g}", ev.cosine, minCos);
     r.count("fallback");
     if (std::none_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) { return !fp32.count(i); })) break;
-    ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange);
+    ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange, rnnWeights);
     if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
   }
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -727,7 +732,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     ctx.decline(name(), graph.block()->outputNode(), rep.declined);
     return r;
   }
-  BuildResult built = build(graph, cands, fp32, qparams, &ctx.edits, name(), reduceRange);
+  BuildResult built = build(graph, cands, fp32, qparams, &ctx.edits, name(), reduceRange, rnnWeights);
   rep.applied = true;
   r.changed = built.quantized > 0;
   r.count(dynamic ? "dynamic" : "quantized", built.quantized);

@@ -130,7 +130,32 @@ std::string weightsModule(const ir::Value* list, const std::vector<ir::Value*>& 
   return "rnn";
 }
 
+// Symmetric qint8 for one weight matrix under `scheme` (see RnnWeights).
+at::Tensor quantizeRnnWeight(const at::Tensor& w, RnnWeights scheme) {
+  at::Tensor wf = w.detach().to(at::kFloat).contiguous();
+  const bool perChannel =
+      scheme == RnnWeights::PerChannel || (scheme == RnnWeights::Auto && rnnWeightNeedsPerChannel(wf));
+  if (perChannel) return quantizeWeightPerChannel(wf);
+  const double max = wf.abs().max().item<double>();
+  return at::quantize_per_tensor(wf, std::max(max / 127.5, 1e-8), 0, at::kQInt8);
+}
+
 }  // namespace
+
+RnnWeights parseRnnWeights(const std::string& s) {
+  if (s == "auto") return RnnWeights::Auto;
+  if (s == "per-tensor") return RnnWeights::PerTensor;
+  if (s == "per-channel") return RnnWeights::PerChannel;
+  throw std::invalid_argument("rnn-weights: expected auto, per-tensor or per-channel, got '" + s + "'");
+}
+
+bool rnnWeightNeedsPerChannel(const at::Tensor& w) {
+  at::Tensor rowMax = w.detach().to(at::kFloat).abs().reshape({w.size(0), -1}).amax(1);
+  const double max = rowMax.max().item<double>();
+  if (max <= 0) return false;
+  at::Tensor used = rowMax.masked_select(rowMax > 0);  // all-zero rows are exact either way
+  return used.min().item<double>() < max / 8;
+}
 
 bool isRnnOp(const ir::Node* n) { return n->isCall() && (n->is("aten::lstm") || n->is("aten::gru")); }
 
@@ -162,7 +187,7 @@ std::string rnnDeclineReason(const ir::Node* n, const ir::MutationAnalysis& muta
   return checkWeights(*layout, *weights);
 }
 
-ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange) {
+ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange, RnnWeights weights) {
   std::string why;
   const Layout l = *literalLayout(n, &why);
   const ir::OpView view = ir::OpView::of(n);
@@ -181,8 +206,8 @@ ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange) {
       const at::Tensor& wHh = w[c + 1];
       const at::Tensor bIh = l.hasBiases ? w[c + 2].detach().contiguous() : at::zeros({wIh.size(0)}, at::kFloat);
       const at::Tensor bHh = l.hasBiases ? w[c + 3].detach().contiguous() : at::zeros({wHh.size(0)}, at::kFloat);
-      c10::IValue packedIh = callOp("quantized::linear_prepack", "", {quantizeWeightPerChannel(wIh), bIh});
-      c10::IValue packedHh = callOp("quantized::linear_prepack", "", {quantizeWeightPerChannel(wHh), bHh});
+      c10::IValue packedIh = callOp("quantized::linear_prepack", "", {quantizeRnnWeight(wIh, weights), bIh});
+      c10::IValue packedHh = callOp("quantized::linear_prepack", "", {quantizeRnnWeight(wHh, weights), bHh});
       c10::IValue cell = callOp("quantized::make_quantized_cell_params_dynamic", "",
                                 {packedIh, packedHh, bIh, bHh, reduceRange});
       const std::string name =

@@ -5,10 +5,8 @@
 // overload) become aten::quantized_lstm / aten::quantized_gru of the same
 // overload: what torch.ao.quantization.quantize_dynamic produces in LibTorch
 // 1.13, so the saved file loads and runs in stock PyTorch. Per cell (layer x
-// direction) the weights are quantized per output channel (symmetric qint8,
-// as the pass's linears; torch.ao uses per-tensor, which loses accuracy when
-// the four gates' rows differ in scale), packed with quantized::linear_prepack
-// (the float bias inside), and joined by
+// direction) the weights are quantized to symmetric qint8 (RnnWeights below),
+// packed with quantized::linear_prepack (the float bias inside), and joined by
 // quantized::make_quantized_cell_params_dynamic into a
 // __torch__.torch.classes.rnn.CellParamsBase constant with the engine's
 // reduce_range (quant/int8_engine.h). Activations are quantized per call by
@@ -18,6 +16,8 @@
 
 #include "ir/ir.h"
 
+#include <ATen/ATen.h>
+
 #include <string>
 
 namespace ptopt::ir {
@@ -26,6 +26,18 @@ class Rewriter;
 }  // namespace ptopt::ir
 
 namespace ptopt::quant {
+
+// How RNN weight matrices are quantized. PerTensor is torch.ao's default and
+// the faster kernel (onednn, 2x512 LSTM, 1 thread: 10.9 ms vs 12.3-13.1 ms
+// per-channel); PerChannel keeps rows of very different scale accurate. Auto:
+// per-tensor, unless some row (output channel) of a matrix would use fewer
+// than 16 of the 127 levels (its max |w| is below an 8th of the matrix's), then
+// per-channel for that matrix.
+enum class RnnWeights { Auto, PerTensor, PerChannel };
+RnnWeights parseRnnWeights(const std::string& s);  // auto, per-tensor, per-channel
+// Auto's choice for one weight matrix: some row with a nonzero max |w|
+// below an 8th of the matrix's.
+bool rnnWeightNeedsPerChannel(const at::Tensor& w);
 
 // aten::lstm or aten::gru (any overload).
 bool isRnnOp(const ir::Node* n);
@@ -47,6 +59,6 @@ std::string rnnDeclineReason(const ir::Node* n, const ir::MutationAnalysis& muta
 // `..._l0_reverse`), a prim::ListConstruct of them, and the quantized op,
 // whose outputs take over n's uses and names; n and the weights nobody else
 // reads are erased. Returns the new first output (the sequence output).
-ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange);
+ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange, RnnWeights weights);
 
 }  // namespace ptopt::quant

@@ -9,6 +9,7 @@
 // are trained on a synthetic sequence task at generation time.
 #include "quant/calibration.h"
 #include "quant/quantize.h"
+#include "quant/quantize_rnn.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/pass_test.h"
 
@@ -187,6 +188,29 @@ TEST_CASE("quantize: static mode makes the LSTM dynamic int8 and the head static
   auto [cosine, top1] = agreement("quant_lstm.pt", reloaded, batches);
   CHECK(cosine >= 0.99);
   CHECK(top1 >= 0.9);
+}
+
+TEST_CASE("quantize: rnn-weights=auto picks per-channel only for matrices with small rows", "[quantize][rnn]") {
+  at::manual_seed(0);
+  at::Tensor w = at::randn({128, 32});
+  CHECK_FALSE(quant::rnnWeightNeedsPerChannel(w));
+  w[0].mul_(0.05);  // one output channel would use ~6 of the 127 levels per-tensor
+  CHECK(quant::rnnWeightNeedsPerChannel(w));
+  w[0].zero_();  // an all-zero row is exact either way
+  CHECK_FALSE(quant::rnnWeightNeedsPerChannel(w));
+}
+
+TEST_CASE("quantize: rnn-weights per-tensor and per-channel both meet the criterion", "[quantize][rnn]") {
+  const auto batches = loadBatches("quant_lstm_calib.pt");
+  for (const std::string scheme : {"per-tensor", "per-channel"}) {
+    INFO(scheme);
+    QuantRun r = runQuantize("quant_lstm_traced.pt", batches, "{mode=dynamic,rnn-weights=" + scheme + "}");
+    CHECK(r.counter("rnn") == 1);
+    auto optimized = r.opt.serialize().module;
+    auto [cosine, top1] = agreement("quant_lstm_traced.pt", optimized, batches);
+    CHECK(cosine >= 0.99);
+    CHECK(top1 >= 0.9);
+  }
 }
 
 TEST_CASE("quantize: an LSTM over a packed sequence becomes quantized_lstm.data", "[quantize][rnn]") {

@@ -45,9 +45,12 @@ std::optional<std::vector<at::Tensor>> constantWeights(const ir::Value* list, st
   return out;
 }
 
-// Some constant the graph may write shares storage with one of `weights`
-// (a scripted model that writes `self.lstm.weight_hh_l0` in place also
-// changes the element of `self.lstm._flat_weights` that is that tensor).
+// Some constant the graph may write is one of `weights` (a scripted model
+// that writes `self.lstm.weight_hh_l0` in place also changes the element of
+// `self.lstm._flat_weights` that is that tensor): shares its storage, or has
+// its shape and values (the import copies a written constant, so it no
+// longer shares storage with the list that held it; an unrelated written
+// constant that happens to equal a weight only makes this conservative).
 bool sharesStorageWithWrittenConstant(const ir::Graph& g, const ir::MutationAnalysis& mutation,
                                       const std::vector<at::Tensor>& weights) {
   for (const std::string& name : mutation.writtenConstants()) {
@@ -58,7 +61,9 @@ bool sharesStorageWithWrittenConstant(const ir::Graph& g, const ir::MutationAnal
     else if (iv.isTensorList()) written = iv.toTensorVector();
     for (const at::Tensor& w : written)
       for (const at::Tensor& t : weights)
-        if (w.defined() && t.defined() && w.is_alias_of(t)) return true;
+        if (w.defined() && t.defined() &&
+            (w.is_alias_of(t) || (w.sizes() == t.sizes() && w.scalar_type() == t.scalar_type() && at::equal(w, t))))
+          return true;
   }
   return false;
 }
@@ -230,6 +235,7 @@ ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange, RnnW
     if (a.name() == "params") args.emplace_back(cellList);
     else if (a.name() == "dtype") args.emplace_back(ir::Literal(c10::ScalarType::QInt8));
     else if (a.name() == "use_dynamic") args.emplace_back(ir::Literal(true));
+    else if (a.name() == "has_biases") args.emplace_back(ir::Literal(true));  // zero biases stand in for none
     else args.push_back(view.arg(a.name()));
   }
   std::vector<c10::TypePtr> types;

@@ -7,6 +7,7 @@
 // an LSTM inside control flow, weights computed from the input). Every run
 // with the edit-log check on. The fixtures (tests/fixtures/make_quant_fixtures.py)
 // are trained on a synthetic sequence task at generation time.
+#include "ir/op_views.h"
 #include "quant/calibration.h"
 #include "quant/quantize.h"
 #include "quant/quantize_rnn.h"

@@ -15,8 +15,9 @@ thread. Then, per batch size:
   torch.ao  torch.ao.quantization.quantize_dynamic(model, {nn.LSTM, nn.GRU,
             nn.Linear}, dtype=qint8) (per-tensor weights), then torch.jit.script
   ptopt     `ptopt original.pt out.pt --passes '<-O2>,quantize{mode=dynamic}'`
-            (per-channel weights; the held-out batches as --calibration, for
-            its accuracy guard)
+            (rnn-weights=auto: per-tensor unless a row would use under 16
+            levels; the held-out batches as --calibration, for its accuracy
+            guard)
 
 Latency is the CPU time of this process at 1 thread (torch.set_num_threads(1);
 pin it with taskset), median of --reps interleaved runs after a warm-up, as a

@@ -48,13 +48,21 @@ std::optional<std::vector<at::Tensor>> constantWeights(const ir::Value* list, st
 // Some constant the graph may write is one of `weights` (a scripted model
 // that writes `self.lstm.weight_hh_l0` in place also changes the element of
 // `self.lstm._flat_weights` that is that tensor): shares its storage, or has
-// its shape and values (the import copies a written constant, so it no
-// longer shares storage with the list that held it; an unrelated written
-// constant that happens to equal a weight only makes this conservative).
-bool sharesStorageWithWrittenConstant(const ir::Graph& g, const ir::MutationAnalysis& mutation,
-                                      const std::vector<at::Tensor>& weights) {
+// its shape and values, or, for a list constant (`rnn._flat_weights`), is a
+// tensor of the same module (`rnn.weight_hh_l0`). The import copies a written
+// constant, so it no longer shares storage with the list that held it, and a
+// run of the original module may already have changed the list's values;
+// an unrelated written constant equal to a weight only makes this conservative.
+bool writtenElsewhere(const ir::Graph& g, const ir::MutationAnalysis& mutation, const ir::Value* list,
+                      const std::vector<at::Tensor>& weights) {
+  const ir::Node* p = list->node();
+  const std::string listModule = p && p->opcode() == ir::Opcode::GetAttr && rewriters::modulePrefix(p->target()) != p->target()
+                                     ? rewriters::modulePrefix(p->target())
+                                     : "";
   for (const std::string& name : mutation.writtenConstants()) {
     if (!g.constants().contains(name)) continue;
+    if (!listModule.empty() && rewriters::modulePrefix(name) == listModule && g.constants().at(name).isTensor())
+      return true;
     const c10::IValue& iv = g.constants().at(name);
     std::vector<at::Tensor> written;
     if (iv.isTensor()) written.push_back(iv.toTensor());
@@ -187,7 +195,7 @@ std::string rnnDeclineReason(const ir::Node* n, const ir::MutationAnalysis& muta
   if (mutation.mayBeWritten(list)) return "the model writes its weights (the params list) in place";
   for (const ir::Value* e : elements)
     if (mutation.mayBeWritten(e)) return "the model writes its weight %" + e->name() + " in place";
-  if (sharesStorageWithWrittenConstant(n->graph(), mutation, *weights))
+  if (writtenElsewhere(n->graph(), mutation, list, *weights))
     return "the model writes its weights in place (through another name)";
   return checkWeights(*layout, *weights);
 }

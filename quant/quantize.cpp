@@ -31,7 +31,8 @@ using namespace rewriters;
 std::vector<OptionSpec> QuantizePass::optionSpecs() const {
   return {
       {"dtype", OptionKind::Enum, "int8", "integer type (int8: qint8 weights, quint8 activations)", {"int8"}, {}, {}},
-      {"mode", OptionKind::Enum, "static", "static: calibrated activations (LSTM/GRU dynamic); dynamic: linear_dynamic, LSTM/GRU",
+      {"mode", OptionKind::Enum, "static",
+       "static: calibrated activations (LSTM/GRU dynamic); dynamic: linear_dynamic, LSTM/GRU",
        {"static", "dynamic"}, {}, {}},
       {"observer", OptionKind::Enum, "histogram", "activation range: minmax, histogram (error-minimizing clip), "
        "percentile", {"minmax", "histogram", "percentile"}, {}, {}},
@@ -42,8 +43,8 @@ std::vector<OptionSpec> QuantizePass::optionSpecs() const {
       {"max-fallback", OptionKind::Int, "-1", "most ops the fallback may keep in fp32 (-1: half the convs and "
        "linears); past it the pass declines", {}, -1, {}},
       {"rnn-weights", OptionKind::Enum, "auto", "LSTM/GRU weights: per-tensor (torch.ao's, the faster kernel), "
-       "per-channel, or auto (per-tensor unless a row would use under 16 levels)", {"auto", "per-tensor", "per-channel"},
-       {}, {}},
+       "per-channel, or auto (per-tensor unless a row would use under 16 levels)",
+       {"auto", "per-tensor", "per-channel"}, {}, {}},
       {"random-batches", OptionKind::Int, "8", "batches drawn when no calibration data is given", {}, 1, {}},
       {"fp32-ops", OptionKind::String, "", "ops to keep in fp32: output value names or operators ('%x.3;aten::linear')",
        {}, {}, {}},
@@ -596,8 +597,9 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   if (!anyCompute) cands.clear();
   if (cands.empty()) {
     rep.declined = "no quantizable op";
-    ctx.decline(name(), graph.block()->outputNode(), dynamic ? "no aten::linear, aten::lstm or aten::gru with constant weights"
-                                                       : "no quantizable op (conv2d, linear, add, cat, lstm, gru)");
+    ctx.decline(name(), graph.block()->outputNode(),
+                dynamic ? "no aten::linear, aten::lstm or aten::gru with constant weights"
+                        : "no quantizable op (conv2d, linear, add, cat, lstm, gru)");
     return r;
   }
   // fp32-ops

@@ -56,9 +56,9 @@ std::optional<std::vector<at::Tensor>> constantWeights(const ir::Value* list, st
 bool writtenElsewhere(const ir::Graph& g, const ir::MutationAnalysis& mutation, const ir::Value* list,
                       const std::vector<at::Tensor>& weights) {
   const ir::Node* p = list->node();
-  const std::string listModule = p && p->opcode() == ir::Opcode::GetAttr && rewriters::modulePrefix(p->target()) != p->target()
-                                     ? rewriters::modulePrefix(p->target())
-                                     : "";
+  const bool isListConstant = p && p->opcode() == ir::Opcode::GetAttr;
+  const std::string listModule =
+      isListConstant && rewriters::modulePrefix(p->target()) != p->target() ? rewriters::modulePrefix(p->target()) : "";
   for (const std::string& name : mutation.writtenConstants()) {
     if (!g.constants().contains(name)) continue;
     if (!listModule.empty() && rewriters::modulePrefix(name) == listModule && g.constants().at(name).isTensor())

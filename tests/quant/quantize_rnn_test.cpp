@@ -1,8 +1,8 @@
 // quantize on LSTM and GRU: aten::lstm / aten::gru become dynamic int8
 // aten::quantized_lstm / quantized_gru over CellParamsBase constants, for
-// scripted and traced nn.LSTM / nn.GRU (batch_first or not, bidirectional, 2
-// layers, with and without biases, packed sequences); numerics by the int8
-// criterion after save and reload; the fallback and fp32-ops treat the RNN op
+// scripted and traced nn.LSTM / nn.GRU (batch_first or not, uni- and
+// bidirectional, 2 layers, with and without biases, packed sequences);
+// numerics by the int8 criterion after save and reload; the fallback and fp32-ops treat the RNN op
 // like the other ops; named must-not-fire cases (weights written in place,
 // an LSTM inside control flow, weights computed from the input). Every run
 // with the edit-log check on. The fixtures (tests/fixtures/make_quant_fixtures.py)
@@ -124,11 +124,15 @@ const ir::Node* findOp(const ir::Graph& g, const std::string& target) {
 TEST_CASE("quantize: scripted and traced LSTM/GRU become dynamic int8 RNN ops", "[quantize][rnn]") {
   struct Case {
     std::string model, calib, op, quantizedOp;
+    bool bidirectional = true;
   };
   for (const Case& c : {Case{"quant_lstm.pt", "quant_lstm_calib.pt", "aten::lstm", "aten::quantized_lstm"},
                         Case{"quant_lstm_traced.pt", "quant_lstm_calib.pt", "aten::lstm", "aten::quantized_lstm"},
                         Case{"quant_gru.pt", "quant_gru_calib.pt", "aten::gru", "aten::quantized_gru"},
-                        Case{"quant_gru_traced.pt", "quant_gru_calib.pt", "aten::gru", "aten::quantized_gru"}}) {
+                        Case{"quant_gru_traced.pt", "quant_gru_calib.pt", "aten::gru", "aten::quantized_gru"},
+                        Case{"quant_lstm_nobias.pt", "quant_gru_calib.pt", "aten::lstm", "aten::quantized_lstm", false},
+                        Case{"quant_gru_bias_traced.pt", "quant_lstm_calib.pt", "aten::gru", "aten::quantized_gru",
+                             false}}) {
     INFO(c.model);
     const auto batches = loadBatches(c.calib);
     QuantRun r = runQuantize(c.model, batches, "{mode=dynamic}");
@@ -142,15 +146,18 @@ TEST_CASE("quantize: scripted and traced LSTM/GRU become dynamic int8 RNN ops", 
     CHECK(test::countOps(g, "quantized::linear_dynamic") == 1);
     CHECK(test::countOps(g, "aten::quantize_per_tensor") == 0);
     // One CellParamsBase per layer and direction, named after the module.
-    CHECK(cellParams(g) == std::vector<std::string>{"rnn.cell_params_l0", "rnn.cell_params_l0_reverse",
-                                                    "rnn.cell_params_l1", "rnn.cell_params_l1_reverse"});
+    const std::vector<std::string> cells =
+        c.bidirectional ? std::vector<std::string>{"rnn.cell_params_l0", "rnn.cell_params_l0_reverse",
+                                                   "rnn.cell_params_l1", "rnn.cell_params_l1_reverse"}
+                        : std::vector<std::string>{"rnn.cell_params_l0", "rnn.cell_params_l1"};
+    CHECK(cellParams(g) == cells);
     const ir::Node* q = findOp(g, c.quantizedOp);
     REQUIRE(q);
     CHECK(q->overload() == "input");
     const ir::OpView view = ir::OpView::of(const_cast<ir::Node*>(q));
     REQUIRE(view.value("params"));
     CHECK(view.value("params")->node()->is("prim::ListConstruct"));
-    CHECK(view.value("params")->node()->numArgs() == 4);
+    CHECK(view.value("params")->node()->numArgs() == cells.size());
     CHECK(view.boolArg("has_biases") == true);  // zero biases stand in for missing ones (the GRU has none)
     if (c.op == "aten::lstm") {
       CHECK(view.dtypeArg("dtype") == c10::ScalarType::QInt8);

@@ -2,11 +2,13 @@
 
 #include "ir/interpreter.h"
 #include "ir/model.h"
+#include "ir/mutation.h"
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
 #include "quant/calibration.h"
 #include "quant/int8_engine.h"
 #include "quant/observers.h"
+#include "quant/quantize_rnn.h"
 #include "rewriters/constants.h"
 
 #include <ATen/ATen.h>
@@ -29,7 +31,8 @@ using namespace rewriters;
 std::vector<OptionSpec> QuantizePass::optionSpecs() const {
   return {
       {"dtype", OptionKind::Enum, "int8", "integer type (int8: qint8 weights, quint8 activations)", {"int8"}, {}, {}},
-      {"mode", OptionKind::Enum, "static", "static: calibrated activations; dynamic: linear_dynamic",
+      {"mode", OptionKind::Enum, "static",
+       "static: calibrated activations (LSTM/GRU dynamic); dynamic: linear_dynamic, LSTM/GRU",
        {"static", "dynamic"}, {}, {}},
       {"observer", OptionKind::Enum, "histogram", "activation range: minmax, histogram (error-minimizing clip), "
        "percentile", {"minmax", "histogram", "percentile"}, {}, {}},
@@ -39,6 +42,9 @@ std::vector<OptionSpec> QuantizePass::optionSpecs() const {
       {"fallback", OptionKind::Bool, "true", "keep the most sensitive ops in fp32 until min-cosine holds", {}, {}, {}},
       {"max-fallback", OptionKind::Int, "-1", "most ops the fallback may keep in fp32 (-1: half the convs and "
        "linears); past it the pass declines", {}, -1, {}},
+      {"rnn-weights", OptionKind::Enum, "auto", "LSTM/GRU weights: per-tensor (torch.ao's, the faster kernel), "
+       "per-channel, or auto (per-tensor unless a row would use under 16 levels)",
+       {"auto", "per-tensor", "per-channel"}, {}, {}},
       {"random-batches", OptionKind::Int, "8", "batches drawn when no calibration data is given", {}, 1, {}},
       {"fp32-ops", OptionKind::String, "", "ops to keep in fp32: output value names or operators ('%x.3;aten::linear')",
        {}, {}, {}},
@@ -52,7 +58,10 @@ QuantizeReport& report() {
   return r;
 }
 
-enum class Kind { Conv, Linear, Add, Cat, LinearDynamic };
+enum class Kind { Conv, Linear, Add, Cat, LinearDynamic, Rnn };
+
+// Ops that compute (worth quantizing on their own); adds and cats only join regions.
+bool isCompute(Kind k) { return k == Kind::Conv || k == Kind::Linear || k == Kind::LinearDynamic || k == Kind::Rnn; }
 
 struct Candidate {
   Kind kind;
@@ -106,16 +115,27 @@ std::vector<Candidate> findCandidates(ir::Graph& g, bool dynamic, PassContext* c
   auto decline = [&](const ir::Node* n, const std::string& why) {
     if (ctx) ctx->decline(pass, n, why);
   };
+  // LSTM / GRU are dynamic int8 in both modes (no static int8 kernel exists).
+  std::optional<ir::MutationAnalysis> mutation;
+  g.walk([&](ir::Node* n) {
+    if (!isRnnOp(n)) return;
+    if (n->owningBlock() != g.block()) decline(n, "inside control flow: left in fp32");
+    else if (!mutation) mutation.emplace(g);
+  });
   for (ir::Node* n : g.block()->nodes()) {
     if (!n->isCall()) continue;
+    if (isRnnOp(n)) {
+      const std::string why = rnnDeclineReason(n, *mutation);
+      if (!why.empty()) { decline(n, why); continue; }
+      out.push_back({Kind::Rnn, n, nullptr, n->output(), describe(n), n->target().substr(6) + "_dynamic"});
+      continue;
+    }
     if (dynamic) {
       if (auto lin = ir::LinearOp::match(n)) {
         auto w = constantTensor(lin->weight());
         if (!w || w->dim() != 2 || w->scalar_type() != at::kFloat) { decline(n, "weight is not a constant float matrix"); continue; }
         if (lin->bias() && !constantTensor(lin->bias())) { decline(n, "bias is not a constant"); continue; }
         out.push_back({Kind::LinearDynamic, n, nullptr, n->output(), describe(n), "linear_dynamic"});
-      } else if (n->is("aten::lstm") || n->is("aten::gru")) {
-        decline(n, "dynamic int8 " + n->target() + " is not implemented (only linear layers are quantized)");
       }
       continue;
     }
@@ -205,7 +225,7 @@ std::string baseName(ir::Value* weight, const std::string& fallback) {
 struct BuildResult {
   std::map<size_t, ir::Value*> quantizedOut;       // candidate index -> its quantized output
   std::map<std::string, ir::Value*> quantizedByName;  // original value name -> quantized value
-  int64_t entries = 0, exits = 0, quantized = 0;
+  int64_t entries = 0, exits = 0, quantized = 0, rnn = 0;
 };
 
 struct Settings {
@@ -218,7 +238,7 @@ struct Settings {
 // candidates in `fp32` in float.
 BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::set<size_t>& fp32,
                   const std::map<std::string, QParams>& qparams, ir::EditLog* log, const std::string& pass,
-                  bool reduceRange) {
+                  bool reduceRange, RnnWeights rnnWeights) {
   ir::Rewriter rw(g, log, pass);
   BuildResult res;
   std::unordered_map<const ir::Node*, size_t> candOf;
@@ -282,6 +302,12 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
           for (const auto& a : n->argValue(0)->node()->args()) xs.push_back(a.value());
         const bool anyQuantized = std::any_of(xs.begin(), xs.end(), [&](ir::Value* x) { return qOf.count(x) != 0; });
         if (!anyQuantized) continue;
+      }
+      if (c.kind == Kind::Rnn) {  // float in, float out: no region boundary
+        res.quantizedOut[idx] = buildDynamicRnn(rw, n, reduceRange, rnnWeights);
+        ++res.quantized;
+        ++res.rnn;
+        continue;
       }
       ir::Node* last = c.act ? c.act : n;
       ir::Node* before = last->next();
@@ -415,6 +441,7 @@ std::vector<ir::Value*> tensorInputs(const Candidate& c) {
   std::vector<ir::Value*> xs;
   if (c.kind == Kind::Conv) xs.push_back(ir::ConvOp::match(c.op)->input());
   else if (c.kind == Kind::Linear || c.kind == Kind::LinearDynamic) xs.push_back(ir::LinearOp::match(c.op)->input());
+  else if (c.kind == Kind::Rnn) xs.push_back(rnnSequenceInput(c.op));
   else if (c.kind == Kind::Add) xs = {c.op->argValue(0), c.op->argValue(1)};
   else
     for (const auto& a : c.op->argValue(0)->node()->args()) xs.push_back(a.value());
@@ -424,7 +451,8 @@ std::vector<ir::Value*> tensorInputs(const Candidate& c) {
 // Quantizes a copy of `g` keeping `fp32` in float and compares it with `g`
 // on `batches`.
 Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std::map<std::string, QParams>& qparams,
-                    const std::vector<std::vector<c10::IValue>>& batches, bool dynamic, bool reduceRange) {
+                    const std::vector<std::vector<c10::IValue>>& batches, bool dynamic, bool reduceRange,
+                    RnnWeights rnnWeights) {
   Evaluation ev;
   auto constants = std::make_shared<ir::ConstantTable>(g.constants());
   auto copy = ir::cloneGraph(g, constants);
@@ -436,7 +464,7 @@ Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std:
     wanted.insert(c.out->name());
     for (ir::Value* x : tensorInputs(c)) wanted.insert(x->name());
   }
-  BuildResult built = build(*copy, cands, fp32, qparams, nullptr, "quantize", reduceRange);
+  BuildResult built = build(*copy, cands, fp32, qparams, nullptr, "quantize", reduceRange, rnnWeights);
   std::unordered_map<const ir::Value*, std::string> quantizedNames;
   for (const auto& [name, v] : built.quantizedByName) quantizedNames[v] = name;
   for (const auto& [idx, v] : built.quantizedOut) {
@@ -471,7 +499,7 @@ Evaluation evaluate(const ir::Graph& g, const std::set<size_t>& fp32, const std:
       auto qOut = q.run(batch);
       // Entries: the quantization of float inputs itself.
       for (size_t i = 0; i < origCands.size(); ++i) {
-        if (fp32.count(i) || dynamic) continue;
+        if (fp32.count(i) || dynamic || origCands[i].kind == Kind::Rnn) continue;  // quantized per call
         for (ir::Value* x : tensorInputs(origCands[i])) {
           if (built.quantizedByName.count(x->name())) continue;
           auto f = fp.find(x->name());
@@ -560,17 +588,18 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   rep.observer = dynamic ? "none" : options().getString("observer");
   rep.minCosine = options().getFloat("min-cosine");
   const bool reduceRange = int8NeedsReduceRange();
+  const RnnWeights rnnWeights = parseRnnWeights(options().getString("rnn-weights"));
   rep.engine = int8EngineNote();
 
   auto cands = findCandidates(graph, dynamic, &ctx, name());
   // Adds and cats alone are not worth int8 (they only join int8 regions).
-  const bool anyCompute = std::any_of(cands.begin(), cands.end(), [](const Candidate& c) {
-    return c.kind == Kind::Conv || c.kind == Kind::Linear || c.kind == Kind::LinearDynamic;
-  });
+  const bool anyCompute = std::any_of(cands.begin(), cands.end(), [](const Candidate& c) { return isCompute(c.kind); });
   if (!anyCompute) cands.clear();
   if (cands.empty()) {
     rep.declined = "no quantizable op";
-    ctx.decline(name(), graph.block()->outputNode(), dynamic ? "no aten::linear with a constant weight" : "no quantizable op (conv2d, linear, add, cat)");
+    ctx.decline(name(), graph.block()->outputNode(),
+                dynamic ? "no aten::linear, aten::lstm or aten::gru with constant weights"
+                        : "no quantizable op (conv2d, linear, add, cat, lstm, gru)");
     return r;
   }
   // fp32-ops
@@ -652,14 +681,12 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
 
   // The accuracy guard.
   const double minCos = options().getFloat("min-cosine");
-  Evaluation ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange);
+  Evaluation ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange, rnnWeights);
   if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
   int64_t maxFallback = options().getInt("max-fallback");
   if (maxFallback < 0)
-    maxFallback = std::max<int64_t>(1, std::count_if(cands.begin(), cands.end(), [](const Candidate& c) {
-                                         return c.kind == Kind::Conv || c.kind == Kind::Linear ||
-                                                c.kind == Kind::LinearDynamic;
-                                       }) / 2);
+    maxFallback = std::max<int64_t>(
+        1, std::count_if(cands.begin(), cands.end(), [](const Candidate& c) { return isCompute(c.kind); }) / 2);
   while (ev.cosine < minCos && options().getBool("fallback") && r.counter("fallback") < maxFallback) {
     // The op that loses the most SQNR between its inputs and its output.
     std::optional<size_t> worst;
@@ -678,7 +705,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     why[*worst] = fmt::format("fallback: cosine {:.4f} < {:g}", ev.cosine, minCos);
     r.count("fallback");
     if (std::none_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) { return !fp32.count(i); })) break;
-    ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange);
+    ev = evaluate(graph, fp32, qparams, heldOut, dynamic, reduceRange, rnnWeights);
     if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
   }
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -693,9 +720,8 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   }
   rep.cosine = ev.cosine;
   rep.top1Agreement = ev.top1;
-  const bool computeLeft = std::any_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) {
-    return cands[i].kind == Kind::Conv || cands[i].kind == Kind::Linear || cands[i].kind == Kind::LinearDynamic;
-  });
+  const bool computeLeft =
+      std::any_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) { return isCompute(cands[i].kind); });
   if (!computeLeft) {
     rep.declined = fmt::format("nothing worth quantizing is left: every quantizable op is kept in fp32 "
                                "(worst held-out cosine {:.4f} < min-cosine {:g})", ev.cosine, minCos);
@@ -708,10 +734,11 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     ctx.decline(name(), graph.block()->outputNode(), rep.declined);
     return r;
   }
-  BuildResult built = build(graph, cands, fp32, qparams, &ctx.edits, name(), reduceRange);
+  BuildResult built = build(graph, cands, fp32, qparams, &ctx.edits, name(), reduceRange, rnnWeights);
   rep.applied = true;
   r.changed = built.quantized > 0;
   r.count(dynamic ? "dynamic" : "quantized", built.quantized);
+  if (built.rnn > 0) r.count("rnn", built.rnn);
   if (!dynamic) {
     r.count("entries", built.entries);
     r.count("exits", built.exits);

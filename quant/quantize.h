@@ -24,7 +24,7 @@ class QuantizePass : public rewriters::Pass {
       "quantized::linear / linear_relu; aten::add / add_ / _add_relu / _add_relu_ of two float tensors of equal "
       "known shape with alpha 1 becomes quantized::add / add_relu; aten::cat of a list used only by it becomes "
       "quantized::cat; an add or cat is made int8 only when one of its inputs is int8 already (alone it would "
-      "only add conversions), and the pass declines when no conv or linear can be quantized. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
+      "only add conversions), and the pass declines when no conv, linear, LSTM or GRU can be quantized. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
       "engine's prepack ops into module attributes (Conv2dPackedParamsBase / LinearPackedParamsBase), which "
       "TorchScript serializes, so the file loads and runs in stock PyTorch; the float bias stays in the packed "
       "params. Activations are per-tensor affine quint8 with parameters from observers filled by running the "
@@ -42,10 +42,25 @@ class QuantizePass : public rewriters::Pass {
       "(declined). fp32-ops= keeps named ops (their output value names, or operator names such as aten::linear) "
       "in fp32. Dynamic mode (mode=dynamic) turns each aten::linear with a constant weight into "
       "quantized::linear_dynamic (weights int8 per channel, activations quantized per call; no calibration). "
+      "LSTM and GRU are dynamic int8 in both modes (LibTorch has no static int8 kernel for them, and dynamic is "
+      "what torch.ao's quantize_dynamic gives): an aten::lstm / aten::gru of the top-level block (the input "
+      "overload of scripted and traced nn.LSTM/nn.GRU, or the packed-sequence data overload) whose weights are "
+      "constants nobody writes (a List[Tensor] constant or a list of tensor constants, no storage shared with a "
+      "constant the graph writes), float32, in the layout of a plain LSTM/GRU (no proj_size), with literal "
+      "has_biases, num_layers, bidirectional and train=False, becomes aten::quantized_lstm / quantized_gru of the "
+      "same overload over one __torch__.torch.classes.rnn.CellParamsBase constant per layer and direction "
+      "(quantized::make_quantized_cell_params_dynamic of two quantized::linear_prepack packed weights, symmetric "
+      "qint8 per rnn-weights: auto = per-tensor like torch.ao (the faster kernel) unless a row of a matrix would use "
+      "under 16 levels, then per-channel for it; float biases, zero biases when it has none; the engine's "
+      "reduce_range), as torch.ao produces, so the "
+      "file loads and runs in stock PyTorch; its sequence output's SQNR is reported and the fallback may keep it "
+      "fp32 like any op (quant/quantize_rnn.h). An LSTM/GRU inside control flow, or whose weights are computed or "
+      "written, is declined with the reason. "
       "Calibration data: quant::currentCalibration() (the CLI's --calibration FILE); without it, seeded random "
       "batches shaped like the example inputs (--input-shape), with a loud warning; without either the pass "
       "declines. Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
-      "Counters: quantized, fallback, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic.";
+      "Counters: quantized, fallback, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "
+      "(LSTM/GRU made int8, also counted in quantized or dynamic).";
 
   std::string name() const override { return "quantize"; }
   std::string description() const override {

@@ -4,7 +4,9 @@
 # stock PyTorch (Python), and agrees with the original on held-out batches
 # (cosine >= 0.99, top-1 >= 90%); --report holds the per-op SQNR; the
 # sensitive fixture keeps its one sensitive conv fp32; bad calibration files
-# (wrong shape, NaN, empty) exit 2 with a clear error and write nothing.
+# (wrong shape, NaN, empty) exit 2 with a clear error and write nothing;
+# an LSTM (static --quantize int8) and a traced GRU (mode=dynamic) become
+# dynamic int8 RNN ops that reload in Python and agree on held-out batches.
 #
 # Usage: quantize_test.sh PTOPT QUANT_FIXTURES_DIR PYTHON
 set -uo pipefail
@@ -56,6 +58,45 @@ kept = [op for op in rep["ops"] if op["fp32"]]
 assert len(kept) == 1 and "conv2d" in kept[0]["op"], rep
 PY
 check "quant_sensitive: exactly one conv kept fp32 by the fallback" "[ $? -eq 0 ]"
+
+# LSTM / GRU: dynamic int8 in both modes (quantized_lstm / quantized_gru over
+# CellParamsBase attributes), reloaded by stock PyTorch. --no-measure: on
+# these tiny test models (hidden 32) dynamic int8 is slower than fp32, and
+# the never-slower rule would write the input instead (bench/int8_rnn.py
+# measures real sizes).
+"$ptopt" "$fx/quant_lstm.pt" "$work/lstm.int8.pt" -O2 --quantize int8 --input-shape 4,12,8 --no-measure \
+  --calibration "$fx/quant_lstm_calib.pt" --report "$work/lstm.json" >"$work/lstm.out" 2>&1
+rc=$?
+cat "$work/lstm.out"
+check "quant_lstm (--quantize int8): exit 0" "[ $rc -eq 0 ]"
+"$ptopt" "$fx/quant_gru_traced.pt" "$work/gru.int8.pt" --passes 'quantize{mode=dynamic}' --input-shape 12,4,8 --no-measure \
+  --calibration "$fx/quant_gru_calib.pt" --report "$work/gru.json" >"$work/gru.out" 2>&1
+rc=$?
+cat "$work/gru.out"
+check "quant_gru_traced (mode=dynamic): exit 0" "[ $rc -eq 0 ]"
+"$py" - "$fx" "$work" <<'PY'
+import json, sys, torch
+fx, work = sys.argv[1], sys.argv[2]
+for name, calib, op in [("lstm", "quant_lstm_calib.pt", "quantized_lstm"), ("gru", "quant_gru_calib.pt", "quantized_gru")]:
+    orig = torch.jit.load(f"{fx}/quant_{name}{'' if name == 'lstm' else '_traced'}.pt").eval()
+    q = torch.jit.load(f"{work}/{name}.int8.pt")
+    code = q.code
+    assert op in code and "cell_params" in code and "torch.lstm" not in code and "torch.gru" not in code, code
+    worst, agree, steps = 1.0, 0, 0
+    with torch.no_grad():
+        for x in torch.load(f"{fx}/{calib}"):
+            a, b = orig(x), q(x)
+            worst = min(worst, torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())
+            agree += (a.argmax(-1) == b.argmax(-1)).sum().item()
+            steps += a.numel() // a.shape[-1]
+    print(f"{name}: python reload: worst cosine {worst:.5f}, per-step agreement {agree}/{steps}")
+    assert worst >= 0.99 and agree >= 0.9 * steps
+    rep = json.load(open(f"{work}/{name}.json"))["quantize"]
+    kinds = [op["kind"] for op in rep["ops"]]
+    assert rep["applied"] and f"{name}_dynamic" in kinds, rep
+    assert all(op["sqnr_db"] is not None and not op["fp32"] for op in rep["ops"]), rep
+PY
+check "quant_lstm / quant_gru_traced: reload in Python, agree on held-out data, RNN op in --report" "[ $? -eq 0 ]"
 
 for bad in bad_calib_shape bad_calib_nan bad_calib_empty; do
   "$ptopt" "$fx/quant_cnn.pt" "$work/$bad.pt" --quantize int8 --input-shape 4,3,32,32 \

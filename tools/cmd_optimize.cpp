@@ -22,7 +22,9 @@
 //              measurably slower, the first verified candidate that is not
 //              (the pipeline without its precision and layout passes, then
 //              IN itself) is written instead, unless --force (--no-measure
-//              skips this);
+//              skips this); with --tune, the verdict an earlier run measured
+//              for the same IN and OUT bytes comes from the tuning cache
+//              (tools/measure_cache.h);
 //   save       the temporary file (or the candidate) becomes OUT, and the
 //              summary is printed.
 // The model work goes through the library's Optimizer (tools/api.h); these
@@ -31,6 +33,7 @@
 #include "tools/commands.h"
 #include "tools/dot_dir.h"
 #include "tools/measure.h"
+#include "tools/measure_cache.h"
 #include "tools/op_table.h"
 #include "tools/report.h"
 #include "tools/tune_stage.h"
@@ -42,6 +45,7 @@
 #include "quant/precision_check.h"
 #include "quant/quantize_report.h"
 #include "target/capabilities.h"
+#include "tune/cache.h"
 #include "verify/blame.h"
 
 #include <ATen/Parallel.h>
@@ -662,11 +666,50 @@ void checkFp32(Run& r, const torch::jit::Module& candidate) {
   if (!v.passed) throw std::runtime_error("fails verification: " + v.verdict());
 }
 
+// The never-slower verdict in the tuning cache (--tune only;
+// tools/measure_cache.h): keyed by the digests of IN and of OUT's temporary
+// file, the timed inputs and the timing settings. nullopt without --tune, or
+// when the cache or a file cannot be read (the stage then times as usual).
+struct VerdictCache {
+  tune::TuningCache cache;
+  VerdictKey key;
+};
+std::optional<VerdictCache> openVerdictCache(const Run& r, const MeasureOptions& mo,
+                                             const std::vector<c10::IValue>& inputs) {
+  if (!r.o.tune.tune) return std::nullopt;
+  const std::string path = r.o.tune.cachePath.empty() ? tune::TuningCache::defaultPath() : r.o.tune.cachePath;
+  try {
+    return VerdictCache{tune::TuningCache::open(path),
+                        verdictKey(r.device, mo, fileDigest(r.o.input), fileDigest(r.file->tempPath()), inputs)};
+  } catch (const std::exception&) {
+    return std::nullopt;  // the tune stage has warned about a damaged cache
+  }
+}
+
+// The cached verdict for this run, when one applies: the fp32 structure it
+// chose is rebuilt and verified (never cached) and must have the bytes it had.
+std::optional<NeverSlowerResult> cachedVerdict(const VerdictCache& vc, const std::vector<Candidate>& candidates,
+                                               bool force, const std::optional<BuiltCandidate>& built) {
+  const std::optional<CachedVerdict> hit = lookupVerdict(vc.cache, vc.key);
+  if (!hit) return std::nullopt;
+  std::optional<NeverSlowerResult> picked = applyCachedVerdict(*hit, candidates, force);
+  if (!picked || candidates[picked->chosen].name != "fp32 structure") return picked;
+  try {
+    candidates[picked->chosen].build();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (!built || bytesDigest(built->result.bytes) != hit->writtenDigest) return std::nullopt;
+  return picked;
+}
+
 // measure: OUT timed against IN, interleaved and bounded (tools/measure.h).
 // When OUT is measurably slower (and no --force), the candidates after it
 // are tried in order: the same pipeline without its precision and layout
 // passes (the fp32 structure; built, exported and verified here), then IN
-// itself, re-saved; the first not measurably slower is r.replacement.
+// itself, re-saved; the first not measurably slower is r.replacement. With
+// --tune, a verdict an earlier run measured for the same IN, OUT and machine
+// is taken from the tuning cache instead of timing again.
 void measure(Run& r, bool ok) {
   const OptimizeOptions& o = r.o;
   nlohmann::json rec = {{"budget_s", o.measureBudget}, {"threads", o.measureThreads}};
@@ -690,11 +733,6 @@ void measure(Run& r, bool ok) {
   // IN as given (a copy on CUDA: the original stays on the CPU for imports).
   const std::function<double()> timeIn =
       moduleTimer(r.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, r.device);
-  auto asJson = [](const SpeedMeasurement& m) {
-    return nlohmann::json{{"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}}, {"pairs", m.pairs},
-                          {"threads", m.threads}, {"in_median_ms", m.a.medianMs}, {"candidate_median_ms", m.b.medianMs},
-                          {"seconds", m.seconds}, {"verdict", verdictName(m.verdict)}};
-  };
 
   // The candidates, best first; each is built only when the one before it
   // was measurably slower (--force: OUT alone).
@@ -712,25 +750,53 @@ void measure(Run& r, bool ok) {
   if (!o.force)
     candidates.push_back({"input", "the input model itself", [] { return std::function<double()>([] { return 0.0; }); }});
 
+  std::optional<VerdictCache> vc = openVerdictCache(r, mo, inputs);
+  std::optional<NeverSlowerResult> fromCache;
+  if (vc) fromCache = cachedVerdict(*vc, candidates, o.force, built);
   NeverSlowerResult picked;
-  try {
-    ScopedThreads threads(mo.threads);
-    torch::NoGradGuard noGrad;
-    torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
-    picked = pickNotSlower(timeIn, candidates, mo, steadyNowMs);
-    if (candidates.size() == 1) {  // --force: OUT is written whatever it measures; time it anyway
-      picked.tried.back().measurement = measurePair(timeIn, candidates[0].build(), mo, steadyNowMs);
-      picked.tried.back().measurement->threads = at::get_num_threads();
+  if (fromCache) {
+    picked = *fromCache;
+  } else {
+    try {
+      ScopedThreads threads(mo.threads);
+      torch::NoGradGuard noGrad;
+      torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
+      picked = pickNotSlower(timeIn, candidates, mo, steadyNowMs);
+      if (candidates.size() == 1) {  // --force: OUT is written whatever it measures; time it anyway
+        picked.tried.back().measurement = measurePair(timeIn, candidates[0].build(), mo, steadyNowMs);
+        picked.tried.back().measurement->threads = at::get_num_threads();
+      }
+    } catch (const std::exception& e) {
+      return skip(std::string("a model failed while timed: ") + ir::torchErrorMessage(e));
     }
-  } catch (const std::exception& e) {
-    return skip(std::string("a model failed while timed: ") + ir::torchErrorMessage(e));
+    if (vc) {
+      CachedVerdict v;
+      v.picked = picked;
+      for (const auto& c : candidates) v.names.push_back(c.name);
+      if (built && candidates[picked.chosen].name == "fp32 structure") v.writtenDigest = bytesDigest(built->result.bytes);
+      v.forced = o.force;
+      v.seconds = sw.ms() / 1000;
+      storeVerdict(vc->cache, vc->key, v);
+      try {
+        vc->cache.save();
+      } catch (const tune::CacheError& e) {
+        std::cerr << "ptopt: warning: the speed verdict is not cached: " << e.what() << "\n";
+      }
+    }
   }
   r.record.stageMs["measure"] = sw.ms();
+  rec["source"] = fromCache ? "cached" : "measured";
+  std::string cachedNote;  // " (measured in an earlier run, cached in FILE)"
+  if (fromCache) {
+    rec["cache"] = vc->cache.path();
+    rec["note"] = "measured in an earlier run, cached in " + vc->cache.path();
+    cachedNote = " (" + rec["note"].get<std::string>() + ")";
+  }
 
   nlohmann::json tried = nlohmann::json::array();
   for (const auto& t : picked.tried) {
     nlohmann::json j = {{"candidate", t.name}};
-    if (t.measurement) j.update(asJson(*t.measurement));
+    if (t.measurement) j.update(speedToJson(*t.measurement));
     if (!t.error.empty()) j["error"] = t.error;
     tried.push_back(j);
   }
@@ -740,12 +806,13 @@ void measure(Run& r, bool ok) {
     const SpeedMeasurement& m = *first.measurement;
     rec.update({{"speedup", 1 / m.ratio.median}, {"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}},
                 {"verdict", verdictName(m.verdict)}});
-    r.say(fmt::format("speed: OUT/IN latency {}: {}\n", m.line(),
+    r.say(fmt::format("speed: OUT/IN latency {}: {}{}\n", m.line(),
                       m.verdict == SpeedVerdict::Faster   ? "OUT is faster"
                       : m.verdict == SpeedVerdict::Slower ? "OUT is measurably slower than IN"
-                                                          : "no clear difference"));
+                                                          : "no clear difference",
+                      cachedNote));
   } else if (!first.error.empty()) {
-    r.say("speed: OUT could not be timed: " + first.error + "\n");
+    r.say("speed: OUT could not be timed: " + first.error + cachedNote + "\n");
   }
   const Candidate& chosen = candidates[picked.chosen];
   rec["written"] = chosen.name;

@@ -183,8 +183,14 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
                   const std::map<std::string, double>& rtolFor, const std::map<std::string, double>& atolFor,
                   const std::string& device, const std::string& target, bool preferBf16, bool keepTraining,
                   const std::vector<std::string>& preserveMethods, uint64_t seed, int iterations,
-                  const py::object& calibration, bool tune, double tuneBudget, const std::string& tuningCache) {
+                  const py::object& calibration, bool tune, double tuneBudget, const std::string& tuningCache,
+                  bool measure, bool force, double measureBudget, int measureThreads) {
   ptopt::OptimizeRequest req;
+  req.measure = measure;
+  req.force = force;
+  req.measureBudgetSeconds = measureBudget;
+  req.measureThreads = measureThreads;
+  req.inputPath = module.is_none() ? path : "";
   req.tune = tune;
   req.tuneBudgetSeconds = tuneBudget;
   req.tuningCache = tuningCache;
@@ -202,6 +208,7 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
   req.preferBf16 = preferBf16;
   req.keepTraining = keepTraining;
   const ptopt::ir::ImportOptions importOptions{preserveMethods};
+  req.importOptions = importOptions;
 
   std::optional<torch::jit::Module> given;
   if (!module.is_none()) {
@@ -242,6 +249,7 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
     d["notes"] = result->notes;
     d["record_json"] = result->record().dump();
     d["nodes_after"] = result->nodesAfter;
+    d["written"] = result->written;
     return d;
   });
 }

@@ -22,18 +22,22 @@
 //              measurably slower, the first verified candidate that is not
 //              (the pipeline without its precision and layout passes, then
 //              IN itself) is written instead, unless --force (--no-measure
-//              skips this);
+//              skips this); with --tune, the verdict an earlier run measured
+//              for the same IN and OUT bytes comes from the tuning cache
+//              (tools/measure_cache.h);
 //   save       the temporary file (or the candidate) becomes OUT, and the
 //              summary is printed.
-// The model work goes through the library's Optimizer (tools/api.h); these
-// stages add the command line's messages, timings and the --report record.
+// From reference on, the stages are the library's (tools/stages.h), which
+// optimizeModule (tools/session.h, the Python package) runs too; here they
+// get the command line's settings and hooks (OUT streamed to its temporary
+// file, lines on stdout, exit codes), and the --report record.
 #include "tools/api.h"
 #include "tools/commands.h"
 #include "tools/dot_dir.h"
-#include "tools/measure.h"
+#include "tools/measure_cache.h"
 #include "tools/op_table.h"
 #include "tools/report.h"
-#include "tools/tune_stage.h"
+#include "tools/stages.h"
 #include "tools/util.h"
 #include "tools/verify_setup.h"
 
@@ -209,60 +213,101 @@ class Progress {
   Stopwatch clock_;
 };
 
-// One `ptopt IN OUT` run: what each stage hands to the next.
+// One `ptopt IN OUT` run: the shared stages' state (tools/stages.h) and
+// what only the command line has.
 struct Run {
   explicit Run(const OptimizeOptions& options) : o(options) {}
   const OptimizeOptions& o;
-  RunRecord record;                 // --report, filled as the stages go
-  rewriters::Pipeline pipeline;     // plan
-  std::string canonical;            // plan: the pipeline's text
-  c10::Device device = c10::kCPU;   // plan: where verification runs
-  std::optional<Optimizer> opt;     // load
-  size_t nodesBefore = 0;           // load
-  rewriters::PassContext ctx;       // reference: the passes' context
-  verify::ToleranceSet tolerances;  // reference
-  std::optional<verify::ReferenceRunner> runner;  // reference: nullopt when nothing is verified
-  rewriters::RunReport report;      // run
-  std::optional<quant::LowPrecisionRun> lowp;  // run: set when the pipeline lowered precision
+  Stages s;                         // plan, load, and every stage after
   std::optional<quant::CalibrationData> calibration;  // reference: --calibration FILE, checked
   std::unique_ptr<ir::AtomicModuleFile> file;  // export: OUT's temporary file
-  torch::jit::Module result;        // export: loaded back from `file`
-  std::optional<Optimizer::StandIn> standIn;  // export: what a CPU checks instead, when it cannot run the result
-  size_t nodesAfter = 0;            // export; measure: of what is written
-  bool scriptedInTraining = false;  // load
-  std::optional<Optimizer::Serialized> replacement;  // measure: written in place of `file`
-  std::string written;              // measure: what is written in place of OUT ("" = OUT)
   Stopwatch total;                  // from load on
-  std::string tuneSummary;          // tune: what --tune decided
 
-  bool verifying() const { return runner && !o.noVerify; }
-  void say(const std::string& s) const {
-    if (!o.quiet) std::cout << s << std::flush;
+  RunRecord& record() { return s.record; }
+  void say(const std::string& line) const {
+    if (!o.quiet) std::cout << line << std::flush;
   }
   // Writes --report and gives the exit code.
   int finish(int code, const std::string& outcome) {
-    record.exitCode = code;
-    record.outcome = outcome;
-    if (!o.reportPath.empty()) writeReport(record, o.reportPath);
+    s.record.exitCode = code;
+    s.record.outcome = outcome;
+    if (!o.reportPath.empty()) writeReport(s.record, o.reportPath);
     return code;
   }
 };
 
+// The bytes of IN, as a candidate to write unchanged.
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in && !in.eof()) throw std::runtime_error("cannot read '" + path + "'");
+  return ss.str();
+}
+
+// The flags as the shared stages' settings.
+StageSettings stageSettings(const OptimizeOptions& o, c10::Device device) {
+  StageSettings s;
+  s.device = device;
+  s.target = o.target;
+  s.preferBf16 = o.preferBf16;
+  s.verify = !o.noVerify;
+  s.describeTarget = o.explain || o.verbose;
+  s.explain = o.explain ? &std::cout : nullptr;
+  s.tolerances = [&o](const verify::Tolerance& base) { return tolerancesFrom(o.verify, base); };
+  s.importOptions = ir::ImportOptions{o.preserveMethods};
+  s.tune = o.tune.tune;
+  s.tuneBudgetSeconds = o.tune.budgetSeconds;
+  s.tuningCache = o.tune.cachePath;
+  s.tuneProgress = o.quiet ? nullptr : &std::cerr;
+  s.measure = !o.noMeasure;
+  s.noMeasureReason = "--no-measure";
+  s.force = o.force;
+  s.measureOptions.budgetSeconds = o.measureBudget;
+  s.measureOptions.threads = o.measureThreads;
+  s.measureOptions.optimizingExecutor = o.verify.executor == "optimizing";  // --verify-executor
+  return s;
+}
+
+// Where the command line differs from the library: lines on stdout (not
+// with -q, except what must be seen), and OUT's bytes streamed into its
+// temporary file, then loaded back from it.
+StageHooks stageHooks(Run& r) {
+  StageHooks h;
+  h.say = [&r](const std::string& line) { r.say(line); };
+  h.note = [&r](const std::string& note) { r.say("note: " + note + "\n"); };
+  h.notice = [](const std::string& note) { std::cout << "note: " << note << "\n"; };
+  h.write = [&r](const torch::jit::Module& exported) {
+    r.file = std::make_unique<ir::AtomicModuleFile>(r.o.output);
+    r.file->write(exported);
+    return r.file->load();
+  };
+  h.inputDigest = [&r] { return fileDigest(r.o.input); };
+  h.outputDigest = [&r] { return fileDigest(r.file->tempPath()); };
+  h.inputAsOutput = [&r] {
+    Optimizer::Serialized s;
+    s.bytes = readBytes(r.o.input);
+    s.module = r.s.opt->original();
+    return s;
+  };
+  return h;
+}
+
 // plan: options and command line -> the pipeline and its canonical text,
-// OUT checked, the verification device. Prints --print-pipeline; false when
-// that was all that was asked.
+// OUT checked, the verification device, the stages' settings. Prints
+// --print-pipeline; false when that was all that was asked.
 bool plan(Run& r, int argc, char** argv) {
   const OptimizeOptions& o = r.o;
-  for (int i = 0; i < argc; ++i) r.record.command += (i ? " " : "") + std::string(argv[i]);
+  RunRecord& record = r.record();
+  for (int i = 0; i < argc; ++i) record.command += (i ? " " : "") + std::string(argv[i]);
   try {
-    r.pipeline = pipelineFromOptions(o);
+    r.s.pipeline = pipelineFromOptions(o);
   } catch (const rewriters::PipelineError& e) {
     throw UsageError(std::string("invalid pipeline: ") + e.what());
   }
-  r.canonical = rewriters::printPipeline(r.pipeline);
-  r.record.pipeline = r.canonical;
+  record.pipeline = rewriters::printPipeline(r.s.pipeline);
   if (o.printPipeline) {
-    std::cout << r.canonical << "\n";
+    std::cout << record.pipeline << "\n";
     if (o.input.empty() && o.output.empty()) return false;
   }
   if (o.input.empty() || o.output.empty())
@@ -270,14 +315,17 @@ bool plan(Run& r, int argc, char** argv) {
   if (o.noVerify && (o.verifyFlag || o.verifyEach)) throw UsageError("--no-verify contradicts --verify/--verify-each");
   checkOutputPath(o);
   if (!o.assumeIsa.empty()) target::assumeCpuIsa(target::parseIsa(o.assumeIsa));
-  r.record.input = o.input;
-  r.record.output = o.output;
+  record.input = o.input;
+  record.output = o.output;
+  c10::Device device = c10::kCPU;
   try {
-    r.device = verify::resolveDevice(o.verify.device);
+    device = verify::resolveDevice(o.verify.device);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  r.record.device = verify::describeDevice(r.device);
+  record.device = verify::describeDevice(device);
+  r.s.settings = stageSettings(o, device);
+  r.s.hooks = stageHooks(r);
   return true;
 }
 
@@ -288,18 +336,14 @@ void load(Run& r) {
   const OptimizeOptions& o = r.o;
   r.total.reset();
   Optimizer::LoadTimes times;
-  r.opt.emplace(Optimizer::load(o.input, ir::ImportOptions{o.preserveMethods}, &times));
-  r.record.stageMs["load"] = times.readMs;
-  r.record.inputFileBytes = std::filesystem::file_size(o.input);
-  r.record.stageMs["import"] = times.importMs;
-  r.record.opsBefore = countOps(r.opt->model().forward());
-  r.record.parameterBytesBefore = parameterBytes(r.opt->model());
-  r.nodesBefore = r.opt->model().forward().numNodes();
-  r.say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, r.nodesBefore,
-                    r.opt->model().constants->size(), times.readMs + times.importMs));
-  const ir::TrainingMode& mode = r.opt->trainingMode();
-  r.record.mode = mode;
-  r.scriptedInTraining = mode.scriptedInTraining;
+  r.s.opt.emplace(Optimizer::load(o.input, ir::ImportOptions{o.preserveMethods}, &times));
+  r.record().stageMs["load"] = times.readMs;
+  r.record().inputFileBytes = std::filesystem::file_size(o.input);
+  r.record().stageMs["import"] = times.importMs;
+  countBefore(r.s);
+  r.say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", o.input, r.s.nodesBefore,
+                    r.s.opt->model().constants->size(), times.readMs + times.importMs));
+  const ir::TrainingMode& mode = r.s.opt->trainingMode();
   if (mode.inTraining() && o.keepTraining)
     throw ir::InputError(fmt::format(
         "{} is in training mode ({}), and --keep-training refuses to optimize it for inference; save it after "
@@ -320,7 +364,7 @@ void loadCalibration(Run& r, InputPlan& inputs) {
     data.source = o.calibration;
     std::optional<std::vector<c10::IValue>> expected;
     if (inputs.source && !inputs.inferred && !inputs.source->fixed) expected = inputs.source->inputsFor(0);
-    data.batches = quant::splitCalibrationBatches(set.values, r.opt->model().forward().inputs().size(),
+    data.batches = quant::splitCalibrationBatches(set.values, r.s.opt->model().forward().inputs().size(),
                                                   expected ? &*expected : nullptr, o.calibration);
     if (inputs.source && !inputs.source->fixed && data.batches.size() >= 2) {
       inputs.source->fixed = data.batches.back();
@@ -333,111 +377,44 @@ void loadCalibration(Run& r, InputPlan& inputs) {
   }
 }
 
-// The verification inputs (verify::planInputs on the flags), and the
-// reference's outputs on them, computed once (r.runner). Gives the passes
-// the inputs the user gave (shape-prop); with --no-verify they are still
-// checked against the model once (exit 2).
-void planVerification(Run& r, const Optimizer::Reference& reference) {
-  const OptimizeOptions& o = r.o;
-  InputPlan inputs = planInputs(o.verify, r.opt->model().forward());
-  if (!o.calibration.empty()) loadCalibration(r, inputs);
-  if (!inputs.source) {
-    r.record.verificationSkipped = inputs.message;
-    if (o.verifyFlag || o.verifyEach) throw UsageError(inputs.message);
-    if (!o.noVerify) std::cerr << "ptopt: warning: " << inputs.message << "\n";
-  } else if (!o.noVerify) {
-    if (inputs.inferred) r.say("note: " + inputs.message + "\n");
-    try {
-      Stopwatch sw;
-      r.runner.emplace(r.opt->referenceRunner(reference, *inputs.source, r.tolerances, r.device));
-      r.record.stageMs["reference"] = sw.ms();
-    } catch (const verify::ReferenceError& e) {
-      if (!inputs.inferred) throw ir::InputError(e.what());
-      // An assumption that does not fit is not the user's error.
-      r.record.verificationSkipped = "the assumed input shape does not fit the model; give --input-shape to verify";
-      if (!o.noVerify) std::cerr << "ptopt: warning: verification skipped: " << r.record.verificationSkipped << "\n";
-      r.runner.reset();
-    }
-  }
-  if (inputs.source && !inputs.inferred) {
-    if (o.noVerify) {
-      verify::InputSource once = *inputs.source;
-      once.iterations = 1;
-      try {
-        r.opt->referenceRunner(reference, once, r.tolerances, r.device);
-      } catch (const verify::ReferenceError& e) {
-        throw ir::InputError(e.what());
-      }
-    }
-    r.ctx.exampleInputs = inputs.source->inputsFor(0);
-  }
-  if (o.noVerify) r.record.verificationSkipped = "--no-verify";
-}
-
-// The target's capabilities (target/capabilities.h): in --report, and
-// printed with --explain or -v.
-void recordTarget(Run& r) {
-  const std::string& device = r.ctx.targetDevice;
-  nlohmann::json t = {{"device", device}, {"identity", target::deviceIdentity(device)}};
-  if (device == "cuda") {
-    const target::CudaCapabilities c = target::probeCuda();
-    t["available"] = c.available;
-    if (c.available)
-      t.update({{"name", c.name}, {"compute_capability", std::to_string(c.major) + "." + std::to_string(c.minor)},
-                {"native_fp16", c.nativeFp16}, {"native_bf16", c.nativeBf16}});
-    else
-      t["why"] = c.why;
-  } else {
-    const target::CpuCapabilities c = target::cpuCapabilities();
-    t.update({{"cpu", c.brand}, {"isa", target::isaName(c.isa)}, {"onednn_isa", target::isaName(c.onednn)},
-              {"aten_isa", target::isaName(c.aten)}, {"cpuid_isa", target::isaName(c.cpuid)},
-              {"assumed", c.assumed}, {"native_bf16", c.nativeBf16}, {"bf16_why", c.bf16Why},
-              {"native_fp16", c.nativeFp16}, {"fp16_why", c.fp16Why}});
-  }
-  r.record.sections["target"] = t;
-  if (r.o.explain || r.o.verbose) r.say(target::describeTarget(device));
-}
-
-// reference: the loaded model -> what the result is compared with
-// (Optimizer::reference; eval semantics for a model in training mode), the
-// passes' context, the tolerances of the precision the pipeline introduces,
-// and the reference outputs (planVerification).
+// reference: the shared stage (the module the result is compared with, the
+// passes' context, the tolerances), then the verification inputs planned
+// from the flags and the reference's outputs on them, computed once. Given
+// inputs that do not fit are exit 2; an assumed shape that does not fit
+// skips verification with a warning; with --no-verify given inputs are
+// still checked against the model once.
 void reference(Run& r) {
   const OptimizeOptions& o = r.o;
-  const Optimizer::Reference reference = r.opt->reference(r.pipeline, r.device);
-  const ir::TrainingMode& mode = r.opt->trainingMode();
-  r.record.evalSemantics = mode.scriptedInTraining || reference.specializesTracedFlags;
-  r.record.modeNotes = mode.notes(reference.specializesTracedFlags);
-  for (const std::string& note : r.record.modeNotes) r.say("note: " + note + "\n");
-
-  r.ctx.targetDevice = o.target != "auto" ? o.target : r.device.is_cuda() ? "cuda" : "cpu";
-  if (o.explain) r.ctx.explain = &std::cout;
-  r.ctx.preferBf16 = o.preferBf16;
-  recordTarget(r);
-  const c10::ScalarType precision =
-      quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
-  r.tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
-  planVerification(r, reference);
+  RunRecord& record = r.record();
+  const Optimizer::Reference reference = referenceStage(r.s);
+  InputPlan inputs = planInputs(o.verify, r.s.opt->model().forward());
+  if (!o.calibration.empty()) loadCalibration(r, inputs);
+  if (!inputs.source) {
+    record.verificationSkipped = inputs.message;
+    if (o.verifyFlag || o.verifyEach) throw UsageError(inputs.message);
+    if (!o.noVerify) std::cerr << "ptopt: warning: " << inputs.message << "\n";
+  } else if (!o.noVerify && inputs.inferred) {
+    r.say("note: " + inputs.message + "\n");
+  }
+  try {
+    referenceOutputs(r.s, reference, inputs);
+  } catch (const verify::ReferenceError& e) {
+    if (!inputs.inferred) throw ir::InputError(e.what());
+    // An assumption that does not fit is not the user's error.
+    record.verificationSkipped = "the assumed input shape does not fit the model; give --input-shape to verify";
+    std::cerr << "ptopt: warning: verification skipped: " << record.verificationSkipped << "\n";
+    r.s.runner.reset();
+  }
+  if (o.noVerify) record.verificationSkipped = "--no-verify";
 }
 
-// tune (--tune): the pipeline's machine-dependent passes get their options
-// from measurements on this device (tools/tune_stage.h, tune/tune_model.h);
-// the tuned pipeline replaces the planned one, and the tolerances follow the
-// precision it introduces.
-void tuneStage(Run& r) {
-  const OptimizeOptions& o = r.o;
-  Stopwatch sw;
-  tune::TuneResult t = runTuneStage(o.tune, r.opt->model(), r.pipeline, r.ctx, r.device, o.quiet);
-  r.record.stageMs["tune"] = sw.ms();
-  r.pipeline = t.pipeline;
-  r.canonical = rewriters::printPipeline(r.pipeline);
-  r.record.pipeline = r.canonical;
-  r.record.tuning = t.toJson();
-  r.tuneSummary = t.summary();
-  const c10::ScalarType precision =
-      quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
-  r.tolerances = tolerancesFrom(o.verify, verify::Tolerance::forPrecision(precision));
-  if (r.runner) r.runner->setTolerances(r.tolerances);
+// tune (--tune): the shared stage; no input shapes is a usage error.
+void tune(Run& r) {
+  try {
+    tuneStage(r.s);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 // The pass manager's instruments for the flags. With --verify-each, the
@@ -461,7 +438,7 @@ rewriters::Instrumentation instrumentation(Run& r, Progress& progress, verify::P
     if (!blamer) return;
     std::optional<verify::Blame> blame = blamer->afterPass(e);
     if (!blame) return;
-    r.record.blamedPass = blame->pass;
+    r.record().blamedPass = blame->pass;
     progress.finish();
     std::cout << blame->message();
     if (!r.o.force) throw verify::BlameError(std::move(*blame));
@@ -469,147 +446,62 @@ rewriters::Instrumentation instrumentation(Run& r, Progress& progress, verify::P
   return inst;
 }
 
-// run: the model -> the model after the pipeline (every method), its report
-// and counters, and what a lower precision means for verification. False
-// when --verify-each stopped the run at a pass that breaks tolerance.
+// run: the shared stage with the command line's instruments (progress,
+// --print-*, --dot-dir, --verify-each). False when --verify-each stopped
+// the run at a pass that breaks tolerance.
 bool run(Run& r) {
   const OptimizeOptions& o = r.o;
   Progress progress(o.progress || (::isatty(STDERR_FILENO) != 0 && !o.quiet));
   std::optional<verify::PassBlamer> blamer;
-  if (o.verifyEach && r.verifying())
-    blamer.emplace(*r.runner, [&r] { return r.opt->exportModule(); });
+  if (o.verifyEach && r.s.verifying()) blamer.emplace(*r.s.runner, [&r] { return r.s.opt->exportModule(); });
   std::unique_ptr<DotDirRecorder> drawings;
   if (!o.dotDir.empty())
-    drawings = std::make_unique<DotDirRecorder>(o.dotDir, r.opt->model().forward(),
+    drawings = std::make_unique<DotDirRecorder>(o.dotDir, r.s.opt->model().forward(),
                                                 std::filesystem::path(o.input).filename().string());
-  const rewriters::Instrumentation inst =
-      instrumentation(r, progress, blamer ? &*blamer : nullptr, drawings.get());
-  Stopwatch sw;
+  const rewriters::Instrumentation inst = instrumentation(r, progress, blamer ? &*blamer : nullptr, drawings.get());
   std::optional<quant::CalibrationScope> calibration;
   if (r.calibration) calibration.emplace(*r.calibration);
-  quant::resetQuantizeReport();
   try {
-    r.report = r.opt->run(r.pipeline, &r.ctx, inst);
+    runStage(r.s, inst);
   } catch (const verify::BlameError& blame) {
     progress.finish();
-    r.record.stageMs["passes"] = sw.ms();
-    r.record.verification = blame.blame.report;
+    r.record().verification = blame.blame.report;
     std::cout << "FAILED: nothing written (the first pass that breaks tolerance is " << blame.what()
-              << "; use --force to write anyway): " << r.record.command << "\n";
+              << "; use --force to write anyway): " << r.record().command << "\n";
     return false;
   }
   progress.finish();
-  if (drawings) r.say(drawings->finish(r.opt->model().forward()));
-  r.record.stageMs["passes"] = sw.ms();
-  r.record.passes = r.report;
-  r.say(fmt::format("pipeline: {}\n", r.canonical.empty() ? "(empty)" : r.canonical));
-  if (!r.report.countersSummary().empty()) r.say(r.report.countersSummary());
-  if (auto note = quant::autoPrecisionNote(r.pipeline, r.ctx)) {
-    r.say("precision: " + *note + "\n");
-    r.record.sections["precision"] = *note;
-  }
-  if (quant::lastQuantizeReport().ran) {
-    r.record.quantize = quant::lastQuantizeReport();
-    r.say(r.record.quantize->summary());
-  }
-  // Lower precision: a changed signature takes converted inputs.
-  r.lowp = quant::lowPrecisionRun(r.pipeline, r.ctx, r.report);
-  if (r.lowp && r.lowp->signatureChanged) r.say("note: " + r.lowp->signatureNote() + "\n");
-  if (r.runner && r.lowp && r.lowp->signatureChanged)
-    r.runner->inputAdapter = [lowp = *r.lowp](std::vector<c10::IValue> in) { return lowp.adaptInputs(std::move(in)); };
+  if (drawings) r.say(drawings->finish(r.s.opt->model().forward()));
   return true;
 }
 
-// Why the measure stage will not time OUT against IN (before verification
-// has said whether OUT passed); nullopt when it will.
-std::optional<std::string> whyNotMeasured(const Run& r) {
-  if (r.o.noMeasure) return "--no-measure";
-  if (const char* env = std::getenv("PTOPT_NO_MEASURE"); env && *env && std::string(env) != "0")
-    return "--no-measure (PTOPT_NO_MEASURE is set)";
-  const std::string here = r.device.is_cuda() ? "cuda" : "cpu";
-  if (r.ctx.targetDevice != here)
-    return "the model is for " + r.ctx.targetDevice + " and this run is on " + here + ": time it there";
-  if (!r.runner && !r.ctx.exampleInputs) return "no inputs to time it with: give --input-shape";
-  return std::nullopt;
-}
-
-// export: the model -> OUT's temporary file (streamed from the module's
-// tensors, flushed to disk) and the module loaded back from it: what is
-// verified is what is written. The counts after. A full disk is a write
-// error (exit 1); a model that does not serialize or load back, a ptopt bug.
+// export: the shared stage, streaming into OUT's temporary file (a full
+// disk is a write error: exit 1).
 void exportResult(Run& r) {
-  auto bug = [](const std::exception& e) {
-    return std::runtime_error("the optimized model does not serialize and load back: " + ir::torchErrorMessage(e) +
-                              "\n(a ptopt bug: please report it with the model; --passes '' shows whether a pass is "
-                              "the cause)");
-  };
-  Stopwatch sw;
-  torch::jit::Module exported;
   try {
-    exported = r.opt->exportModule();
-  } catch (const std::exception& e) {
-    throw bug(e);
+    exportStage(r.s);
+  } catch (const std::system_error& e) {
+    throw WriteError(e.what());
   }
-  r.record.stageMs["export"] = sw.ms();
-  r.nodesAfter = r.opt->model().forward().numNodes();
-  if (r.nodesAfter > 20000)
+  if (r.s.nodesAfter > 20000)
     r.say(fmt::format("note: {} nodes in one graph: LibTorch's executor recurses about once per node on a graph's "
                       "first run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the "
                       "model on a thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise "
                       "`ulimit -s`.\n",
-                      r.nodesAfter));
-  r.record.opsAfter = countOps(r.opt->model().forward());
-  r.record.parameterBytesAfter = parameterBytes(r.opt->model());
-  sw.reset();
-  r.file = std::make_unique<ir::AtomicModuleFile>(r.o.output);
-  try {
-    r.file->write(exported);
-  } catch (const std::system_error& e) {
-    throw WriteError(e.what());
-  } catch (const std::exception& e) {
-    throw bug(e);
-  }
-  exported = torch::jit::Module();
-  if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device);
-  // Letting go of what nothing reads any more before the load-back, so that
-  // the weights are not held twice: the IR (its folded weights); and the
-  // original too, unless a stand-in is checked or the measure stage times
-  // IN (it has its own copy of every weight a pass replaced).
-  if (!r.standIn) {
-    if (whyNotMeasured(r)) r.opt.reset();
-    else r.opt->model() = ir::Model();
-  }
-  try {
-    r.result = r.file->load();
-  } catch (const std::exception& e) {
-    throw bug(e);
-  }
-  r.record.stageMs["save"] = sw.ms();  // write and load back; the rename is added by save
+                      r.s.nodesAfter));
 }
 
-// verify: the loaded-back result (or, where this device cannot run it, the
-// Optimizer's CPU stand-in) against the reference outputs -> whether it
-// passed, and the verdict to print.
+// verify: the shared stage -> whether it passed, and the verdict to print.
 bool verifyResult(Run& r, std::string& verdict) {
   const OptimizeOptions& o = r.o;
-  verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + r.record.verificationSkipped + ")";
-  if (!r.verifying()) return true;
-  Stopwatch sw;
-  verify::VerifyReport v;
-  if (r.standIn) {
-    for (const std::string& note : r.standIn->notes) r.runner->notes.push_back(note);
-    v = r.runner->check(r.standIn->module);
-  } else {
-    v = r.runner->check(r.result);
-  }
-  for (const auto& note : v.notes) r.say("note: " + note + "\n");
-  r.record.stageMs["verify"] = sw.ms();
-  const bool ok = v.passed && !r.record.blamedPass;
+  verdict = o.noVerify ? "skipped (--no-verify)" : "skipped (" + r.record().verificationSkipped + ")";
+  const bool ok = verifyStage(r.s);
+  if (!r.s.verifying()) return ok;
+  const verify::VerifyReport& v = *r.record().verification;
   verdict = v.verdict();
   if (!v.passed) verdict += "\n" + v.failureReport();
   else if (o.verbose && !v.iterations.empty()) verdict += "\n" + v.iterations.front().comparison.summary();
-  warnUnknownOutputs(r.tolerances, v);
-  r.record.verification = std::move(v);
+  warnUnknownOutputs(r.s.tolerances, v);
   return ok;
 }
 
@@ -618,167 +510,26 @@ bool verifyResult(Run& r, std::string& verdict) {
 void printSummary(Run& r) {
   const OptimizeOptions& o = r.o;
   if (o.quiet) {
-    if (o.timePasses) std::cout << r.report.timingTable();
+    if (o.timePasses) std::cout << r.s.report.timingTable();
     return;
   }
-  RunRecord& rec = r.record;
+  RunRecord& rec = r.record();
   auto ms = [&rec](const char* stage) { return rec.stageMs[stage]; };  // a stage that did not run: 0 (in --report too)
   std::cout << formatOpTable(rec.opsBefore, &rec.opsAfter, ::isatty(STDOUT_FILENO) != 0);
-  std::cout << fmt::format("nodes {} -> {}; parameters {} -> {}; file {} -> {} ({})\n", r.nodesBefore,
-                           r.nodesAfter, formatBytes(double(rec.parameterBytesBefore)),
+  std::cout << fmt::format("nodes {} -> {}; parameters {} -> {}; file {} -> {} ({})\n", r.s.nodesBefore,
+                           r.s.nodesAfter, formatBytes(double(rec.parameterBytesBefore)),
                            formatBytes(double(rec.parameterBytesAfter)), formatBytes(double(*rec.inputFileBytes)),
                            formatBytes(double(*rec.outputFileBytes)), o.output);
-  std::cout << r.report.timingTable();
-  std::cout << r.tuneSummary;
+  std::cout << r.s.report.timingTable();
+  if (r.s.tuned) std::cout << r.s.tuned->summary();
   if (rec.evalSemantics)
     std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
                              "(--keep-training refuses instead)\n",
-                             r.scriptedInTraining ? "scripted and saved" : "traced");
+                             rec.mode && rec.mode->scriptedInTraining ? "scripted and saved" : "traced");
   std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, {}passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
                            "measure {:.0f} ms, save {:.0f} ms\n",
                            ms("load"), ms("import"), o.tune.tune ? fmt::format("tune {:.0f} ms, ", ms("tune")) : "",
                            ms("passes"), ms("export"), ms("verify"), ms("measure"), ms("save"));
-}
-
-// The bytes of IN, as a candidate to write unchanged.
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in && !in.eof()) throw std::runtime_error("cannot read '" + path + "'");
-  return ss.str();
-}
-
-// Verifies a fallback candidate by the fp32 criterion, on the inputs as
-// they are (the runner is restored afterwards); throws when it fails.
-void checkFp32(Run& r, const torch::jit::Module& candidate) {
-  const verify::ToleranceSet saved = r.runner->tolerances();
-  auto adapter = std::move(r.runner->inputAdapter);
-  r.runner->inputAdapter = nullptr;
-  r.runner->setTolerances(tolerancesFrom(r.o.verify, verify::Tolerance::forPrecision(c10::ScalarType::Float)));
-  const verify::VerifyReport v = r.runner->check(candidate);
-  r.runner->setTolerances(saved);
-  r.runner->inputAdapter = std::move(adapter);
-  if (!v.passed) throw std::runtime_error("fails verification: " + v.verdict());
-}
-
-// measure: OUT timed against IN, interleaved and bounded (tools/measure.h).
-// When OUT is measurably slower (and no --force), the candidates after it
-// are tried in order: the same pipeline without its precision and layout
-// passes (the fp32 structure; built, exported and verified here), then IN
-// itself, re-saved; the first not measurably slower is r.replacement.
-void measure(Run& r, bool ok) {
-  const OptimizeOptions& o = r.o;
-  nlohmann::json rec = {{"budget_s", o.measureBudget}, {"threads", o.measureThreads}};
-  auto skip = [&](const std::string& why) {
-    rec["skipped"] = why;
-    r.record.sections["measurement"] = rec;
-    if (why.rfind("--no-measure", 0) != 0) r.say("speed: not measured (" + why + ")\n");
-  };
-  if (auto why = whyNotMeasured(r)) return skip(*why);
-  if (!ok) return skip("verification failed");
-  std::vector<c10::IValue> inputs = r.runner ? r.runner->inputs().inputsFor(0) : *r.ctx.exampleInputs;
-  for (auto& v : inputs) v = verify::toDevice(v, r.device);
-  std::vector<c10::IValue> outInputs = r.lowp ? r.lowp->adaptInputs(inputs) : inputs;
-
-  MeasureOptions mo;
-  mo.budgetSeconds = o.measureBudget;
-  mo.threads = o.measureThreads;
-  mo.optimizingExecutor = o.verify.executor == "optimizing";  // --verify-executor
-  rec["executor"] = mo.optimizingExecutor ? "optimizing" : "plain";
-  Stopwatch sw;
-  // IN as given (a copy on CUDA: the original stays on the CPU for imports).
-  const std::function<double()> timeIn =
-      moduleTimer(r.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, r.device);
-  auto asJson = [](const SpeedMeasurement& m) {
-    return nlohmann::json{{"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}}, {"pairs", m.pairs},
-                          {"threads", m.threads}, {"in_median_ms", m.a.medianMs}, {"candidate_median_ms", m.b.medianMs},
-                          {"seconds", m.seconds}, {"verdict", verdictName(m.verdict)}};
-  };
-
-  // The candidates, best first; each is built only when the one before it
-  // was measurably slower (--force: OUT alone).
-  std::vector<Candidate> candidates;
-  candidates.push_back({"output", "the optimized model", [&] { return moduleTimer(r.result, outInputs, r.device); }});
-  const std::optional<StructurePipeline> structure = fp32StructurePipeline(r.pipeline);
-  std::optional<BuiltCandidate> built;
-  if (structure && !o.force)
-    candidates.push_back({"fp32 structure", structure->description(), [&] {
-                            built = buildCandidate(r.opt->original(), ir::ImportOptions{o.preserveMethods},
-                                                   structure->pipeline, r.ctx);
-                            if (r.runner) checkFp32(r, built->result.module);  // verified like OUT
-                            return moduleTimer(built->result.module, inputs, r.device);
-                          }});
-  if (!o.force)
-    candidates.push_back({"input", "the input model itself", [] { return std::function<double()>([] { return 0.0; }); }});
-
-  NeverSlowerResult picked;
-  try {
-    ScopedThreads threads(mo.threads);
-    torch::NoGradGuard noGrad;
-    torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
-    picked = pickNotSlower(timeIn, candidates, mo, steadyNowMs);
-    if (candidates.size() == 1) {  // --force: OUT is written whatever it measures; time it anyway
-      picked.tried.back().measurement = measurePair(timeIn, candidates[0].build(), mo, steadyNowMs);
-      picked.tried.back().measurement->threads = at::get_num_threads();
-    }
-  } catch (const std::exception& e) {
-    return skip(std::string("a model failed while timed: ") + ir::torchErrorMessage(e));
-  }
-  r.record.stageMs["measure"] = sw.ms();
-
-  nlohmann::json tried = nlohmann::json::array();
-  for (const auto& t : picked.tried) {
-    nlohmann::json j = {{"candidate", t.name}};
-    if (t.measurement) j.update(asJson(*t.measurement));
-    if (!t.error.empty()) j["error"] = t.error;
-    tried.push_back(j);
-  }
-  rec["candidates"] = tried;
-  const CandidateOutcome& first = picked.tried.front();
-  if (first.measurement) {
-    const SpeedMeasurement& m = *first.measurement;
-    rec.update({{"speedup", 1 / m.ratio.median}, {"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}},
-                {"verdict", verdictName(m.verdict)}});
-    r.say(fmt::format("speed: OUT/IN latency {}: {}\n", m.line(),
-                      m.verdict == SpeedVerdict::Faster   ? "OUT is faster"
-                      : m.verdict == SpeedVerdict::Slower ? "OUT is measurably slower than IN"
-                                                          : "no clear difference"));
-  } else if (!first.error.empty()) {
-    r.say("speed: OUT could not be timed: " + first.error + "\n");
-  }
-  const Candidate& chosen = candidates[picked.chosen];
-  rec["written"] = chosen.name;
-  r.record.sections["measurement"] = rec;
-  if (picked.chosen == 0) {
-    if (o.force && first.measurement && first.measurement->verdict == SpeedVerdict::Slower)
-      std::cout << "warning: OUT is measurably slower than IN; written anyway (--force)\n";
-    return;
-  }
-  for (size_t i = 1; i < picked.tried.size(); ++i) {
-    const CandidateOutcome& t = picked.tried[i];
-    const std::string what = candidates[i].name + " (" + candidates[i].description + ")";
-    if (!t.error.empty()) r.say("speed: " + what + " not usable: " + t.error + "\n");
-    else if (t.measurement) r.say(fmt::format("speed: {}: {}\n", what, t.measurement->line()));
-  }
-  r.written = chosen.name == "input" ? "the input model (unchanged)" : chosen.name;
-  std::cout << "note: OUT was measurably slower than IN" << (first.error.empty() ? "" : " (it cannot run here)")
-            << ", so ptopt writes " << r.written << " ("
-            << chosen.description << ") instead; --force writes the slower OUT anyway\n";
-  if (chosen.name == "fp32 structure") {
-    r.replacement = std::move(built->result);
-    r.nodesAfter = built->nodes;
-    r.record.opsAfter = countOps(built->model->forward());
-    r.record.parameterBytesAfter = parameterBytes(*built->model);
-  } else {
-    Optimizer::Serialized s;
-    s.bytes = readBytes(o.input);
-    s.module = r.opt->original();
-    r.replacement = std::move(s);
-    r.nodesAfter = r.nodesBefore;
-    r.record.opsAfter = r.record.opsBefore;
-    r.record.parameterBytesAfter = r.record.parameterBytesBefore;
-  }
 }
 
 // save: the verified temporary file renamed over OUT (or removed, by the
@@ -786,33 +537,35 @@ void measure(Run& r, bool ok) {
 // and the last line. A failed check writes nothing (exit 3) unless --force.
 int save(Run& r, bool ok, const std::string& verdict) {
   const OptimizeOptions& o = r.o;
+  RunRecord& record = r.record();
   if (!ok && !o.force) {
     std::cout << "verification: " << verdict;
     if (verdict.back() != '\n') std::cout << "\n";
-    std::cout << "FAILED: nothing written (use --force to write anyway): " << r.record.command << "\n";
+    std::cout << "FAILED: nothing written (use --force to write anyway): " << record.command << "\n";
     return r.finish(3, "failed");
   }
   Stopwatch sw;
   try {
-    if (r.replacement) {
+    if (r.s.replacement) {
       r.file.reset();  // the slower OUT's temporary file is removed
-      Optimizer::save(*r.replacement, o.output);
+      Optimizer::save(*r.s.replacement, o.output);
     } else {
       r.file->commit();
     }
   } catch (const std::exception& e) {
     throw WriteError(e.what());
   }
-  r.record.stageMs["save"] += sw.ms();
-  r.record.outputFileBytes = std::filesystem::file_size(o.output);
+  record.stageMs["save"] += sw.ms();
+  record.outputFileBytes = std::filesystem::file_size(o.output);
   printSummary(r);
   r.say("verification: " + verdict + (verdict.back() == '\n' ? "" : "\n"));
-  std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << r.record.command
-            << (r.written.empty() ? "" : " (wrote " + r.written + " instead: the optimized model was slower)")
+  const std::string& written = r.s.written;
+  std::cout << (ok ? "PASSED: " : "FAILED (written with --force): ") << record.command
+            << (written.empty() ? "" : " (wrote " + written + " instead: the optimized model was slower)")
             << fmt::format(" ({:.1f} s)\n", r.total.ms() / 1000);
   return r.finish(ok ? 0 : 3, !ok              ? "written despite failure (--force)"
-                              : r.written.empty() ? "passed"
-                                                  : "passed; wrote " + r.written + " (the optimized model was slower)");
+                              : written.empty() ? "passed"
+                                                : "passed; wrote " + written + " (the optimized model was slower)");
 }
 
 }  // namespace
@@ -822,12 +575,12 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   if (!plan(r, argc, argv)) return 0;
   load(r);
   reference(r);
-  if (o.tune.tune) tuneStage(r);
+  if (o.tune.tune) tune(r);
   if (!run(r)) return r.finish(3, "failed");
   exportResult(r);
   std::string verdict;
   const bool ok = verifyResult(r, verdict);
-  measure(r, ok);
+  measureStage(r.s, ok);
   return save(r, ok, verdict);
 }
 

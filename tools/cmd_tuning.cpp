@@ -1,7 +1,7 @@
-// --tune's options, its stage in `ptopt IN OUT`, and `ptopt tuning show|clear`.
+// --tune's options (its stage is tools/stages.h: tuneStage), and `ptopt tuning show|clear`.
 #include "tools/api.h"
 #include "tools/commands.h"
-#include "tools/tune_stage.h"
+#include "tune/tune_model.h"
 
 #include "tune/cache.h"
 
@@ -23,22 +23,6 @@ void registerTuneOptions(CLI::App& app, TuneCliOptions& o) {
   app.add_option("--tuning-cache", o.cachePath,
                  "JSON file of measured decisions, reused by later --tune runs (default "
                  "$XDG_CACHE_HOME/ptopt/tuning.json, else ~/.cache/ptopt/tuning.json)");
-}
-
-tune::TuneResult runTuneStage(const TuneCliOptions& o, const ir::Model& model, const rewriters::Pipeline& pipeline,
-                              const rewriters::PassContext& ctx, c10::Device device, bool quiet) {
-  if (!ctx.exampleInputs)
-    throw UsageError("--tune times the model on its real input shapes: give them with --input-shape or --inputs");
-  tune::TuneOptions t;
-  t.budgetSeconds = o.budgetSeconds > 0 ? o.budgetSeconds : tune::kDefaultBudgetSeconds;
-  t.cachePath = o.cachePath.empty() ? tune::TuningCache::defaultPath() : o.cachePath;
-  t.device = device;
-  t.progress = quiet ? nullptr : &std::cerr;
-  try {
-    return tune::tunePipeline(model, pipeline, defaultRegistry(), ctx, t);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
 }
 
 void registerTuningOptions(CLI::App& cmd, TuningOptions& o) {

@@ -1,10 +1,9 @@
 #include "tools/session.h"
 
-#include "tune/cache.h"
-#include "tune/tune_model.h"
-
 #include "tools/op_table.h"
+#include "tools/measure_cache.h"
 #include "tools/report.h"
+#include "tools/stages.h"
 
 #include "ir/model.h"
 #include "ir/text.h"
@@ -15,21 +14,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
 
 namespace ptopt {
-
-namespace {
-
-double msSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 // ---- Pipelines with rules in memory.
 
@@ -70,7 +60,7 @@ rewriters::Pipeline planPipeline(const std::string& text, const std::vector<std:
   return p;
 }
 
-// ---- optimizeModule: the stages of tools/cmd_optimize.cpp, without output.
+// ---- optimizeModule: the stages of `ptopt IN OUT` (tools/stages.h), in memory.
 
 VerificationFailed::VerificationFailed(verify::VerifyReport r)
     : std::runtime_error(r.verdict() + "\n" + r.failureReport()), report(std::move(r)) {}
@@ -87,143 +77,135 @@ nlohmann::json OptimizeResult::record() const {
   r.stageMs = stageMs;
   r.verification = verification;
   r.verificationSkipped = verificationSkipped;
-  r.outcome = "passed";
+  r.outcome = written.empty() ? "passed" : "passed; wrote " + written + " (the optimized model was slower)";
   r.device = verification ? verification->device : "";
   r.quantize = quantize;
   r.tuning = tuning;
+  r.sections = sections;
   return tools::toJson(r);
 }
 
+namespace {
+
+StageSettings stageSettings(const OptimizeRequest& req) {
+  StageSettings s;
+  s.device = verify::resolveDevice(req.device);  // std::invalid_argument
+  s.target = req.target;
+  s.preferBf16 = req.preferBf16;
+  s.verify = req.verify;
+  s.tolerances = [&req](const verify::Tolerance& base) {
+    verify::ToleranceSet t{base, req.rtolFor, req.atolFor, {}};
+    if (req.rtol) t.base.rtol = *req.rtol;
+    if (req.atol) t.base.atol = *req.atol;
+    return t;
+  };
+  s.importOptions = req.importOptions;
+  s.tune = req.tune;
+  s.tuneBudgetSeconds = req.tuneBudgetSeconds;
+  s.tuningCache = req.tuningCache;
+  s.measure = req.measure;
+  s.noMeasureReason = "measure=False";
+  s.force = req.force;
+  s.measureOptions.budgetSeconds = req.measureBudgetSeconds;
+  s.measureOptions.threads = req.measureThreads;
+  return s;
+}
+
+// In memory: the archive's bytes are kept in `out.serialized` (what the
+// CLI would write) and the module is loaded back from them; notes are
+// collected, lines of the run's account dropped.
+StageHooks stageHooks(Stages& r, OptimizeResult& out, const OptimizeRequest& req) {
+  StageHooks h;
+  h.note = [&out](const std::string& note) { out.notes.push_back(note); };
+  h.notice = h.note;
+  h.write = [&out](const torch::jit::Module& exported) {
+    out.serialized.bytes = ir::serializeModule(exported);
+    out.serialized.module = ir::loadSerializedModule(out.serialized.bytes);
+    return out.serialized.module;
+  };
+  h.outputDigest = [&out] { return bytesDigest(out.serialized.bytes); };
+  h.inputDigest = [&r, &req] {
+    return req.inputPath.empty() ? bytesDigest(ir::serializeModule(r.opt->original())) : fileDigest(req.inputPath);
+  };
+  h.inputAsOutput = [&r] {
+    Optimizer::Serialized s;
+    s.bytes = ir::serializeModule(r.opt->original());
+    s.module = ir::loadSerializedModule(s.bytes);
+    return s;
+  };
+  return h;
+}
+
+// The reference outputs on the request's inputs: required unless
+// verify=False (then given inputs are still run once).
+void planReference(Stages& r, OptimizeResult& out, const OptimizeRequest& req, const Optimizer::Reference& reference) {
+  const verify::InputPlan inputs = verify::planInputs(req.inputs, r.opt->model().forward());
+  out.inputsInferred = inputs.inferred;
+  if (!inputs.source) {
+    if (req.verify)
+      throw std::invalid_argument(inputs.message + " (Python: pass example_inputs=..., or verify=False)");
+    out.verificationSkipped = inputs.message;
+  } else if (req.verify && inputs.inferred) {
+    out.notes.push_back(inputs.message);
+  }
+  try {
+    referenceOutputs(r, reference, inputs);
+  } catch (const verify::ReferenceError& e) {
+    if (!inputs.inferred) throw InputsDoNotFit(e.what());
+    throw InputsDoNotFit(std::string(e.what()) + "\n(the input shape was assumed: " + inputs.message +
+                         "; give the inputs to verify with)");
+  }
+  if (!req.verify) out.verificationSkipped = "verify=False";
+}
+
+}  // namespace
+
 OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
   OptimizeResult out;
+  Stages r;
   // plan
   TemporaryRuleFiles ruleTextFiles;
-  rewriters::Pipeline pipeline = planPipeline(req.pipeline, req.ruleFiles, req.ruleTexts, ruleTextFiles);
-  out.pipeline = rewriters::printPipeline(pipeline);
-  const c10::Device device = verify::resolveDevice(req.device);  // std::invalid_argument
+  r.pipeline = planPipeline(req.pipeline, req.ruleFiles, req.ruleTexts, ruleTextFiles);
+  r.settings = stageSettings(req);
+  r.hooks = stageHooks(r, out, req);
 
   // load (done by the caller): counts, training mode
-  out.opsBefore = tools::countOps(opt.model().forward());
-  out.parameterBytesBefore = tools::parameterBytes(opt.model());
-  out.nodesBefore = opt.model().forward().numNodes();
-  const ir::TrainingMode& mode = opt.trainingMode();
+  r.opt.emplace(std::move(opt));
+  countBefore(r);
+  const ir::TrainingMode& mode = r.opt->trainingMode();
   if (mode.inTraining() && req.keepTraining)
     throw ir::InputError(fmt::format(
         "the model is in training mode ({}), and keep_training refuses to optimize it for inference; call "
         ".eval() first (or trace it in eval mode)",
         mode.scriptedInTraining ? "scripted with training=True" : "traced in training mode"));
 
-  // reference
-  const Optimizer::Reference reference = opt.reference(pipeline, device);
-  for (const std::string& note : mode.notes(reference.specializesTracedFlags)) out.notes.push_back(note);
-  rewriters::PassContext ctx;
-  ctx.targetDevice = req.target != "auto" ? req.target : device.is_cuda() ? "cuda" : "cpu";
-  ctx.preferBf16 = req.preferBf16;
-  const c10::ScalarType precision = quant::lowestPrecisionIntroduced(pipeline, ctx).value_or(c10::ScalarType::Float);
-  verify::ToleranceSet tolerances{verify::Tolerance::forPrecision(precision), req.rtolFor, req.atolFor, {}};
-  if (req.rtol) tolerances.base.rtol = *req.rtol;
-  if (req.atol) tolerances.base.atol = *req.atol;
-
-  const verify::InputPlan inputs = verify::planInputs(req.inputs, opt.model().forward());
-  out.inputsInferred = inputs.inferred;
-  std::optional<verify::ReferenceRunner> runner;
-  if (!inputs.source) {
-    if (req.verify)
-      throw std::invalid_argument(inputs.message + " (Python: pass example_inputs=..., or verify=False)");
-    out.verificationSkipped = inputs.message;
-  } else if (req.verify) {
-    if (inputs.inferred) out.notes.push_back(inputs.message);
-    try {
-      auto start = std::chrono::steady_clock::now();
-      runner.emplace(opt.referenceRunner(reference, *inputs.source, tolerances, device));
-      out.stageMs["reference"] = msSince(start);
-    } catch (const verify::ReferenceError& e) {
-      if (!inputs.inferred) throw InputsDoNotFit(e.what());
-      throw InputsDoNotFit(std::string(e.what()) + "\n(the input shape was assumed: " + inputs.message +
-                           "; give the inputs to verify with)");
-    }
-  }
-  if (inputs.source && !inputs.inferred) {
-    if (!req.verify) {
-      verify::InputSource once = *inputs.source;
-      once.iterations = 1;
-      try {
-        opt.referenceRunner(reference, once, tolerances, device);
-      } catch (const verify::ReferenceError& e) {
-        throw InputsDoNotFit(e.what());
-      }
-    }
-    ctx.exampleInputs = inputs.source->inputsFor(0);
-  }
-  if (!req.verify) out.verificationSkipped = "verify=False";
-
-  // tune: the pipeline's machine-dependent passes get their options from
-  // measurements (as the CLI's tune stage); the tolerances follow.
+  const Optimizer::Reference reference = referenceStage(r);
+  planReference(r, out, req, reference);
   if (req.tune) {
-    if (!ctx.exampleInputs)
-      throw std::invalid_argument("tune=True times the model on its real input shapes: pass example_inputs=... or "
-                                  "input_shapes=...");
-    tune::TuneOptions t;
-    t.budgetSeconds = req.tuneBudgetSeconds > 0 ? req.tuneBudgetSeconds : tune::kDefaultBudgetSeconds;
-    t.cachePath = req.tuningCache.empty() ? tune::TuningCache::defaultPath() : req.tuningCache;
-    t.device = device;
-    auto start = std::chrono::steady_clock::now();
-    tune::TuneResult tuned = tune::tunePipeline(opt.model(), pipeline, defaultRegistry(), ctx, t);
-    out.stageMs["tune"] = msSince(start);
-    pipeline = tuned.pipeline;
-    out.pipeline = rewriters::printPipeline(pipeline);
-    out.tuning = tuned.toJson();
-    out.notes.push_back(tuned.summary());
-    const c10::ScalarType tunedPrecision =
-        quant::lowestPrecisionIntroduced(pipeline, ctx).value_or(c10::ScalarType::Float);
-    tolerances.base = verify::Tolerance::forPrecision(tunedPrecision);
-    if (req.rtol) tolerances.base.rtol = *req.rtol;
-    if (req.atol) tolerances.base.atol = *req.atol;
-    if (runner) runner->setTolerances(tolerances);
+    tuneStage(r);
+    out.notes.push_back(r.tuned->summary());
   }
+  runStage(r);
+  if (r.record.quantize) out.notes.push_back(r.record.quantize->summary());
+  exportStage(r);
+  if (!verifyStage(r)) throw VerificationFailed(*r.record.verification);
+  measureStage(r, true);
 
-  // run
-  auto start = std::chrono::steady_clock::now();
-  quant::resetQuantizeReport();  // a quantize pass of an earlier call must not be reported
-  out.passes = opt.run(pipeline, &ctx);
-  out.stageMs["passes"] = msSince(start);
-  if (quant::lastQuantizeReport().ran) {
-    out.quantize = quant::lastQuantizeReport();
-    out.notes.push_back(out.quantize->summary());
-  }
-  const auto lowp = quant::lowPrecisionRun(pipeline, ctx, out.passes);
-  if (lowp && lowp->signatureChanged) out.notes.push_back(lowp->signatureNote());
-  if (runner && lowp && lowp->signatureChanged)
-    runner->inputAdapter = [l = *lowp](std::vector<c10::IValue> in) { return l.adaptInputs(std::move(in)); };
-
-  // export
-  try {
-    out.serialized = opt.serialize();
-  } catch (const std::exception& e) {
-    throw std::runtime_error("the optimized model does not serialize and load back: " + ir::torchErrorMessage(e) +
-                             "\n(a ptopt bug: please report it with the model; an empty pipeline shows whether a "
-                             "pass is the cause)");
-  }
-  out.stageMs["export"] = out.serialized.exportMs;
-  out.opsAfter = tools::countOps(opt.model().forward());
-  out.parameterBytesAfter = tools::parameterBytes(opt.model());
-  out.nodesAfter = opt.model().forward().numNodes();
-
-  // verify
-  if (runner) {
-    start = std::chrono::steady_clock::now();
-    verify::VerifyReport v;
-    if (auto standIn = opt.cpuStandIn(pipeline, ctx, out.passes, device)) {
-      for (const std::string& note : standIn->notes) runner->notes.push_back(note);
-      v = runner->check(standIn->module);
-    } else {
-      v = runner->check(out.serialized.module);
-    }
-    out.stageMs["verify"] = msSince(start);
-    for (const auto& note : v.notes) out.notes.push_back(note);
-    if (!v.passed) throw VerificationFailed(std::move(v));
-    out.verification = std::move(v);
-  }
+  if (r.replacement) out.serialized = std::move(*r.replacement);
+  out.written = r.written;
+  out.pipeline = rewriters::printPipeline(r.pipeline);
+  out.passes = r.report;
+  if (r.verifying()) out.verification = r.record.verification;
+  out.opsBefore = r.record.opsBefore;
+  out.opsAfter = r.record.opsAfter;
+  out.nodesBefore = r.nodesBefore;
+  out.nodesAfter = r.nodesAfter;
+  out.parameterBytesBefore = r.record.parameterBytesBefore;
+  out.parameterBytesAfter = r.record.parameterBytesAfter;
+  out.stageMs = r.record.stageMs;
+  out.quantize = r.record.quantize;
+  out.tuning = r.record.tuning;
+  out.sections = r.record.sections;
   return out;
 }
 

@@ -9,11 +9,15 @@
 //   ptopt::OptimizeResult r = ptopt::optimizeModule(ptopt::Optimizer::fromModule(m), req);
 //   // r.serialized.module: the verified module, loaded back from r.serialized.bytes
 //
-// optimizeModule runs the stages of tools/cmd_optimize.cpp with the same
-// Optimizer calls (reference, referenceRunner, run, serialize, cpuStandIn),
-// so its bytes are the CLI's for the same model, pipeline and input shapes.
-// Unlike the CLI's default, verification is required unless turned off:
-// without inputs, or when inferred inputs do not fit, it throws.
+// optimizeModule runs the stages `ptopt IN OUT` runs (tools/stages.h: one
+// implementation for both), with the archive kept in memory instead of
+// streamed to a file, so its bytes are the CLI's for the same model,
+// pipeline and input shapes. Like the CLI it times the result against the
+// input (the never-slower stage) and returns a faster verified candidate
+// when the result is measurably slower, unless `force`; `measure = false`
+// (or PTOPT_NO_MEASURE=1) skips that. Unlike the CLI's default,
+// verification is required unless turned off: without inputs, or when
+// inferred inputs do not fit, it throws.
 #pragma once
 
 #include "draw/writer.h"
@@ -67,6 +71,12 @@ struct OptimizeRequest {
   bool tune = false;                   // --tune: machine-dependent passes decided by measurement (tune/tune_model.h)
   double tuneBudgetSeconds = 0;        // --tune-budget (0: the default)
   std::string tuningCache;             // --tuning-cache ("" : the default file)
+  bool measure = true;                 // false: --no-measure
+  bool force = false;                  // --force: keep the result even when it is measurably slower
+  double measureBudgetSeconds = 2.0;   // --measure-budget
+  int measureThreads = 1;              // --measure-threads
+  std::string inputPath;               // the file the model was loaded from ("": in memory): IN's bytes
+  ir::ImportOptions importOptions;     // how the model was imported (for the fp32-structure candidate)
 };
 
 // The reference fails on the inputs: they do not fit the model (shape,
@@ -95,9 +105,13 @@ struct OptimizeResult {
   std::map<std::string, size_t> opsBefore, opsAfter;
   size_t nodesBefore = 0, nodesAfter = 0;
   size_t parameterBytesBefore = 0, parameterBytesAfter = 0;
-  std::map<std::string, double> stageMs;  // reference, passes, export, verify
+  std::map<std::string, double> stageMs;  // reference, tune, passes, export, save, verify, measure
   std::optional<quant::QuantizeReport> quantize;  // what a quantize pass measured (per-op SQNR, cosine)
   std::optional<nlohmann::json> tuning;           // --tune: every decision (tune::TuneResult::toJson)
+  // More sections of the record: "target", "measurement" (the never-slower
+  // verdict: speedup, ci95, verdict, written, ...), "precision".
+  std::map<std::string, nlohmann::json> sections;
+  std::string written;  // what was returned instead of the result, when it was measurably slower ("" : the result)
   // The --report record of this run (no command line, no files).
   nlohmann::json record() const;
 };

@@ -56,8 +56,10 @@ CacheContext CacheContext::current(const std::string& deviceIdentity) {
 }
 
 nlohmann::json CachedDecision::toJson() const {
-  return {{"choice", choice}, {"candidates", candidates}, {"challenger", challenger}, {"ratio", ratio}, {"low", low},
-          {"high", high},     {"rounds", rounds},         {"seconds", seconds}};
+  nlohmann::json j = {{"choice", choice}, {"candidates", candidates}, {"challenger", challenger}, {"ratio", ratio},
+                      {"low", low},       {"high", high},             {"rounds", rounds},         {"seconds", seconds}};
+  if (!detail.is_null()) j["detail"] = detail;
+  return j;
 }
 
 CachedDecision CachedDecision::fromJson(const nlohmann::json& j) {
@@ -70,6 +72,7 @@ CachedDecision CachedDecision::fromJson(const nlohmann::json& j) {
   d.high = j.value("high", 1.0);
   d.rounds = j.value("rounds", 0);
   d.seconds = j.value("seconds", 0.0);
+  if (j.contains("detail")) d.detail = j.at("detail");
   return d;
 }
 

@@ -51,6 +51,9 @@ struct CachedDecision {
   double ratio = 1, low = 1, high = 1;  // the challenger over the baseline
   int rounds = 0;
   double seconds = 0;  // time spent measuring it
+  // More of what was measured, for decisions that need it (the never-slower
+  // verdict, tools/measure_cache.h: every candidate tried); null when none.
+  nlohmann::json detail;
   nlohmann::json toJson() const;
   static CachedDecision fromJson(const nlohmann::json& j);
 };

@@ -209,7 +209,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
              rtol: Optional[Tolerance] = None, atol: Optional[Tolerance] = None, tune: bool = False,
              quantize: Optional[str] = None, report: Union[None, PathLike, Dict[str, Any]] = None,
              calibration: Optional[Sequence[Any]] = None, tune_budget: Optional[float] = None,
-             tuning_cache: Optional[PathLike] = None,
+             tuning_cache: Optional[PathLike] = None, measure: bool = True, force: bool = False,
+             measure_budget: Optional[float] = None, measure_threads: int = 1,
              rules: Union[None, str, Sequence[str]] = None, rule_files: Sequence[PathLike] = (),
              input_shapes: Optional[Sequence[str]] = None, seed: int = 0, iterations: int = 3,
              device: str = "auto", target: str = "auto", prefer_bf16: bool = False, keep_training: bool = False,
@@ -246,6 +247,21 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         tune_budget: seconds the tuning may take (``--tune-budget``,
             default 90).
         tuning_cache: the tuning cache file (``--tuning-cache``).
+        measure: time the result against the input after verification, as
+            ``ptopt IN OUT`` does (interleaved runs, ``measure_budget``
+            seconds, default 2, at ``measure_threads`` intra-op threads).
+            When the result is measurably slower (the 95% interval of the
+            latency ratio lies above 1.02), the first verified candidate
+            that is not is returned instead: the pipeline without its
+            precision and layout passes, else the input itself (a warning
+            says so). The verdict is in ``report["measurement"]`` (speedup,
+            ratio, ci95, verdict, written, candidates). With tune=True it is
+            cached in the tuning cache and reused by a later call that
+            produces the same bytes from the same input. measure=False (or
+            the environment variable PTOPT_NO_MEASURE=1) skips it
+            (``--no-measure``).
+        force: return the result even when it is measurably slower
+            (``--force``; a failed verification still raises).
         quantize: "int8" adds ``quantize{dtype=int8}`` (``--quantize int8``:
             static post-training quantization, calibrated on ``calibration``,
             else on seeded random inputs with a warning that accuracy needs
@@ -270,8 +286,9 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             (``--load-ops``), for a path whose model calls them.
 
     Returns:
-        The optimized module (a ``torch.jit.ScriptModule``); save it with
-        ``torch.jit.save``.
+        The optimized module (a ``torch.jit.ScriptModule``; with measure, a
+        faster verified candidate when the result was measurably slower);
+        save it with ``torch.jit.save``.
 
     Raises:
         PipelineError, RulesError: bad pipeline or rule text (caret message).
@@ -284,6 +301,10 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     """
     if (tune_budget is not None or tuning_cache is not None) and not tune:
         raise ValueError("tune_budget= and tuning_cache= are for tune=True")
+    if measure_budget is not None and float(measure_budget) < 0:
+        raise ValueError("measure_budget= must not be negative")
+    if int(measure_threads) < 1:
+        raise ValueError("measure_threads= must be at least 1")
     pipeline_text = str(Pipeline(pipeline)) if isinstance(pipeline, Pipeline) else str(pipeline)
     Pipeline(pipeline_text)  # PipelineError before anything is loaded
     if quantize is not None:
@@ -315,7 +336,9 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
                     list(input_shapes) if input_shapes is not None else None, verify, rtol_base, atol_base,
                     rtol_for, atol_for, device, target, prefer_bf16, keep_training, list(preserve_methods), seed,
                     iterations, list(calibration) if calibration is not None else None, bool(tune),
-                    float(tune_budget or 0), os.fspath(tuning_cache) if tuning_cache is not None else "")
+                    float(tune_budget or 0), os.fspath(tuning_cache) if tuning_cache is not None else "",
+                    bool(measure), bool(force), 2.0 if measure_budget is None else float(measure_budget),
+                    int(measure_threads))
     for note in r["notes"]:
         warnings.warn(f"ptopt: {note}", stacklevel=2)
     if r["nodes_after"] > 20000:

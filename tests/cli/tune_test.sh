@@ -48,9 +48,33 @@ assert torch.allclose(ya, yb, rtol=1e-4, atol=1e-5), (ya - yb).abs().max()
 print("reload ok", b.graph.str().count("mkldnn_convolution"), "mkldnn convs")
 PY
 
-# The second run reuses every decision: nothing is measured.
+# The second run reuses every decision: nothing is measured. Nor is the
+# never-slower verdict: the same IN gives the same OUT bytes, whose verdict the
+# first run cached (tools/measure_cache.h); verification still runs.
 expect 0 "tune: [0-9]+ decisions \(0 measured, [0-9]+ cached" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t2.pt" -O2 \
-  --tune --tune-budget 4 "${img[@]}" --tuning-cache "$cache"
+  --tune --tune-budget 4 "${img[@]}" --tuning-cache "$cache" --report "$work/t2.json"
+grep -qF "(measured in an earlier run, cached in $cache)" <<<"$last_output" || fail "the warm run timed OUT again:"$'\n'"$last_output"
+grep -qE "^verification: passed" <<<"$last_output" || fail "the warm run did not verify:"$'\n'"$last_output"
+cmp -s "$work/t.pt" "$work/t2.pt" || fail "two runs of the same --tune wrote different bytes"
+"$py" - "$work/t.json" "$work/t2.json" "$cache" <<'PY' || fail "the warm run's report does not carry the cached verdict"
+import json, sys
+cold, warm = (json.load(open(p))["measurement"] for p in sys.argv[1:3])
+assert cold["source"] == "measured", cold
+assert warm["source"] == "cached" and warm["cache"] == sys.argv[3], warm
+assert warm["note"] == "measured in an earlier run, cached in " + sys.argv[3], warm
+for k in ("ratio", "ci95", "verdict", "written", "candidates"):
+    assert warm[k] == cold[k], (k, warm[k], cold[k])
+assert json.load(open(sys.argv[2]))["verification"]["passed"], "not verified"
+PY
+# Another timing thread count, another OUT (-O1) or no --tune: timed again.
+expect 0 "speed: OUT/IN" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t5.pt" -O2 --tune --tune-budget 4 "${img[@]}" \
+  --tuning-cache "$cache" --measure-threads 2
+grep -q "measured in an earlier run" <<<"$last_output" && fail "--measure-threads 2 reused the 1-thread verdict"
+expect 0 "speed: OUT/IN" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t6.pt" -O1 --tune --tune-budget 4 "${img[@]}" \
+  --tuning-cache "$cache"
+grep -q "measured in an earlier run" <<<"$last_output" && fail "another OUT (-O1) reused the -O2 verdict"
+expect 0 "speed: OUT/IN" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t7.pt" -O2 "${img[@]}"
+grep -q "measured in an earlier run" <<<"$last_output" && fail "a run without --tune reused a cached verdict"
 # The same model at another thread count is tuned again.
 expect 0 "tune: [0-9]+ decisions \([1-9][0-9]* measured" -- env OMP_NUM_THREADS=2 "$ptopt" "$fx/resnet18_script.pt" \
   "$work/t3.pt" -O1 --tune --tune-budget 2 "${img[@]}" --tuning-cache "$cache"

@@ -177,6 +177,44 @@ def test_optimize_tune_decides_by_measurement_and_caches(scripted, tmp_path):
         ptopt.optimize(scripted, "-O2", X, tune_budget=5)
 
 
+def test_optimize_never_slower_stage_reports_its_verdict(scripted, tmp_path, monkeypatch):
+    """measure=True (the default; ctest sets PTOPT_NO_MEASURE=1 for speed, lifted here): the result is timed
+    against the input as `ptopt IN OUT` does, and the verdict is in report["measurement"]; with tune=True a second
+    call that produces the same bytes reuses it from the tuning cache; force=True keeps the result;
+    measure=False skips the stage."""
+    monkeypatch.delenv("PTOPT_NO_MEASURE", raising=False)
+    report = {}
+    fast = ptopt.optimize(scripted, "-O1", X, measure_budget=0.3, report=report)
+    torch.testing.assert_close(fast(*X), scripted(*X), rtol=1e-4, atol=1e-5)
+    m = report["measurement"]
+    assert m["source"] == "measured" and m["budget_s"] == 0.3 and m["threads"] == 1, m
+    assert m["verdict"] in ("faster", "no clear difference", "slower"), m
+    lo, hi = m["ci95"]
+    assert lo <= m["ratio"] <= hi and abs(m["speedup"] * m["ratio"] - 1) < 1e-9, m
+    assert m["candidates"][0]["candidate"] == "output" and m["candidates"][0]["pairs"] >= 5, m
+    assert m["written"] in ("output", "input"), m  # -O1 has no precision or layout pass to drop
+    assert (m["written"] == "output") == (m["verdict"] != "slower"), m
+    assert report["outcome"] == ("passed" if m["written"] == "output" else
+                                 "passed; wrote the input model (unchanged) (the optimized model was slower)")
+
+    forced = {}
+    ptopt.optimize(scripted, "-O1", X, measure_budget=0.3, force=True, report=forced)
+    assert forced["measurement"]["written"] == "output" and len(forced["measurement"]["candidates"]) == 1
+
+    cache = tmp_path / "tuning.json"
+    cold, warm = {}, {}
+    ptopt.optimize(scripted, "-O1", X, measure_budget=0.3, tune=True, tune_budget=2, tuning_cache=cache, report=cold)
+    ptopt.optimize(scripted, "-O1", X, measure_budget=0.3, tune=True, tune_budget=2, tuning_cache=cache, report=warm)
+    assert cold["measurement"]["source"] == "measured", cold["measurement"]
+    assert warm["measurement"]["source"] == "cached" and warm["measurement"]["cache"] == str(cache), warm["measurement"]
+    assert warm["measurement"]["ratio"] == cold["measurement"]["ratio"]
+    assert warm["verification"]["passed"]  # verification is never cached
+
+    skipped = {}
+    ptopt.optimize(scripted, "-O1", X, measure=False, report=skipped)
+    assert skipped["measurement"]["skipped"] == "measure=False", skipped["measurement"]
+
+
 def test_optimize_int8_with_calibration_batches():
     """quantize="int8" with calibration=[...] (the CLI's --quantize int8 --calibration FILE): quantized convs,
     close to fp32 on held-out inputs; bad calibration data is an InputError naming the problem."""

@@ -77,7 +77,7 @@ def test_package_equals_cli(name, pipeline, tmp_path):
     # 1. The library's archive for the package's call is the CLI's file.
     module = torch.jit.load(path)
     raw = _C.optimize(module._c, "", pipeline, [], [], None, None, specs, True, None, None, {}, {}, "auto", "auto",
-                      False, False, [], 0, 3, None, False, 0.0, "")
+                      False, False, [], 0, 3, None, False, 0.0, "", True, False, 2.0, 1)
     assert raw["bytes"] == cli_bytes
 
     # 2. The public result saves like the CLI's file.

@@ -154,3 +154,157 @@ TEST_CASE("pickNotSlower writes the input itself when every built candidate is s
 
   CHECK_THROWS_AS(pickNotSlower(c.run(10), {}, options(), c.clock()), std::invalid_argument);
 }
+
+// ---- The verdict in the tuning cache (tools/measure_cache.h): a warm --tune
+// run with the same IN, OUT, machine and settings reuses it; anything else
+// times again.
+
+#include "tools/measure_cache.h"
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+namespace {
+
+// A cache file of its own under the temporary folder, removed afterwards.
+struct TempCache {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("ptopt-verdict-" + std::to_string(::getpid()) + ".json")).string();
+  ~TempCache() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+VerdictKey key(const std::string& in = "in-digest", const std::string& out = "out-digest", int threads = 1) {
+  MeasureOptions o;
+  o.threads = threads;
+  return verdictKey(c10::kCPU, o, in, out, {c10::IValue(at::zeros({1, 3, 8, 8}))});
+}
+
+// OUT 3x slower, the fp32 structure faster: the fallback is chosen.
+CachedVerdict measuredVerdict(FakeClock& c, int* timedRuns, bool force = false) {
+  std::vector<Candidate> candidates = {
+      {"output", "", [&] { return c.run(30, 1, timedRuns); }},
+      {"fp32 structure", "", [&] { return c.run(9.5, 1, timedRuns); }},
+      {"input", "", [&] { return c.run(10, 1, timedRuns); }},
+  };
+  if (force) candidates.resize(1);
+  CachedVerdict v;
+  v.picked = pickNotSlower(c.run(10, 1, timedRuns), candidates, options(), c.clock());
+  if (force) v.picked.tried.back().measurement = measurePair(c.run(10, 1), candidates[0].build(), options(), c.clock());
+  for (const auto& cand : candidates) v.names.push_back(cand.name);
+  v.writtenDigest = force ? "" : "fp32-digest";
+  v.forced = force;
+  return v;
+}
+
+std::vector<Candidate> namesOnly(std::initializer_list<const char*> names, int* built) {
+  std::vector<Candidate> out;
+  for (const char* n : names)
+    out.push_back({n, "", [built]() -> std::function<double()> {
+                     ++*built;
+                     return [] { return 1.0; };
+                   }});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bytesDigest tells bytes apart and fileDigest reads a file in blocks") {
+  std::string a(3 * (1 << 20) + 37, '\0');
+  for (size_t i = 0; i < a.size(); ++i) a[i] = char((i * 131) ^ (i >> 9));
+  std::string b = a;
+  b[1234567] ^= 1;
+  CHECK(bytesDigest(a) == bytesDigest(std::string(a)));
+  CHECK(bytesDigest(a) != bytesDigest(b));
+  CHECK(bytesDigest(a) != bytesDigest(a.substr(0, a.size() - 1)));
+  CHECK(bytesDigest("") != bytesDigest(std::string(1, '\0')));
+  CHECK(bytesDigest(a).rfind(std::to_string(a.size()) + "-", 0) == 0);
+  TempCache file;  // any file name will do
+  {
+    std::ofstream out(file.path, std::ios::binary);
+    out << a;
+  }
+  CHECK(fileDigest(file.path) == bytesDigest(a));
+  CHECK_THROWS_AS(fileDigest(file.path + ".missing"), std::runtime_error);
+}
+
+TEST_CASE("a cached verdict is reused for the same IN, OUT, threads and inputs, and nothing is timed") {
+  TempCache tc;
+  FakeClock c;
+  int timed = 0;
+  const CachedVerdict measured = measuredVerdict(c, &timed);
+  REQUIRE(measured.picked.chosen == 1);
+  REQUIRE(timed > 0);
+  {
+    tune::TuningCache cache(tc.path);
+    storeVerdict(cache, key(), measured);
+    cache.save();
+  }
+  const tune::TuningCache reopened = tune::TuningCache::open(tc.path);
+  const std::optional<CachedVerdict> hit = lookupVerdict(reopened, key());
+  REQUIRE(hit);
+  CHECK(hit->chosenName() == "fp32 structure");
+  CHECK(hit->writtenDigest == "fp32-digest");
+  REQUIRE(hit->picked.tried.size() == 2);
+  const SpeedMeasurement& m = *hit->picked.tried[0].measurement;
+  const SpeedMeasurement& was = *measured.picked.tried[0].measurement;
+  CHECK(m.verdict == SpeedVerdict::Slower);
+  CHECK(m.ratio.median == Approx(was.ratio.median));
+  CHECK(m.ratio.low == Approx(was.ratio.low));
+  CHECK(m.ratio.high == Approx(was.ratio.high));
+  CHECK(m.pairs == was.pairs);
+  CHECK(m.line() == was.line());
+
+  // Applied to a run with the same candidates: the same choice, without
+  // building or timing anything.
+  int built = 0;
+  const auto picked = applyCachedVerdict(*hit, namesOnly({"output", "fp32 structure", "input"}, &built), false);
+  REQUIRE(picked);
+  CHECK(picked->chosen == 1);
+  CHECK(built == 0);
+  // --force now: OUT is written, with the measurement it had.
+  const auto forced = applyCachedVerdict(*hit, namesOnly({"output"}, &built), true);
+  REQUIRE(forced);
+  CHECK(forced->chosen == 0);
+  REQUIRE(forced->tried.size() == 1);
+  CHECK(forced->tried[0].measurement->verdict == SpeedVerdict::Slower);
+  // A run that does not offer the candidate the cache chose times again.
+  CHECK_FALSE(applyCachedVerdict(*hit, namesOnly({"output", "input"}, &built), false));
+}
+
+TEST_CASE("a different IN, OUT or thread count misses the cached verdict") {
+  TempCache tc;
+  FakeClock c;
+  int timed = 0;
+  tune::TuningCache cache(tc.path);
+  storeVerdict(cache, key(), measuredVerdict(c, &timed));
+  CHECK(lookupVerdict(cache, key()));
+  CHECK_FALSE(lookupVerdict(cache, key("another-in")));
+  CHECK_FALSE(lookupVerdict(cache, key("in-digest", "another-out")));
+  CHECK_FALSE(lookupVerdict(cache, key("in-digest", "out-digest", 2)));
+  MeasureOptions o;
+  CHECK_FALSE(lookupVerdict(cache, verdictKey(c10::kCPU, o, "in-digest", "out-digest",
+                                              {c10::IValue(at::zeros({2, 3, 8, 8}))})));  // another shape
+  o.budgetSeconds = 5;
+  CHECK_FALSE(lookupVerdict(cache, verdictKey(c10::kCPU, o, "in-digest", "out-digest",
+                                              {c10::IValue(at::zeros({1, 3, 8, 8}))})));  // another budget
+  CHECK(key().context().key() != key("in-digest", "out-digest", 2).context().key());
+}
+
+TEST_CASE("a verdict measured under --force does not stand in for the fallbacks it never timed") {
+  FakeClock c;
+  int timed = 0;
+  const CachedVerdict forced = measuredVerdict(c, &timed, true);
+  REQUIRE(forced.picked.tried.size() == 1);
+  REQUIRE(forced.picked.tried[0].measurement->verdict == SpeedVerdict::Slower);
+  tune::TuningCache cache;
+  storeVerdict(cache, key(), forced);
+  const auto hit = lookupVerdict(cache, key());
+  REQUIRE(hit);
+  int built = 0;
+  CHECK_FALSE(applyCachedVerdict(*hit, namesOnly({"output", "fp32 structure", "input"}, &built), false));
+  CHECK(applyCachedVerdict(*hit, namesOnly({"output"}, &built), true));
+}

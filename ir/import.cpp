@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <map>
 #include <optional>
 #include <system_error>
 #include <set>
@@ -314,6 +315,44 @@ std::vector<Value*> runningStatsWritten(Node* n) {
 // mode) get their own copy, so that running the original (the reference)
 // never changes the IR, nor a pass the original. A written value that is
 // not a get_attr of its own copies every shared constant (rare).
+// A list constant that holds a copied tensor (a scripted RNN's
+// `_flat_weights` holds its weight attributes) gets a new list with the copy
+// in its place: an in-place write through either name then reaches the
+// other, as in the module, and running the module leaves the list as
+// imported. The module's own list is not touched.
+// `copies`: the module's tensor (by its data pointer) -> the IR's own copy.
+void replaceCopiedListElements(ConstantTable& constants,
+                               const std::map<const void*, std::pair<at::Tensor, at::Tensor>>& copies) {
+  if (copies.empty()) return;
+  // The same tensor: the same data, shape, strides and dtype (the import's
+  // constant may be another Tensor object over the module's storage).
+  auto copyOf = [&](const c10::IValue& e) -> std::optional<at::Tensor> {
+    if (!e.isTensor() || !e.toTensor().defined()) return std::nullopt;
+    const at::Tensor& t = e.toTensor();
+    auto it = copies.find(t.data_ptr());
+    if (it == copies.end()) return std::nullopt;
+    const at::Tensor& original = it->second.first;
+    if (t.sizes() != original.sizes() || t.strides() != original.strides() || t.dtype() != original.dtype())
+      return std::nullopt;
+    return it->second.second;
+  };
+  std::vector<std::pair<std::string, c10::IValue>> replaced;
+  for (const auto& [name, value] : constants.entries()) {
+    if (!value.isList()) continue;
+    const c10::List<c10::IValue> list = value.toList();
+    bool holdsCopy = false;
+    for (const c10::IValue& e : list) holdsCopy = holdsCopy || copyOf(e).has_value();
+    if (!holdsCopy) continue;
+    c10::impl::GenericList fresh(list.elementType());
+    for (const c10::IValue& e : list) {
+      auto own = copyOf(e);
+      fresh.push_back(own ? c10::IValue(*own) : e);
+    }
+    replaced.emplace_back(name, c10::IValue(std::move(fresh)));
+  }
+  for (auto& [name, value] : replaced) constants.set(name, std::move(value));
+}
+
 void copyWrittenConstants(Model& model, const std::set<std::string>& shared) {
   if (shared.empty()) return;
   std::set<std::string> copy;
@@ -329,9 +368,15 @@ void copyWrittenConstants(Model& model, const std::set<std::string>& shared) {
       }
     });
   }
+  std::map<const void*, std::pair<at::Tensor, at::Tensor>> copies;  // data -> (the module's tensor, the IR's copy)
   for (const std::string& name : copyAll ? shared : copy)
-    if (shared.count(name))
-      model.constants->set(name, model.constants->tensor(name).clone(at::MemoryFormat::Preserve));
+    if (shared.count(name)) {
+      const at::Tensor original = model.constants->tensor(name);
+      at::Tensor own = original.clone(at::MemoryFormat::Preserve);
+      if (original.defined() && original.numel() > 0) copies[original.data_ptr()] = {original, own};
+      model.constants->set(name, own);
+    }
+  replaceCopiedListElements(*model.constants, copies);
 }
 
 class Converter {

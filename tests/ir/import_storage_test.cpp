@@ -33,6 +33,37 @@ TEST_CASE("import shares an unwritten weight with the module and copies a buffer
   CHECK(model.constants->tensor("count").item<float>() == 0.0f);
 }
 
+TEST_CASE("import gives a list that holds a written tensor the same copy (a scripted RNN's _flat_weights)") {
+  torch::jit::Module m("Decays");
+  m.register_parameter("w", torch::randn({4, 4}), false);
+  m.register_parameter("v", torch::randn({4, 4}), false);
+  c10::List<at::Tensor> flat;
+  flat.push_back(m.attr("w").toTensor());
+  flat.push_back(m.attr("v").toTensor());
+  m.register_attribute("flat", c10::ListType::ofTensors(), flat);
+  m.define("def forward(self, x):\n  self.w.mul_(0.5)\n  return x.mm(self.flat[0]) + x.mm(self.flat[1])\n");
+  const Model model = importModule(m);
+  REQUIRE(model.constants->contains("w"));
+  CHECK(dataOf(model, "w") != dataOf(m, "w"));  // written: its own copy
+  // The IR's list holds the IR's copy of w (so a write through either name
+  // reaches the other), and the module's list is untouched.
+  bool found = false;
+  for (const auto& [name, value] : model.constants->entries()) {
+    if (!value.isList()) continue;
+    const auto list = value.toList();
+    REQUIRE(list.size() == 2);
+    found = true;
+    CHECK(list.get(0).toTensor().data_ptr() == dataOf(model, "w"));
+    CHECK(list.get(1).toTensor().data_ptr() == dataOf(m, "v"));
+  }
+  CHECK(found);
+  CHECK(m.attr("flat").toTensorList().get(0).data_ptr() == dataOf(m, "w"));
+  // Running the original changes neither the IR's w nor its list.
+  const at::Tensor before = model.constants->tensor("w").clone();
+  m.forward({torch::ones({2, 4})});
+  CHECK(torch::equal(model.constants->tensor("w"), before));
+}
+
 TEST_CASE("import copies the running statistics of a BatchNorm that updates them, and shares them in eval") {
   auto module = [](bool training) {
     torch::jit::Module m("Norm");

@@ -545,7 +545,8 @@ class Session {
     std::string why;
     const auto first = measure({fixedOn, autoSet, allOn}, kept, why);
     if (!first) return skipAll(why);
-    say(fmt::format("tune        {:5.1f} s  channels-last: {}", timer_->elapsedSeconds() - start_, first->summary()));
+    say(fmt::format("tune        {:5.1f} s  channels-last, all off vs {}: {}", timer_->elapsedSeconds() - start_,
+                    kept.size() > 2 ? "what mode=auto converts vs all on" : "all on", first->summary()));
     std::set<std::string> current = kept[first->index];
     if (free.size() == 1) {
       const size_t i = free.front();

@@ -511,7 +511,7 @@ TEST_CASE("channels-last regions= converts the named region only") {
       // '%' as --explain prints it, and blanks, are accepted.
       const std::string pipeline = "channels-last{mode=on,regions=\" %" + t->ids[k] + " ;\"}";
       auto report = t->opt.run(pipeline, &t->ctx, test::checkedInstrumentation());
-      const Optimized o{std::move(t->opt), report, {}};
+      Optimized o{std::move(t->opt), report, {}};
       CHECK(report.changed());
       CHECK(test::loggedEdits(report) > 0);
       CHECK(counter(o, "regions") == 1);

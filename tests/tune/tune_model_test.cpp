@@ -10,6 +10,7 @@
 #include "tests/support/pass_test.h"
 #include "tests/tune/fake_timer.h"
 #include "tune/cache.h"
+#include "tune/signature.h"
 #include "tune/tune_model.h"
 #include "tune/tuned_kernels.h"
 
@@ -295,4 +296,41 @@ TEST_CASE("tunePipeline: a model without conv regions keeps channels-last off wi
   CHECK(decisions[0]->source == tune::DecisionRecord::Source::Skipped);
   CHECK(timer.samplesOf("off") == 0);
   CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=off"));
+}
+
+TEST_CASE("regionSignature: the same region on other shapes, or another region, is another key") {
+  auto signatures = [](const std::string& fixture, const std::vector<int64_t>& shape) {
+    const auto& f = test::fixture(fixture);
+    Optimizer opt = Optimizer::load(f.path);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = std::vector<c10::IValue>{torch::randn(shape)};
+    opt.run("-O1", &ctx);
+    std::vector<std::string> out;
+    for (const auto& r : layout::channelsLastRegions(opt.model().forward(), ctx)) {
+      std::string why;
+      auto sig = tune::regionSignature(r.nodes, why);
+      INFO(why);
+      REQUIRE(sig);
+      out.push_back(*sig);
+    }
+    return out;
+  };
+  const auto r64 = signatures("resnet18_script", {1, 3, 64, 64});
+  REQUIRE(r64.size() == 1);
+  CHECK(signatures("resnet18_script", {1, 3, 64, 64}) == r64);  // deterministic, names not in it
+  CHECK(signatures("resnet18_script", {1, 3, 32, 32}) != r64);
+  CHECK_THAT(r64[0], Catch::StartsWith("aten::conv2d(float32[1,3,64,64]:cf, const float32[64,3,7,7]:cf"));
+  const auto two = signatures("two_conv_regions", {2, 3, 16, 16});
+  REQUIRE(two.size() == 2);
+  CHECK(two[0] != two[1]);
+  // Without shapes there is no signature (the tuner keys such a region by its model).
+  const auto& f = test::fixture("two_conv_regions");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext noShapes;
+  opt.run("canonicalize,fold-conv-bn", &noShapes);
+  const auto regions = layout::channelsLastRegions(opt.model().forward(), noShapes);
+  REQUIRE_FALSE(regions.empty());
+  std::string why;
+  CHECK_FALSE(tune::regionSignature(regions[0].nodes, why));
+  CHECK_THAT(why, Catch::Contains("unknown"));
 }

@@ -334,3 +334,30 @@ TEST_CASE("regionSignature: the same region on other shapes, or another region, 
   CHECK_FALSE(tune::regionSignature(regions[0].nodes, why));
   CHECK_THAT(why, Catch::Contains("unknown"));
 }
+
+TEST_CASE("tunePipeline: regions left when the budget is spent keep the first A/B's verdict, uncached") {
+  const auto& f = test::fixture("two_conv_regions");
+  const std::vector<std::string> ids = regionIds(f);
+  REQUIRE(ids.size() == 2);
+  const std::string a = ids[0], b = ids[1];
+  test::FakeTimer timer({}, 0.01);
+  timer.setRule([&](const std::string& name) -> std::optional<double> {
+    auto set = regionSet(name);
+    if (!set) return std::nullopt;
+    return 100.0 - 20.0 * static_cast<double>(set->count(a)) + 30.0 * static_cast<double>(set->count(b));
+  });
+  const std::string cache = tempCache("regions_budget.json");
+  Optimizer opt = Optimizer::load(f.path);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, cache, /*budget=*/2.0);
+  CHECK(t.result.budgetSpent);
+  std::map<std::string, const tune::DecisionRecord*> byRegion;
+  for (const auto* d : layoutDecisions(t.result)) byRegion[d->node] = d;
+  REQUIRE(byRegion.count(a));
+  REQUIRE(byRegion.count(b));
+  // All on lost to all off; b never got its own A/B: off, as the first A/B left it.
+  CHECK(byRegion[b]->choice == "off");
+  CHECK_THAT(byRegion[b]->note, Catch::Contains("kept as the first A/B left it"));
+  const auto& stored = tune::TuningCache::open(cache).json().at("contexts").at(t.result.context).at("decisions");
+  CHECK_FALSE(stored.contains(byRegion[b]->signature));
+  CHECK(t.result.seconds <= 2.0 + 0.5);
+}

@@ -360,10 +360,12 @@ class Session {
   // regions not in the cache are the variables of whole-model A/Bs, the
   // cached ones fixed at their choice: first all off (the baseline) vs the
   // set mode=auto would convert vs all on; then, with two or more
-  // variables, each region toggled from the winner, in program order, the
-  // toggle kept only when it wins beyond noise. One region: one A/B (as the
-  // whole-model decision before). -> channels-last{mode=on,regions=...} or
-  // mode=off.
+  // variables, each region in program order on its own, the others as the
+  // best set so far: that set without it (the baseline) vs with it, on only
+  // when it wins beyond noise. One region: one A/B (as the whole-model
+  // decision before). A region the budget leaves without its own A/B keeps
+  // the first A/B's verdict, uncached. -> channels-last{mode=on,regions=...}
+  // or mode=off.
   void decideLayout(const PipelineElement& e) {
     const std::string mode = option(e, "mode", "auto");
     if (mode == "off") return keep(e);
@@ -499,9 +501,10 @@ class Session {
       if (!c || c->baselineFailed) return std::nullopt;
       return c;
     };
-    // A region's decision from an A/B whose candidates `a` and `b` differ in it only.
-    auto recordRegion = [&](size_t i, const Choice& c, size_t offIndex, size_t onIndex, bool on, bool cache,
-                            const std::string& how) {
+    // A region's decision from an A/B whose baseline (candidate 0) has it
+    // off and whose candidate `onIndex` has it on, the rest alike (the first
+    // A/B: as the only variable, or, out of budget, with the others).
+    auto recordRegion = [&](size_t i, const Choice& c, size_t onIndex, bool on, bool cache, const std::string& how) {
       LayoutRegion& reg = regions[i];
       reg.on = on;
       DecisionRecord d;
@@ -510,15 +513,10 @@ class Session {
       d.signature = "channels-last|" + reg.signature;
       d.candidates = {"off", "on"};
       d.choice = on ? "on" : "off";
-      d.challenger = "on";
-      const CandidateResult& a = c.results[offIndex];
-      const CandidateResult& b = c.results[onIndex];
-      if (a.verdict == CandidateResult::Verdict::Failed || b.verdict == CandidateResult::Verdict::Failed) {
-        d.challenger = "";  // converting it failed (or undoing it did): no ratio
-      } else if (offIndex == 0) {  // on over off, as measured
-        d.ratio = b.ratio, d.low = b.low, d.high = b.high;
-      } else {  // off over on measured: invert
-        d.ratio = 1 / a.ratio, d.low = 1 / a.high, d.high = 1 / a.low;
+      const CandidateResult& with = c.results[onIndex];
+      if (with.verdict != CandidateResult::Verdict::Failed) {  // failed: no ratio to show
+        d.challenger = "on";
+        d.ratio = with.ratio, d.low = with.low, d.high = with.high;
       }
       d.rounds = c.rounds;
       d.seconds = c.seconds;
@@ -551,24 +549,27 @@ class Session {
     if (free.size() == 1) {
       const size_t i = free.front();
       const size_t onIndex = kept.size() - 1;  // off first, then the set with it on (auto is one of the two)
-      return recordRegion(i, *first, 0, onIndex, current.count(regions[i].r->id) > 0, true, "all off vs on");
+      return recordRegion(i, *first, onIndex, current.count(regions[i].r->id) > 0, true, "all off vs on");
     }
-    // 2. Each region toggled from the current best.
+    // 2. Each region on its own, the others as the best so far: the set
+    // without it (the baseline: no rewrite) vs the set with it.
     for (size_t k = 0; k < free.size(); ++k) {
       const size_t i = free[k];
       const std::string& id = regions[i].r->id;
-      std::set<std::string> toggled = current;
-      if (!toggled.erase(id)) toggled.insert(id);
+      std::set<std::string> without = current, with = current;
+      without.erase(id);
+      with.insert(id);
       std::vector<std::set<std::string>> pair;
-      const auto c = measure({current, toggled}, pair, why);
-      if (!c && same) {
+      const auto c = measure({without, with}, pair, why);
+      if (!c && same) {  // converting it changes nothing
         DecisionRecord d;
         d.kind = "channels-last";
         d.node = id;
         d.signature = "channels-last|" + regions[i].signature;
         d.candidates = {"off", "on"};
-        d.choice = current.count(id) ? "on" : "off";
-        regions[i].on = current.count(id) > 0;
+        d.choice = "off";
+        regions[i].on = false;
+        current = without;
         skip(std::move(d), why);
         continue;
       }
@@ -578,15 +579,13 @@ class Session {
         for (size_t rest = k; rest < free.size(); ++rest) {
           const size_t j = free[rest];
           const bool on = current.count(regions[j].r->id) > 0;
-          recordRegion(j, *first, 0, first->results.size() - 1, on, false,
+          recordRegion(j, *first, first->results.size() - 1, on, false,
                        "kept as the first A/B left it (" + why + ")");
         }
         return;
       }
-      if (c->index == 1) current = toggled;
-      const bool wasOn = !toggled.count(id);
-      recordRegion(i, *c, wasOn ? 1 : 0, wasOn ? 0 : 1, current.count(id) > 0, true,
-                   fmt::format("toggled from {}", regionSetName(pair[0])));
+      current = c->index == 1 ? with : without;
+      recordRegion(i, *c, 1, c->index == 1, true, fmt::format("{} vs {}", regionSetName(without), regionSetName(with)));
     }
   }
 

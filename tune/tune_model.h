@@ -17,10 +17,11 @@
 //                   regionSignature); the uncached ones are the variables
 //                   of whole-model A/Bs (the distinct graphs only): all off
 //                   vs the set mode=auto converts vs all on, then, with two
-//                   or more, each region toggled from the winner in program
-//                   order, kept only when the toggle wins beyond noise (one
-//                   region: one A/B) -> channels-last{mode=on,regions=...}
-//                   or mode=off; an element with mode=off stays off;
+//                   or more, each region in program order: the best set so
+//                   far without it vs with it, on only when it wins beyond
+//                   noise (one region: one A/B) ->
+//                   channels-last{mode=on,regions=...} or mode=off; an
+//                   element with mode=off stays off;
 //   cast            per op the precision table lowers (conv, linear, ...),
 //                   fp32 vs the target dtype with its casts
 //                   (micro-benchmark) -> cast{dtype=...,min-channels=0,

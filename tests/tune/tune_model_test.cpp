@@ -223,8 +223,8 @@ TEST_CASE("tunePipeline: decides channels-last per region and converts only the 
   CHECK(byRegion[b]->ratio > 1.1);  // 11 ms / 8 ms
   CHECK(byRegion[a]->signature != byRegion[b]->signature);
   CHECK_THAT(byRegion[a]->line(), Catch::Contains("channels-last %" + a + ": on"));
-  // All off vs all on (mode=auto converts both: the same graph), then each
-  // region toggled from the winner (all off).
+  // All off vs all on (mode=auto converts both: the same graph; all on
+  // loses), then a: off vs {a} (wins), then b: {a} vs {a, b} (loses).
   std::vector<std::string> layoutNames;
   for (const auto& n : timer.names())
     if (regionSet(n)) layoutNames.push_back(n);
@@ -360,4 +360,29 @@ TEST_CASE("tunePipeline: regions left when the budget is spent keep the first A/
   const auto& stored = tune::TuningCache::open(cache).json().at("contexts").at(t.result.context).at("decisions");
   CHECK_FALSE(stored.contains(byRegion[b]->signature));
   CHECK(t.result.seconds <= 2.0 + 0.5);
+}
+
+TEST_CASE("tunePipeline: when all regions on wins, a region that loses on its own is turned off") {
+  const auto& f = test::fixture("two_conv_regions");
+  const std::vector<std::string> ids = regionIds(f);
+  REQUIRE(ids.size() == 2);
+  const std::string a = ids[0], b = ids[1];
+  // a saves 3 ms, b costs 1 ms: all on (8 ms) beats all off (10 ms), {a} (7 ms) beats both.
+  test::FakeTimer timer({}, 0.01);
+  timer.setRule([&](const std::string& name) -> std::optional<double> {
+    auto set = regionSet(name);
+    if (!set) return std::nullopt;
+    return 10.0 - 3.0 * static_cast<double>(set->count(a)) + 1.0 * static_cast<double>(set->count(b));
+  });
+  Optimizer opt = Optimizer::load(f.path);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, "");
+  std::map<std::string, std::string> choice;
+  for (const auto* d : layoutDecisions(t.result)) choice[d->node] = d->choice;
+  CHECK(choice == std::map<std::string, std::string>{{a, "on"}, {b, "off"}});
+  std::vector<std::string> layoutNames;
+  for (const auto& n : timer.names())
+    if (regionSet(n)) layoutNames.push_back(n);
+  // all off vs all on; a: {b} vs {a, b}; b: {a} vs {a, b}.
+  CHECK(layoutNames == std::vector<std::string>{"off", "regions=" + a + ";" + b, "regions=" + b, "regions=" + a});
+  CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=on,regions=" + a + "}"));
 }

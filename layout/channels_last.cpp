@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <numeric>
 #include <set>
@@ -27,10 +28,33 @@ std::vector<rewriters::OptionSpec> ChannelsLastPass::optionSpecs() const {
       {"mode", OptionKind::Enum, "auto", "auto: per region when it pays; on: every conv region; off: nothing",
        {"auto", "on", "off"}, {}, {}},
       {"keep-output-layout", OptionKind::Bool, "true", "convert outputs back to the contiguous format", {}, {}, {}},
+      {"regions", OptionKind::String, "",
+       "convert only these regions (their first conv's result names, ';'-separated); empty: every region", {}, {},
+       {}},
   };
 }
 
 namespace {
+
+// "a;b" -> {a, b}: blanks around items and empty items dropped, a leading
+// '%' too (--explain prints the names as %a).
+std::set<std::string> parseRegionList(const std::string& text) {
+  std::set<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(';', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
+    size_t skip = 0;
+    while (skip < item.size() && std::isspace(static_cast<unsigned char>(item[skip]))) ++skip;
+    if (skip < item.size() && item[skip] == '%') ++skip;
+    item.erase(0, skip);
+    if (!item.empty()) out.insert(item);
+    start = end + 1;
+  }
+  return out;
+}
 
 c10::MemoryFormat channelsLastFor(int64_t rank) {
   return rank == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
@@ -234,6 +258,8 @@ struct RegionStats {
   std::optional<int64_t> maxOutputArea;
   std::vector<const Anchor*> anchors;
   std::vector<const ir::Node*> sources;
+  std::vector<const ir::Node*> nodes;  // every channels-last node of the region
+  std::string id;                      // the result name of its first conv (Plan)
 };
 
 // Connected components of the channels-last nodes, keyed by a representative.
@@ -258,6 +284,7 @@ std::map<const ir::Node*, RegionStats> regions(const Analysis& a,
   std::map<const ir::Node*, RegionStats> out;
   for (const ir::Node* n : a.clNodes) {
     RegionStats& s = out[find(n)];
+    s.nodes.push_back(n);
     if (a.sources.count(n)) s.sources.push_back(n);
     auto sel = selected.find(n);
     if (sel == selected.end()) continue;
@@ -333,85 +360,151 @@ void eraseGetAttrIfUnused(ir::Rewriter& rw, ir::Value* v) {
 
 }  // namespace
 
+namespace {
+
+// Which regions to convert, and the analysis the rewrite follows.
+struct Plan {
+  std::vector<Anchor> anchors;  // not resized once `selected` points into it
+  std::unordered_map<const ir::Node*, const Anchor*> selected;
+  std::unordered_set<const ir::Value*> pinned;
+  Analysis a;
+  std::vector<RegionStats> regions;  // the regions converted, in program order of their first conv
+};
+
+// Finds the anchors (declining the others), analyses, and drops the regions
+// that have no conv, that regions= does not name (`listed`, when given) or,
+// in mode=auto, that do not pay; then re-analyses without them until
+// nothing more drops. Declines and counters go to `ctx` and `r`.
+Plan plan(ir::Graph& graph, PassContext& ctx, const std::string& pass, const std::string& mode,
+          const std::optional<std::set<std::string>>& listed, const ir::MutationAnalysis& mutation, PassResult& r) {
+  Plan p;
+  ir::Block* top = graph.block();
+  graph.walk([&](ir::Node* n) {
+    if (!ir::ConvOp::isConv(n)) return;
+    const auto conv = ir::ConvOp::match(n);
+    if (!conv) return ctx.decline(pass, n, "the conv's transposed flag or groups is computed at run time");
+    ir::Value* w = conv->weight();
+    auto weight = w ? rewriters::constantTensor(w) : std::nullopt;
+    if (!weight) return ctx.decline(pass, n, "the conv weight is not a constant");
+    const int64_t rank = weight->dim();
+    if (rank != 4 && rank != 5)
+      return ctx.decline(pass, n, "a " + std::to_string(rank - 2) + "-D conv: channels-last needs 4-D or 5-D");
+    if (n->owningBlock() != top) return ctx.decline(pass, n, "inside a control-flow block (left intact)");
+    if (rewriters::isWrittenAnywhere(w)) return ctx.decline(pass, n, "the weight is written in place");
+    // Which conv kinds the target computes in channels-last
+    // (target/capabilities.h: probed on a CPU target; cuDNN's rule, or a
+    // probe on the GPU, for a CUDA target).
+    if (std::string why; !target::convRunsChannelsLast(ctx.targetDevice, conv->transposed(), rank, &why))
+      return ctx.decline(pass, n, why);
+    p.anchors.push_back({n, rank, *weight, conv->groups(), conv->transposed(), conv->index("input"), conv->weightIndex()});
+  });
+  if (p.anchors.empty()) return p;
+
+  Analyzer analyzer(top, mutation);
+  for (const auto& an : p.anchors) p.selected[an.node] = &an;
+  std::unordered_set<const ir::Node*> excludedSources;
+  std::unordered_map<const ir::Node*, size_t> programOrder;  // nested blocks included
+  graph.walk([&](ir::Node* n) { programOrder.emplace(n, programOrder.size()); });
+  // Each anchor keeps the name of the region it was first found in, so that
+  // a region that splits once another is dropped (pins cleared) still
+  // answers to its name.
+  std::unordered_map<const ir::Node*, std::string> regionOf;
+  std::set<std::string> names;
+  // Regions in program order of their first conv, each named by that conv,
+  // so that --explain and regions= read the same on every run (the regions
+  // are keyed by node addresses).
+  auto ordered = [&] {
+    std::vector<RegionStats> out;
+    for (auto& [rep, stats] : regions(p.a, p.selected)) {
+      auto byOrder = [&](const ir::Node* x, const ir::Node* y) { return programOrder.at(x) < programOrder.at(y); };
+      std::sort(stats.anchors.begin(), stats.anchors.end(),
+                [&](const Anchor* x, const Anchor* y) { return byOrder(x->node, y->node); });
+      std::sort(stats.nodes.begin(), stats.nodes.end(), byOrder);
+      out.push_back(std::move(stats));
+    }
+    std::stable_sort(out.begin(), out.end(), [&](const RegionStats& x, const RegionStats& y) {
+      if (x.anchors.empty() || y.anchors.empty()) return !x.anchors.empty() && y.anchors.empty();
+      return programOrder.at(x.anchors.front()->node) < programOrder.at(y.anchors.front()->node);
+    });
+    for (RegionStats& s : out) {
+      if (s.anchors.empty()) continue;
+      const ir::Node* first = s.anchors.front()->node;
+      if (!regionOf.count(first)) {
+        std::string id = first->output()->name();
+        if (id.empty() || names.count(id)) id = "#" + std::to_string(programOrder.at(first));
+        names.insert(id);
+        for (const Anchor* an : s.anchors) regionOf.emplace(an->node, id);
+      }
+      s.id = regionOf.at(first);
+    }
+    return out;
+  };
+  for (int round = 0; round < 32; ++round) {
+    p.a = analyzer.run(p.selected, p.pinned, excludedSources);
+    auto more = valuesToPin(p.a, mutation, top);
+    bool grew = false;
+    for (const ir::Value* v : more) grew |= p.pinned.insert(v).second;
+    if (grew) continue;
+    bool dropped = false;
+    for (const RegionStats& stats : ordered()) {
+      // A region needs a conv; regions= must name it; in auto mode it must also pay.
+      std::string why;
+      bool unselected = false;
+      if (stats.anchors.empty()) why = "no conv";
+      else if (listed && !listed->count(stats.id)) why = "not named in regions=", unselected = true;
+      else if (mode == "auto") why = autoDecline(stats);
+      if (why.empty()) continue;
+      if (!stats.anchors.empty()) {
+        const std::string region = "region %" + stats.id + " (" + std::to_string(stats.convs) + " conv" +
+                                   (stats.convs == 1 ? "" : "s") + ")";
+        if (unselected) {
+          ctx.decline(pass, stats.anchors.front()->node, region + " " + why);
+          r.count("unselected-regions");
+        } else {
+          ctx.decline(pass, stats.anchors.front()->node, "mode=auto: " + region + ": " + why);
+          r.count("declined-regions");
+        }
+      }
+      for (const Anchor* an : stats.anchors) p.selected.erase(an->node);
+      for (const ir::Node* src : stats.sources) excludedSources.insert(src);
+      dropped = true;
+    }
+    if (!dropped) break;
+    p.pinned.clear();
+  }
+  if (listed)
+    for (const std::string& id : *listed)
+      if (!names.count(id))
+        ctx.decline(pass, top->outputNode(), "regions= names %" + id + ", which is not the first conv of a region here");
+  if (!p.selected.empty()) p.regions = ordered();
+  return p;
+}
+
+}  // namespace
+
 PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::string mode = options().getString("mode");
   const bool keepOutputLayout = options().getBool("keep-output-layout");
+  std::optional<std::set<std::string>> listed;
+  if (const std::string& text = options().getString("regions"); !text.empty()) listed = parseRegionList(text);
   ir::Block* top = graph.block();
   if (mode == "off") {
     ctx.decline(name(), top->outputNode(), "mode=off");
     return unchanged();
   }
-
-  // Anchors.
-  std::vector<Anchor> anchors;
-  graph.walk([&](ir::Node* n) {
-    if (!ir::ConvOp::isConv(n)) return;
-    const auto conv = ir::ConvOp::match(n);
-    if (!conv) return ctx.decline(name(), n, "the conv's transposed flag or groups is computed at run time");
-    ir::Value* w = conv->weight();
-    auto weight = w ? rewriters::constantTensor(w) : std::nullopt;
-    if (!weight) return ctx.decline(name(), n, "the conv weight is not a constant");
-    const int64_t rank = weight->dim();
-    if (rank != 4 && rank != 5)
-      return ctx.decline(name(), n, "a " + std::to_string(rank - 2) + "-D conv: channels-last needs 4-D or 5-D");
-    if (n->owningBlock() != top) return ctx.decline(name(), n, "inside a control-flow block (left intact)");
-    if (rewriters::isWrittenAnywhere(w)) return ctx.decline(name(), n, "the weight is written in place");
-    // Which conv kinds the target computes in channels-last
-    // (target/capabilities.h: probed on a CPU target; cuDNN's rule, or a
-    // probe on the GPU, for a CUDA target).
-    if (std::string why; !target::convRunsChannelsLast(ctx.targetDevice, conv->transposed(), rank, &why))
-      return ctx.decline(name(), n, why);
-    anchors.push_back({n, rank, *weight, conv->groups(), conv->transposed(), conv->index("input"), conv->weightIndex()});
-  });
-  if (anchors.empty()) return unchanged();
-
   const ir::MutationAnalysis mutation(graph);
-  Analyzer analyzer(top, mutation);
-  std::unordered_map<const ir::Node*, const Anchor*> selected;
-  for (const auto& an : anchors) selected[an.node] = &an;
-  std::unordered_set<const ir::Value*> pinned;
-  std::unordered_set<const ir::Node*> excludedSources;
-  Analysis a;
   PassResult r;
-  std::unordered_map<const ir::Node*, size_t> programOrder;  // nested blocks included
-  graph.walk([&](ir::Node* n) { programOrder.emplace(n, programOrder.size()); });
-  for (int round = 0; round < 32; ++round) {
-    a = analyzer.run(selected, pinned, excludedSources);
-    auto more = valuesToPin(a, mutation, top);
-    bool grew = false;
-    for (const ir::Value* v : more) grew |= pinned.insert(v).second;
-    if (grew) continue;
-    bool dropped = false;
-    // Regions in program order of their first conv, and each named by that
-    // conv, so that --explain reads the same on every run (the regions are
-    // keyed by node addresses).
-    std::vector<RegionStats> ordered;
-    for (auto& [rep, stats] : regions(a, selected)) {
-      std::sort(stats.anchors.begin(), stats.anchors.end(),
-                [&](const Anchor* x, const Anchor* y) { return programOrder.at(x->node) < programOrder.at(y->node); });
-      ordered.push_back(std::move(stats));
-    }
-    std::stable_sort(ordered.begin(), ordered.end(), [&](const RegionStats& x, const RegionStats& y) {
-      if (x.anchors.empty() || y.anchors.empty()) return !x.anchors.empty() && y.anchors.empty();
-      return programOrder.at(x.anchors.front()->node) < programOrder.at(y.anchors.front()->node);
-    });
-    for (const RegionStats& stats : ordered) {
-      // A region needs a conv; in auto mode it must also pay.
-      std::string why = stats.anchors.empty() ? "no conv" : mode == "auto" ? autoDecline(stats) : "";
-      if (why.empty()) continue;
-      if (!stats.anchors.empty()) {
-        ctx.decline(name(), stats.anchors.front()->node, "mode=auto: " + why);
-        r.count("declined-regions");
-      }
-      for (const Anchor* an : stats.anchors) selected.erase(an->node);
-      for (const ir::Node* src : stats.sources) excludedSources.insert(src);
-      dropped = true;
-    }
-    if (!dropped) break;
-    pinned.clear();
-  }
-  if (selected.empty()) return r;
-  r.count("regions", static_cast<int64_t>(regions(a, selected).size()));
+  Plan p = plan(graph, ctx, name(), mode, listed, mutation, r);
+  if (p.selected.empty()) return r;
+  const std::vector<Anchor>& anchors = p.anchors;
+  const std::unordered_map<const ir::Node*, const Anchor*>& selected = p.selected;
+  const std::unordered_set<const ir::Value*>& pinned = p.pinned;
+  const Analysis& a = p.a;
+  r.count("regions", static_cast<int64_t>(p.regions.size()));
+  if (ctx.explain)
+    for (const RegionStats& s : p.regions)
+      *ctx.explain << name() << ": converting region %" << s.id << " (" << s.convs << " conv" << (s.convs == 1 ? "" : "s")
+                   << (mode == "auto" ? ", mode=auto: it pays" : "") << (listed ? ", named in regions=" : "") << ")\n";
   ir::Rewriter rw(graph, ctx.edits, name());
 
   // 1. Weights stored channels-last, as new constants (`conv1.weight_nhwc`):
@@ -548,6 +641,25 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   }
   r.changed = rw.changed();
   return r;
+}
+
+std::vector<ChannelsLastRegion> channelsLastRegions(ir::Graph& graph, const PassContext& ctx) {
+  PassContext scratch;  // the declines of this look are nobody's business
+  scratch.targetDevice = ctx.targetDevice;
+  scratch.preferBf16 = ctx.preferBf16;
+  const ir::MutationAnalysis mutation(graph);
+  PassResult r;
+  const Plan p = plan(graph, scratch, "channels-last", "on", std::nullopt, mutation, r);
+  std::vector<ChannelsLastRegion> out;
+  for (const RegionStats& s : p.regions) {
+    ChannelsLastRegion region;
+    region.id = s.id;
+    region.nodes = s.nodes;
+    for (const Anchor* an : s.anchors) region.convs.push_back(an->node);
+    region.autoDecline = autoDecline(s);
+    out.push_back(std::move(region));
+  }
+  return out;
 }
 
 }  // namespace ptopt::layout

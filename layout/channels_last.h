@@ -44,7 +44,15 @@ class ChannelsLastPass : public rewriters::Pass {
       "output channels), with tiny outputs (largest conv output <= 8x8, when shape-prop metadata is present), or "
       "where grouped convs with several channels per group carry over half of the conv work. Metadata of "
       "rewritten values gets the new memory format. "
-      "Counters: convs, weights, entries, exits, pinned, cancelled, regions (declined-regions in auto mode).";
+      "Regions are named by the result of their first conv in program order (`%x0_1.1`; a region that splits "
+      "after another was dropped keeps the name its first conv's region had), the same on every run of the same "
+      "pipeline on the same model. regions=<names, ';'-separated> (default: empty, every region) converts only the "
+      "regions so named, in any mode (mode=auto still declines a listed region that does not pay); every other "
+      "region is declined by selection, and a name that is no region's is declined on the graph's outputs (it "
+      "may be another method's). --tune fills it with the regions measured faster in channels-last; "
+      "layout::channelsLastRegions lists the regions as mode=on finds them. "
+      "Counters: convs, weights, entries, exits, pinned, cancelled, regions (declined-regions in auto mode, "
+      "unselected-regions with regions=); --explain names each converted region and why the others were not.";
 
   std::string name() const override { return "channels-last"; }
   std::string description() const override {
@@ -54,5 +62,19 @@ class ChannelsLastPass : public rewriters::Pass {
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };
+
+// A conv region as channels-last{mode=on} finds it, before any regions=
+// selection (--tune decides per region).
+struct ChannelsLastRegion {
+  std::string id;                      // what regions= names it by: the result name of its first conv
+  std::vector<const ir::Node*> nodes;  // the nodes it computes in channels-last, in program order
+  std::vector<const ir::Node*> convs;  // its convs, in program order
+  std::string autoDecline;             // why mode=auto declines it; "" when mode=auto converts it
+};
+
+// The regions of `graph`'s top-level block, in program order of their first
+// conv; changes nothing (`ctx` gives the target device; declines are not
+// recorded).
+std::vector<ChannelsLastRegion> channelsLastRegions(ir::Graph& graph, const rewriters::PassContext& ctx);
 
 }  // namespace ptopt::layout

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <functional>
+#include <unordered_map>
+
 namespace ptopt::tune {
 
 namespace {
@@ -64,6 +67,63 @@ std::optional<std::string> opSignature(const ir::Node& n, std::string& why) {
     s += *t;
   }
   return s + ")";
+}
+
+std::optional<std::string> regionSignature(const std::vector<const ir::Node*>& nodes, std::string& why) {
+  std::unordered_map<const ir::Node*, size_t> index;
+  for (const ir::Node* n : nodes) index.emplace(n, index.size());
+  std::function<std::optional<std::string>(const ir::Value*)> valueText = [&](const ir::Value* v) -> std::optional<std::string> {
+    const ir::Node* producer = v->node();
+    if (producer && index.count(producer)) {
+      std::string s = "$" + std::to_string(index.at(producer));
+      if (producer->numOutputs() > 1)
+        for (size_t i = 0; i < producer->numOutputs(); ++i)
+          if (producer->output(i) == v) s += "." + std::to_string(i);
+      return s;
+    }
+    if (producer && (producer->is("prim::ListConstruct") || producer->is("prim::TupleConstruct"))) {
+      std::string s = "[";
+      for (size_t i = 0; i < producer->numArgs(); ++i) {
+        const ir::Arg& a = producer->arg(i);
+        if (i) s += ", ";
+        if (a.isLiteral()) {
+          s += a.literal().str();
+          continue;
+        }
+        auto e = valueText(a.value());
+        if (!e) return std::nullopt;
+        s += *e;
+      }
+      return s + "]";
+    }
+    if (v->isTensor()) {
+      auto t = tensorSignature(*v);
+      if (!t) why = "the dtype or shape of %" + v->name() + " is unknown (run shape-prop with --input-shape)";
+      return t;
+    }
+    return std::string("?");  // a scalar computed at run time: its value is not part of the key
+  };
+  std::string s;
+  for (const ir::Node* n : nodes) {
+    s += n->target() + (n->overload().empty() ? "" : "." + n->overload()) + "(";
+    for (size_t i = 0; i < n->numArgs(); ++i) {
+      if (i) s += ", ";
+      const ir::Arg& a = n->arg(i);
+      if (a.isLiteral()) {
+        s += a.literal().str();
+        continue;
+      }
+      auto t = valueText(a.value());
+      if (!t) return std::nullopt;
+      s += *t;
+    }
+    s += ")";
+    bool exits = false;
+    for (size_t i = 0; i < n->numOutputs(); ++i)
+      for (const ir::Use& u : n->output(i)->uses()) exits = exits || !index.count(u.user);
+    s += exits ? "!;" : ";";
+  }
+  return s;
 }
 
 std::optional<std::vector<c10::IValue>> benchArguments(const ir::Node& n, c10::Device device, std::string& why) {

@@ -28,6 +28,17 @@ std::optional<std::string> opSignature(const ir::Node& n, std::string& why);
 // "f32[1,64,56,56]:cl" for a tensor value (constant or with metadata), or nullopt.
 std::optional<std::string> tensorSignature(const ir::Value& v);
 
+// A conv region's signature (channels-last per region, tune/tune_model.h):
+// its nodes in order, each as its op and arguments, where a value computed
+// inside the region is referred to by position ($k, or $k.i for the i-th
+// result), a list by its elements, a tensor from outside by
+// tensorSignature, a literal by its text; '!' marks a node whose result is
+// read outside the region (an exit conversion). Two regions with the same
+// signature compute the same ops on the same shapes with the same
+// conversions, in any model. nullopt (with `why`) when a tensor's dtype or
+// shape is unknown.
+std::optional<std::string> regionSignature(const std::vector<const ir::Node*>& nodes, std::string& why);
+
 std::optional<std::vector<c10::IValue>> benchArguments(const ir::Node& n, c10::Device device, std::string& why);
 
 // A stable digest (FNV-1a, hex) of a text: whole-model decisions are keyed by

@@ -2,6 +2,7 @@
 
 #include "ir/literal.h"
 #include "ir/op_views.h"
+#include "layout/channels_last.h"
 #include "quant/cast.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
@@ -72,7 +73,8 @@ std::string TuneResult::summary() const {
                               budgetSpent ? " (budget spent: the rest kept their baseline)" : "");
   if (!kinds.empty()) s += "tune: rewritten/decided: " + kinds + "\n";
   for (const auto& d : decisions)
-    if (d.node == "model" || (d.rewrites() && d.kind != "conv-kernel" && d.kind != "precision"))
+    if (d.node == "model" || d.kind == "channels-last" || d.kind == "fuse-cudnn" ||
+        (d.rewrites() && d.kind != "conv-kernel" && d.kind != "precision"))
       s += "tune: " + d.line() + "\n";
   s += fmt::format("tune: cache {} ({})\n", cachePath.empty() ? "(none)" : cachePath, context);
   for (const auto& w : warnings) s += "tune: warning: " + w + "\n";
@@ -110,6 +112,17 @@ void setOption(PipelineElement& e, const std::string& key, const std::string& va
       return;
     }
   e.options.emplace_back(key, value);
+}
+
+void eraseOption(PipelineElement& e, const std::string& key) {
+  e.options.erase(std::remove_if(e.options.begin(), e.options.end(), [&](const auto& kv) { return kv.first == key; }),
+                  e.options.end());
+}
+
+// The name of a set of channels-last regions as a candidate: "off" or
+// "regions=a;b" (the option it becomes).
+std::string regionSetName(const std::set<std::string>& on) {
+  return on.empty() ? "off" : "regions=" + joinNameList(on);
 }
 
 // A whole-model A/B runs every layer per sample: it gets this many ops'
@@ -213,6 +226,21 @@ class Session {
   }
   double remaining() const { return o_.budgetSeconds - (timer_->elapsedSeconds() - start_); }
 
+  // Times `candidates` within this decision's share of what is left of the
+  // budget (`weight`: in units of one op's share); nullopt when it is spent.
+  std::optional<Choice> timeCandidates(const std::vector<Candidate>& candidates, double weight) {
+    const double left = remaining();
+    if (left <= 0) {
+      result_.budgetSpent = true;
+      return std::nullopt;
+    }
+    TuneLimits limits = o_.limits;
+    limits.maxSeconds = std::max(0.05, weight * left / static_cast<double>(std::max<size_t>(1, expected_)));
+    limits.maxSeconds = std::min(limits.maxSeconds, left);
+    if (expected_ > 1) --expected_;
+    return Tuner(*timer_).choose(candidates, limits);
+  }
+
   // Looks `signature` up, else times `candidates` (if the budget allows)
   // and caches the choice. Returns the chosen candidate's name.
   // `weight`: the decision's share of the budget in units of one op's
@@ -226,16 +254,9 @@ class Session {
     for (const auto& c : candidates) d.candidates.push_back(c.name);
     d.choice = d.candidates.front();
     if (auto hit = fromCache(kind, node, signature, d.candidates)) return *hit;
-    const double left = remaining();
-    if (left <= 0) {
-      result_.budgetSpent = true;
-      return skip(std::move(d), "the --tune-budget is spent");
-    }
-    TuneLimits limits = o_.limits;
-    limits.maxSeconds = std::max(0.05, weight * left / static_cast<double>(std::max<size_t>(1, expected_)));
-    limits.maxSeconds = std::min(limits.maxSeconds, left);
-    if (expected_ > 1) --expected_;
-    const Choice c = Tuner(*timer_).choose(candidates, limits);
+    const auto timed = timeCandidates(candidates, weight);
+    if (!timed) return skip(std::move(d), "the --tune-budget is spent");
+    const Choice& c = *timed;
     d.rounds = c.rounds;
     d.seconds = c.seconds;
     if (c.baselineFailed) return skip(std::move(d), "the baseline failed: " + c.results[0].error);
@@ -343,47 +364,255 @@ class Session {
     keep(tuned);
   }
 
+  // channels-last per region (layout::channelsLastRegions, as mode=on finds
+  // them; only those named by a given regions=). A region's decision is
+  // cached under its signature (tune/signature.h: regionSignature). The
+  // regions not in the cache are the variables of whole-model A/Bs, the
+  // cached ones fixed at their choice: first the set the given mode
+  // converts (mode=auto: the regions its rules accept; the baseline, so that
+  // within noise the layout stays as the preset has it) vs all off vs all
+  // on; then, with two or more variables, each region in program order on
+  // its own, the others as the best set so far: that set (the baseline) vs
+  // the set with this region the other way, kept only when it wins beyond
+  // noise. One region: one A/B (as the whole-model
+  // decision before). A region the budget leaves without its own A/B keeps
+  // the first A/B's verdict, uncached. -> channels-last{mode=on,regions=...}
+  // or mode=off.
   void decideLayout(const PipelineElement& e) {
     const std::string mode = option(e, "mode", "auto");
     if (mode == "off") return keep(e);
-    std::string choice = "off";
-    // Whole-model decisions are keyed by the graph as it is before the pass
-    // and the input shapes; a cached one needs no variants built or timed.
-    const std::string sig = digest(work_.forward().str() + "|" + e.name + option(e, "keep-output-layout", "true")) +
-                            " inputs " + inputsText();
-    if (auto hit = fromCache("channels-last", "model", sig, {"mode=off", "mode=auto", "mode=on"})) {
-      PipelineElement tuned = e;
-      setOption(tuned, "mode", hit->choice.substr(5));
-      return keep(tuned);
+    PipelineElement off = e;
+    setOption(off, "mode", "off");
+    eraseOption(off, "regions");
+    rewriters::PassContext query;
+    query.targetDevice = ctx_.targetDevice;
+    query.preferBf16 = ctx_.preferBf16;
+    std::vector<layout::ChannelsLastRegion> found = layout::channelsLastRegions(work_.forward(), query);
+    if (const std::string given = option(e, "regions", ""); !given.empty()) {
+      std::set<std::string> named;
+      for (std::string n : parseNameList(given)) named.insert(n.rfind('%', 0) == 0 ? n.substr(1) : n);
+      found.erase(std::remove_if(found.begin(), found.end(), [&](const auto& r) { return !named.count(r.id); }),
+                  found.end());
     }
-    // The distinct graphs of the three modes, off (the baseline) first.
-    std::vector<std::pair<std::string, ir::Model>> variants;
-    std::set<std::string> seen;
-    for (const char* m : {"off", "auto", "on"}) {
+    if (found.empty()) {
+      skipped("channels-last", "model", "off", "no conv region to convert");
+      return keep(off);
+    }
+
+    std::vector<LayoutRegion> regions;
+    std::string graphKey;  // for regions whose shapes are unknown: this model and inputs only
+    for (const auto& r : found) {
+      std::string why;
+      auto sig = regionSignature(r.nodes, why);
+      std::string key = fmt::format("region {} ({} convs, {} nodes)", digest(sig ? *sig : ""), r.convs.size(),
+                                    r.nodes.size());
+      if (!sig) {
+        if (graphKey.empty()) graphKey = digest(work_.forward().str()) + " inputs " + inputsText();
+        key = fmt::format("region {} of graph {} ({} convs)", r.id, graphKey, r.convs.size());
+      }
+      regions.push_back({&r, key, std::nullopt});
+    }
+    std::set<std::string> fixedOn;
+    std::vector<size_t> free;
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (auto hit = fromCache("channels-last", regions[i].r->id, regions[i].signature, {"off", "on"})) {
+        regions[i].on = hit->choice == "on";
+        if (*regions[i].on) fixedOn.insert(regions[i].r->id);
+      } else {
+        free.push_back(i);
+      }
+    }
+    if (!free.empty()) measureRegions(e, regions, free, fixedOn);
+    std::set<std::string> on;
+    for (const LayoutRegion& r : regions)
+      if (r.on.value_or(false)) on.insert(r.r->id);
+    if (on.empty()) return keep(off);
+    PipelineElement tuned = e;
+    setOption(tuned, "mode", "on");
+    setOption(tuned, "regions", joinNameList(on));
+    keep(tuned);
+  }
+
+  struct LayoutRegion {
+    const layout::ChannelsLastRegion* r;
+    std::string signature;   // the cache key, without the kind
+    std::optional<bool> on;  // decided (cached or measured)
+  };
+
+  void measureRegions(const PipelineElement& e, std::vector<LayoutRegion>& regions, const std::vector<size_t>& free,
+                      const std::set<std::string>& fixedOn) {
+    auto skipAll = [&](const std::string& why) {
+      for (size_t i : free) {
+        DecisionRecord d;
+        d.kind = "channels-last";
+        d.node = regions[i].r->id;
+        d.signature = "channels-last|" + regions[i].signature;
+        d.candidates = {"off", "on"};
+        d.choice = "off";
+        regions[i].on = false;
+        skip(std::move(d), why);
+      }
+    };
+    if (remaining() <= 0) {
+      result_.budgetSpent = true;
+      return skipAll("the --tune-budget is spent");
+    }
+    if (free.size() > 1) expected_ += free.size();  // one toggle A/B per region after the first
+    std::string listing;
+    for (size_t i : free)
+      listing += fmt::format("{}%{} {} convs", listing.empty() ? "" : ", ", regions[i].r->id, regions[i].r->convs.size());
+    say(fmt::format("tune        {:5.1f} s  channels-last: {} region{} to measure ({}){}", timer_->elapsedSeconds() - start_,
+                    free.size(), free.size() == 1 ? "" : "s", listing,
+                    fixedOn.empty() ? "" : fmt::format(", {} on from the cache", fixedOn.size())));
+    // Whole-model candidates, one per distinct graph.
+    std::map<std::string, std::string> builtText;  // set name -> graph text
+    auto variant = [&](const std::set<std::string>& on) {
       PipelineElement v = e;
-      setOption(v, "mode", m);
+      if (on.empty()) {
+        setOption(v, "mode", "off");
+        eraseOption(v, "regions");
+      } else {
+        setOption(v, "mode", "on");
+        setOption(v, "regions", joinNameList(on));
+      }
       ir::Model copy = work_.clone();
       runOn(copy, v);
-      std::string text = copy.forward().str();
-      if (!seen.insert(text).second) continue;
-      variants.emplace_back(std::string("mode=") + m, std::move(copy));
-    }
-    if (variants.size() < 2) {
-      skipped("channels-last", "model", "mode=off", "no conv region to convert: every mode gives the same graph");
-    } else {
-      std::vector<std::pair<std::string, const ir::Model*>> models;
-      for (const auto& [name, m] : variants) models.emplace_back(name, &m);
+      return copy;
+    };
+    // Times the sets (the first is the baseline); nullopt when it could not.
+    bool same = false;  // measure() found one distinct graph only
+    auto measure = [&](const std::vector<std::set<std::string>>& sets, std::vector<std::set<std::string>>& kept,
+                       std::string& why) -> std::optional<Choice> {
+      same = false;
+      std::vector<std::pair<std::string, ir::Model>> models;
+      std::set<std::string> seen;
+      kept.clear();
+      for (const auto& set : sets) {
+        ir::Model m = variant(set);
+        if (!seen.insert(m.forward().str()).second) continue;
+        models.emplace_back(regionSetName(set), std::move(m));
+        kept.push_back(set);
+      }
+      if (models.size() < 2) {
+        same = true;
+        why = "converting it gives the same graph";
+        return std::nullopt;
+      }
+      std::vector<std::pair<std::string, const ir::Model*>> ptrs;
+      for (const auto& [name, m] : models) ptrs.emplace_back(name, &m);
       std::vector<Candidate> candidates;
       try {
-        candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
+        candidates = wholeModelCandidates(ptrs, *ctx_.exampleInputs, o_.device);
       } catch (const std::exception& ex) {
-        skipped("channels-last", "model", "mode=off", std::string("cannot export the variants: ") + ex.what());
+        why = std::string("cannot export the variants: ") + ex.what();
+        return std::nullopt;
       }
-      if (!candidates.empty()) choice = decide("channels-last", "model", sig, candidates, kWholeModelWeight).choice.substr(5);
+      auto c = timeCandidates(candidates, kWholeModelWeight);
+      if (!c) why = "the --tune-budget is spent";
+      else if (c->baselineFailed) why = "the baseline failed: " + c->results[0].error;
+      if (!c || c->baselineFailed) return std::nullopt;
+      return c;
+    };
+    // A region's decision from an A/B whose baseline (candidate 0) has it
+    // `baselineOn` and whose candidate `otherIndex` has it the other way
+    // (0: none has; the first A/B, out of budget, decided it with the others).
+    auto recordRegion = [&](size_t i, const Choice& c, size_t otherIndex, bool baselineOn, bool on, bool cache,
+                            const std::string& how) {
+      LayoutRegion& reg = regions[i];
+      reg.on = on;
+      DecisionRecord d;
+      d.kind = "channels-last";
+      d.node = reg.r->id;
+      d.signature = "channels-last|" + reg.signature;
+      d.candidates = baselineOn ? std::vector<std::string>{"on", "off"} : std::vector<std::string>{"off", "on"};
+      d.choice = on ? "on" : "off";
+      const CandidateResult& other = c.results[otherIndex];
+      if (otherIndex != 0 && other.verdict != CandidateResult::Verdict::Failed) {  // failed: no ratio to show
+        d.challenger = d.candidates[1];
+        d.ratio = other.ratio, d.low = other.low, d.high = other.high;
+      }
+      d.rounds = c.rounds;
+      d.seconds = c.seconds;
+      d.note = fmt::format("{} convs; {}: {}", reg.r->convs.size(), how, c.summary());
+      ++result_.measured;
+      if (cache) {
+        CachedDecision cd;
+        cd.choice = d.choice;
+        cd.candidates = d.candidates;
+        cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
+        cd.challenger = d.challenger;
+        cache_.store(context_, d.signature, cd);
+      }
+      record(std::move(d));
+    };
+
+    // 1. What the preset's mode converts (mode=auto: the regions its rules
+    // accept; mode=on: all), the baseline, so that within noise the layout
+    // stays as the preset has it, vs all off vs all on.
+    std::set<std::string> autoSet = fixedOn, allOn = fixedOn;
+    for (size_t i : free) {
+      allOn.insert(regions[i].r->id);
+      if (regions[i].r->autoDecline.empty()) autoSet.insert(regions[i].r->id);
     }
-    PipelineElement tuned = e;
-    setOption(tuned, "mode", choice);
-    keep(tuned);
+    const std::set<std::string>& presetSet = option(e, "mode", "auto") == "on" ? allOn : autoSet;
+    std::vector<std::set<std::string>> kept;
+    std::string why;
+    const auto first = measure({presetSet, fixedOn, allOn}, kept, why);
+    if (!first) return skipAll(why);
+    say(fmt::format("tune        {:5.1f} s  channels-last, {} (mode={}) vs the others of all off, all on: {}",
+                    timer_->elapsedSeconds() - start_, regionSetName(kept[0]), option(e, "mode", "auto"),
+                    first->summary()));
+    // The first candidate of `sets` with region `id` the other way than the
+    // baseline's, else 0.
+    auto otherWay = [&](const std::vector<std::set<std::string>>& sets, const std::string& id) -> size_t {
+      for (size_t j = 1; j < sets.size(); ++j)
+        if (sets[j].count(id) != sets[0].count(id)) return j;
+      return 0;
+    };
+    std::set<std::string> current = kept[first->index];
+    if (free.size() == 1) {
+      const std::string& id = regions[free.front()].r->id;
+      return recordRegion(free.front(), *first, otherWay(kept, id), kept[0].count(id) > 0, current.count(id) > 0,
+                          true, "off vs on");
+    }
+    // 2. Each region on its own, the others as the best so far: that set
+    // (the baseline: within noise it stays) vs the set with this region
+    // the other way.
+    for (size_t k = 0; k < free.size(); ++k) {
+      const size_t i = free[k];
+      const std::string& id = regions[i].r->id;
+      const bool isOn = current.count(id) > 0;
+      std::set<std::string> toggled = current;
+      if (isOn) toggled.erase(id);
+      else toggled.insert(id);
+      std::vector<std::set<std::string>> pair;
+      const auto c = measure({current, toggled}, pair, why);
+      if (!c && same) {  // converting it changes nothing
+        DecisionRecord d;
+        d.kind = "channels-last";
+        d.node = id;
+        d.signature = "channels-last|" + regions[i].signature;
+        d.candidates = {"off", "on"};
+        d.choice = "off";
+        regions[i].on = false;
+        current.erase(id);
+        skip(std::move(d), why);
+        continue;
+      }
+      if (!c) {
+        // Decided with the others by the first A/B; not cached, so that a
+        // later run with budget measures it alone.
+        for (size_t rest = k; rest < free.size(); ++rest) {
+          const std::string& other = regions[free[rest]].r->id;
+          recordRegion(free[rest], *first, otherWay(kept, other), kept[0].count(other) > 0, current.count(other) > 0,
+                       false, "kept as the first A/B left it (" + why + ")");
+        }
+        return;
+      }
+      const std::string how = fmt::format("{} vs {}", regionSetName(current), regionSetName(toggled));
+      if (c->index == 1) current = toggled;
+      recordRegion(i, *c, 1, isOn, current.count(id) > 0, true, how);
+    }
   }
 
   void decidePrecision(const PipelineElement& e) {

@@ -11,8 +11,16 @@
 // element, times the candidates on the copy as it is at that point:
 //   bn-to-affine    per BatchNorm, batch_norm vs addcmul (micro-benchmark)
 //                   -> bn-to-affine{nodes=...} (force=true given: as given);
-//   channels-last   the whole model with mode=off / auto / on (A/B; the
-//                   distinct graphs only) -> channels-last{mode=...}; an
+//   channels-last   per region (layout::channelsLastRegions: the regions
+//                   mode=on finds, or those a given regions= names), each
+//                   cached under its signature (tune/signature.h:
+//                   regionSignature); the uncached ones are the variables
+//                   of whole-model A/Bs (the distinct graphs only): all off
+//                   vs the set mode=auto converts vs all on, then, with two
+//                   or more, each region in program order: the best set so
+//                   far without it vs with it, on only when it wins beyond
+//                   noise (one region: one A/B) ->
+//                   channels-last{mode=on,regions=...} or mode=off; an
 //                   element with mode=off stays off;
 //   cast            per op the precision table lowers (conv, linear, ...),
 //                   fp32 vs the target dtype with its casts
@@ -31,8 +39,9 @@
 //                   (A/B) -> kept or dropped.
 // The baseline of every decision is "no rewrite", so a candidate is kept
 // only when it wins beyond noise (tune/tuner.h). Micro-benchmark decisions
-// are cached by op signature (tune/signature.h), whole-model ones by a digest
-// of the graph and the input shapes, under the device/LibTorch/threads
+// are cached by op signature (tune/signature.h), channels-last ones by
+// region signature, whole-model ones (fuse-cudnn) by a digest of the graph
+// and the input shapes, under the device/LibTorch/threads
 // context (tune/cache.h): a decision found there is not timed again, also
 // when the same signature recurs within the run. Time is bounded: each
 // decision gets a share of what is left of `budgetSeconds`; when it is spent,
@@ -72,7 +81,7 @@ struct TuneOptions {
 
 struct DecisionRecord {
   std::string kind;       // "bn-to-affine", "channels-last", "precision", "conv-kernel", "fuse-cudnn"
-  std::string node;       // the op's result name, or "model"
+  std::string node;       // the op's result name (a channels-last region's: its first conv's), or "model"
   std::string signature;  // the cache key within the context
   std::string choice;     // the chosen candidate
   std::vector<std::string> candidates;

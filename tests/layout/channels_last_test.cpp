@@ -3,10 +3,13 @@
 // fixtures, conv1d left alone, mode=auto/on/off, and -O2 on every fixture:
 // numerics within (1e-4, 1e-5), tensor outputs in the contiguous format
 // (keep-output-layout=true), files saved for the Python reload check
-// (python.reload_o2); _convolution's groups read by name; and the edit log
-// proven complete on every fixture (Instrumentation::checkEditLog).
+// (python.reload_o2); _convolution's groups read by name; the edit log
+// proven complete on every fixture (Instrumentation::checkEditLog); and
+// regions= (the regions named by their first conv, converted one by one).
+#include "layout/channels_last.h"
 #include "rewriters/constants.h"
 #include "rewriters/pipeline.h"
+#include "tests/support/checked_run.h"
 #include "target/capabilities.h"
 #include "tests/support/pass_test.h"
 
@@ -15,6 +18,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <sstream>
 
 using namespace ptopt;
 
@@ -430,4 +435,138 @@ TEST_CASE("channels-last decides the same under --assume-isa avx2 and avx512_bf1
   }
   CHECK(counters[0] == counters[1]);
   CHECK(counters[0]["convs"] == 20);
+}
+
+namespace {
+
+// two_conv_regions after -O1: two regions of two convs each, separated by a
+// flatten and a view back to 4-D.
+struct TwoRegions {
+  Optimizer opt;
+  rewriters::PassContext ctx;
+  std::vector<layout::ChannelsLastRegion> regions;
+  std::vector<std::string> ids;
+  std::vector<std::set<std::string>> convNames;  // per region
+};
+
+std::unique_ptr<TwoRegions> twoRegions() {
+  const auto& f = test::fixture("two_conv_regions");
+  auto t = std::make_unique<TwoRegions>(TwoRegions{Optimizer::load(f.path), {}, {}, {}, {}});
+  t->ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  t->opt.run("-O1", &t->ctx);
+  t->regions = layout::channelsLastRegions(t->opt.model().forward(), t->ctx);
+  for (const auto& r : t->regions) {
+    t->ids.push_back(r.id);
+    std::set<std::string> names;
+    for (const ir::Node* c : r.convs) names.insert(c->output()->name());
+    t->convNames.push_back(names);
+  }
+  return t;
+}
+
+// The conv computes in channels-last: its result's metadata says so (the
+// pass sets it; shape-prop recorded the rest), and its weight is stored
+// channels-last (a 1x1 weight is both formats at once).
+bool computesChannelsLast(ir::Node* conv) {
+  const auto w = rewriters::constantTensor(conv->argValue(1));
+  return conv->output()->meta().memoryFormat == c10::MemoryFormat::ChannelsLast && w &&
+         w->is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+}  // namespace
+
+TEST_CASE("channels-last finds the regions of a model, named by their first conv, the same on every run") {
+  auto t = twoRegions();
+  REQUIRE(t->regions.size() == 2);
+  for (const auto& r : t->regions) {
+    CHECK(r.convs.size() == 2);
+    CHECK(r.autoDecline.empty());  // mode=auto would convert both
+    CHECK(r.id == r.convs.front()->output()->name());
+    CHECK(r.nodes.size() > r.convs.size());  // relu, add
+  }
+  CHECK(t->ids[0] != t->ids[1]);
+  // Another load, the same names; looking changes nothing.
+  const std::string before = t->opt.model().forward().str();
+  auto again = twoRegions();
+  CHECK(again->ids == t->ids);
+  CHECK(t->opt.model().forward().str() == before);
+  // resnet18: one region (the flatten before fc is its only exit).
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer r18 = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  r18.run("-O1", &ctx);
+  const auto found = layout::channelsLastRegions(r18.model().forward(), ctx);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].convs.size() == 20);
+}
+
+TEST_CASE("channels-last regions= converts the named region only") {
+  for (size_t k = 0; k < 2; ++k) {
+    DYNAMIC_SECTION("region " << k) {
+      auto t = twoRegions();
+      REQUIRE(t->ids.size() == 2);
+      std::ostringstream explain;
+      t->ctx.explain = &explain;
+      // '%' as --explain prints it, and blanks, are accepted.
+      const std::string pipeline = "channels-last{mode=on,regions=\" %" + t->ids[k] + " ;\"}";
+      auto report = t->opt.run(pipeline, &t->ctx, test::checkedInstrumentation());
+      Optimized o{std::move(t->opt), report, {}};
+      CHECK(report.changed());
+      CHECK(test::loggedEdits(report) > 0);
+      CHECK(counter(o, "regions") == 1);
+      CHECK(counter(o, "convs") == 2);
+      CHECK(counter(o, "unselected-regions") == 1);
+      CHECK(counter(o, "declined-regions") == 0);
+      const ir::Graph& g = o.opt.model().forward();
+      size_t convs = 0;
+      g.walk([&](ir::Node* n) {
+        if (!n->is("aten::conv2d")) return;
+        ++convs;
+        INFO(n->output()->name());
+        CHECK(computesChannelsLast(n) == (t->convNames[k].count(n->output()->name()) > 0));
+      });
+      CHECK(convs == 4);
+      // One entry and one exit conversion around the selected region only.
+      CHECK(conversions(g, c10::MemoryFormat::ChannelsLast).size() == 1);
+      CHECK(conversions(g, c10::MemoryFormat::Contiguous).size() == 1);
+      CHECK_THAT(explain.str(), Catch::Contains("converting region %" + t->ids[k] + " (2 convs"));
+      CHECK_THAT(explain.str(), Catch::Contains("region %" + t->ids[1 - k] + " (2 convs) not named in regions="));
+      auto v = o.opt.verify(test::fixture("two_conv_regions").inputs, {1e-4, 1e-5}, 2);
+      INFO(v.summary);
+      CHECK(v.passed);
+      checkOutputFormat(runOptimized(o, "two_conv_regions"), at::MemoryFormat::Contiguous);
+    }
+  }
+}
+
+TEST_CASE("channels-last regions= naming both regions converts both, as mode=on does") {
+  auto t = twoRegions();
+  REQUIRE(t->ids.size() == 2);
+  ir::Model all = t->opt.model().clone();
+  auto report = t->opt.run("channels-last{mode=auto,regions=" + t->ids[0] + ";" + t->ids[1] + "}", &t->ctx,
+                           test::checkedInstrumentation());
+  CHECK(test::counter(report, "channels-last", "regions") == 2);
+  CHECK(test::counter(report, "channels-last", "convs") == 4);
+  rewriters::PassContext ctx;
+  test::runChecked(all, "channels-last{mode=on}", &ctx);
+  CHECK(all.forward().str() == t->opt.model().forward().str());
+  // Canonical pipeline text keeps the list unquoted and reads back the same.
+  const std::string text = "channels-last{mode=on,regions=" + t->ids[0] + ";" + t->ids[1] + "}";
+  const auto p = rewriters::parsePipeline(text, defaultRegistry());
+  CHECK(rewriters::printPipeline(p) == text);
+}
+
+TEST_CASE("ChannelsLastDoesNotFireWhenRegionsNamesNoRegion") {
+  auto t = twoRegions();
+  const std::string before = t->opt.model().forward().str();
+  auto report = t->opt.run("channels-last{mode=on,regions=nosuch.1}", &t->ctx, test::checkedInstrumentation());
+  CHECK_FALSE(report.changed());
+  CHECK(test::loggedEdits(report) == 0);
+  CHECK(test::counter(report, "channels-last", "convs") == 0);
+  CHECK(test::counter(report, "channels-last", "unselected-regions") == 2);
+  CHECK(t->opt.model().forward().str() == before);
+  bool named = false;
+  for (const auto& d : t->ctx.declines()) named |= d.find("regions= names %nosuch.1, which is not") != std::string::npos;
+  CHECK(named);
 }

@@ -1,19 +1,26 @@
 // tunePipeline end to end with a fake timer (deterministic decisions, no
 // timing): winners become pass options of the tuned pipeline, losers and
 // ties keep the graph as it is, the cache makes the second run time nothing
-// and a different thread count re-tunes, the budget is respected. The
+// and a different thread count re-tunes, the budget is respected;
+// channels-last is decided per region (one A/B for a single region). The
 // candidates themselves run for real (the fake timer calls them), so a
 // candidate with wrong arguments fails here.
+#include "layout/channels_last.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/pass_test.h"
 #include "tests/tune/fake_timer.h"
+#include "tune/cache.h"
+#include "tune/signature.h"
 #include "tune/tune_model.h"
+#include "tune/tuned_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <unistd.h>
 
 using namespace ptopt;
@@ -126,8 +133,11 @@ TEST_CASE("tunePipeline: decides precision per op and drops cast when nothing wi
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
   // op-by-op: the fp32 model (no op won) runs faster than the preset's bf16 one.
-  test::FakeTimer slowBf16({{"bfloat16", 2.0}, {"mkldnn", 2.0}, {"mode=auto", 2.0}, {"mode=on", 2.0}, {"op-by-op", 0.5}},
-                           0.01);
+  test::FakeTimer slowBf16({{"bfloat16", 2.0}, {"mkldnn", 2.0}, {"op-by-op", 0.5}}, 0.01);
+  slowBf16.setRule([](const std::string& name) -> std::optional<double> {
+    if (name.rfind("regions=", 0) == 0) return 2.0;  // channels-last is slower
+    return std::nullopt;
+  });
   const Tuned fp32 = tuneFixture(opt, f, "-O3", slowBf16, "");
   CHECK(countKind(fp32.result, "precision", false) > 0);
   CHECK(countKind(fp32.result, "precision", true) == 0);
@@ -202,4 +212,227 @@ TEST_CASE("tunePipeline: needs the input shapes") {
   o.timer = &timer;
   CHECK_THROWS_WITH(tune::tunePipeline(opt.model(), parsePipelineOrPreset("-O2"), defaultRegistry(), noInputs, o),
                     Catch::Contains("--input-shape"));
+}
+
+namespace {
+
+// The channels-last regions of a fixture after -O1 (what -O2's channels-last
+// sees), as the pass names them.
+std::vector<std::string> regionIds(const test::Fixture& f) {
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  std::vector<std::string> ids;
+  for (const auto& r : layout::channelsLastRegions(opt.model().forward(), ctx)) ids.push_back(r.id);
+  return ids;
+}
+
+// "regions=a;b" -> {a, b}; "off" -> {}; anything else: not a layout candidate.
+std::optional<std::set<std::string>> regionSet(const std::string& name) {
+  if (name == "off") return std::set<std::string>{};
+  if (name.rfind("regions=", 0) != 0) return std::nullopt;
+  return tune::parseNameList(name.substr(8));
+}
+
+std::vector<const tune::DecisionRecord*> layoutDecisions(const tune::TuneResult& r) {
+  std::vector<const tune::DecisionRecord*> out;
+  for (const auto& d : r.decisions)
+    if (d.kind == "channels-last") out.push_back(&d);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tunePipeline: decides channels-last per region and converts only the region that wins") {
+  const auto& f = test::fixture("two_conv_regions");
+  const std::vector<std::string> ids = regionIds(f);
+  REQUIRE(ids.size() == 2);
+  const std::string a = ids[0], b = ids[1];
+  // Region a is faster in NHWC, region b slower; both together lose.
+  auto rule = [&](const std::string& name) -> std::optional<double> {
+    auto set = regionSet(name);
+    if (!set) return std::nullopt;
+    return 10.0 - 2.0 * static_cast<double>(set->count(a)) + 3.0 * static_cast<double>(set->count(b));
+  };
+  const std::string cache = tempCache("regions.json");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer({}, 0.01);
+  timer.setRule(rule);
+  const Tuned first = tuneFixture(opt, f, "-O2", timer, cache);
+  const auto decisions = layoutDecisions(first.result);
+  REQUIRE(decisions.size() == 2);
+  std::map<std::string, const tune::DecisionRecord*> byRegion;
+  for (const auto* d : decisions) byRegion[d->node] = d;
+  REQUIRE(byRegion.count(a));
+  REQUIRE(byRegion.count(b));
+  CHECK(byRegion[a]->choice == "on");
+  CHECK(byRegion[a]->source == tune::DecisionRecord::Source::Measured);
+  CHECK(byRegion[a]->ratio < 0.9);  // 8 ms / 10 ms
+  CHECK(byRegion[b]->choice == "off");
+  CHECK(byRegion[b]->ratio > 1.1);  // 11 ms / 8 ms
+  CHECK(byRegion[a]->signature != byRegion[b]->signature);
+  CHECK_THAT(byRegion[a]->line(), Catch::Contains("channels-last %" + a + ": on"));
+  // What -O2's mode=auto converts (both, the baseline; also all on) vs all
+  // off (wins), then a: off vs {a} (wins), then b: {a} vs {a, b} (loses).
+  std::vector<std::string> layoutNames;
+  for (const auto& n : timer.names())
+    if (regionSet(n)) layoutNames.push_back(n);
+  CHECK(layoutNames == std::vector<std::string>{"regions=" + a + ";" + b, "off", "regions=" + a});
+  const std::string text = rewriters::printPipeline(first.result.pipeline);
+  CHECK_THAT(text, Catch::Contains("channels-last{mode=on,regions=" + a + "}"));
+  CHECK_THAT(first.result.summary(), Catch::Contains("channels-last %" + b + ": off kept"));
+
+  // The tuned pipeline converts region a only, every edit logged, numerics kept.
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager pm(defaultRegistry(), first.result.pipeline, test::checkedInstrumentation());
+  auto report = pm.run(opt.model(), ctx);
+  CHECK(test::counter(report, "channels-last", "regions") == 1);
+  CHECK(test::counter(report, "channels-last", "unselected-regions") == 1);
+  CHECK(test::counter(report, "channels-last", "convs") == 2);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+
+  // The cache holds both decisions under their region signatures...
+  const tune::TuningCache stored = tune::TuningCache::open(cache);
+  const auto& inContext = stored.json().at("contexts").at(first.result.context).at("decisions");
+  CHECK(inContext.at(byRegion[a]->signature).at("choice") == "on");
+  CHECK(inContext.at(byRegion[b]->signature).at("choice") == "off");
+  // ...and a second run times nothing and gives the same pipeline.
+  Optimizer again = Optimizer::load(f.path);
+  test::FakeTimer second({}, 0.01);
+  second.setRule(rule);
+  const Tuned warm = tuneFixture(again, f, "-O2", second, cache);
+  CHECK(warm.samples == 0);
+  CHECK(warm.result.measured == 0);
+  for (const auto* d : layoutDecisions(warm.result)) CHECK(d->source == tune::DecisionRecord::Source::Cached);
+  CHECK(rewriters::printPipeline(warm.result.pipeline) == text);
+}
+
+TEST_CASE("tunePipeline: a model with one channels-last region costs one A/B") {
+  const auto& f = test::fixture("resnet18_script");
+  const std::vector<std::string> ids = regionIds(f);
+  REQUIRE(ids.size() == 1);
+  test::FakeTimer timer({}, 0.01);
+  timer.setRule([](const std::string& name) -> std::optional<double> {
+    auto set = regionSet(name);
+    if (!set) return std::nullopt;
+    return set->empty() ? 10.0 : 8.0;
+  });
+  Optimizer opt = Optimizer::load(f.path);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, "");
+  const auto decisions = layoutDecisions(t.result);
+  REQUIRE(decisions.size() == 1);
+  CHECK(decisions[0]->node == ids[0]);
+  CHECK(decisions[0]->choice == "on");
+  std::vector<std::string> layoutNames;
+  for (const auto& n : timer.names())
+    if (regionSet(n)) layoutNames.push_back(n);
+  CHECK(layoutNames == std::vector<std::string>{"regions=" + ids[0], "off"});  // the preset's first
+  // Both sampled once per round, plus the two warm-up calls.
+  CHECK(timer.samplesOf("off") == static_cast<size_t>(decisions[0]->rounds) + 2);
+  CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=on,regions=" + ids[0] + "}"));
+}
+
+TEST_CASE("tunePipeline: a model without conv regions keeps channels-last off without timing it") {
+  const auto& f = test::fixture("transformer_block");
+  test::FakeTimer timer({}, 0.01);
+  Optimizer opt = Optimizer::load(f.path);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, "");
+  const auto decisions = layoutDecisions(t.result);
+  REQUIRE(decisions.size() == 1);
+  CHECK(decisions[0]->source == tune::DecisionRecord::Source::Skipped);
+  CHECK(timer.samplesOf("off") == 0);
+  CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=off"));
+}
+
+TEST_CASE("regionSignature: the same region on other shapes, or another region, is another key") {
+  auto signatures = [](const std::string& fixture, const std::vector<int64_t>& shape) {
+    const auto& f = test::fixture(fixture);
+    Optimizer opt = Optimizer::load(f.path);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = std::vector<c10::IValue>{torch::randn(shape)};
+    opt.run("-O1", &ctx);
+    std::vector<std::string> out;
+    for (const auto& r : layout::channelsLastRegions(opt.model().forward(), ctx)) {
+      std::string why;
+      auto sig = tune::regionSignature(r.nodes, why);
+      INFO(why);
+      REQUIRE(sig);
+      out.push_back(*sig);
+    }
+    return out;
+  };
+  const auto r64 = signatures("resnet18_script", {1, 3, 64, 64});
+  REQUIRE(r64.size() == 1);
+  CHECK(signatures("resnet18_script", {1, 3, 64, 64}) == r64);  // deterministic, names not in it
+  CHECK(signatures("resnet18_script", {1, 3, 32, 32}) != r64);
+  CHECK_THAT(r64[0], Catch::StartsWith("aten::conv2d(float32[1,3,64,64]:cf, const float32[64,3,7,7]:cf"));
+  const auto two = signatures("two_conv_regions", {2, 3, 16, 16});
+  REQUIRE(two.size() == 2);
+  CHECK(two[0] != two[1]);
+  // Without shapes there is no signature (the tuner keys such a region by its model).
+  const auto& f = test::fixture("two_conv_regions");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext noShapes;
+  opt.run("canonicalize,fold-conv-bn", &noShapes);
+  const auto regions = layout::channelsLastRegions(opt.model().forward(), noShapes);
+  REQUIRE_FALSE(regions.empty());
+  std::string why;
+  CHECK_FALSE(tune::regionSignature(regions[0].nodes, why));
+  CHECK_THAT(why, Catch::Contains("unknown"));
+}
+
+TEST_CASE("tunePipeline: regions left when the budget is spent keep the first A/B's verdict, uncached") {
+  const auto& f = test::fixture("two_conv_regions");
+  const std::vector<std::string> ids = regionIds(f);
+  REQUIRE(ids.size() == 2);
+  const std::string a = ids[0], b = ids[1];
+  test::FakeTimer timer({}, 0.01);
+  timer.setRule([&](const std::string& name) -> std::optional<double> {
+    auto set = regionSet(name);
+    if (!set) return std::nullopt;
+    return 100.0 - 20.0 * static_cast<double>(set->count(a)) + 30.0 * static_cast<double>(set->count(b));
+  });
+  const std::string cache = tempCache("regions_budget.json");
+  Optimizer opt = Optimizer::load(f.path);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, cache, /*budget=*/2.0);
+  CHECK(t.result.budgetSpent);
+  std::map<std::string, const tune::DecisionRecord*> byRegion;
+  for (const auto* d : layoutDecisions(t.result)) byRegion[d->node] = d;
+  REQUIRE(byRegion.count(a));
+  REQUIRE(byRegion.count(b));
+  // All on lost to all off; b never got its own A/B: off, as the first A/B left it.
+  CHECK(byRegion[b]->choice == "off");
+  CHECK_THAT(byRegion[b]->note, Catch::Contains("kept as the first A/B left it"));
+  const auto& stored = tune::TuningCache::open(cache).json().at("contexts").at(t.result.context).at("decisions");
+  CHECK_FALSE(stored.contains(byRegion[b]->signature));
+  CHECK(t.result.seconds <= 2.0 + 0.5);
+}
+
+TEST_CASE("tunePipeline: when all regions on wins, a region that loses on its own is turned off") {
+  const auto& f = test::fixture("two_conv_regions");
+  const std::vector<std::string> ids = regionIds(f);
+  REQUIRE(ids.size() == 2);
+  const std::string a = ids[0], b = ids[1];
+  // a saves 3 ms, b costs 1 ms: all on (8 ms) beats all off (10 ms), {a} (7 ms) beats both.
+  test::FakeTimer timer({}, 0.01);
+  timer.setRule([&](const std::string& name) -> std::optional<double> {
+    auto set = regionSet(name);
+    if (!set) return std::nullopt;
+    return 10.0 - 3.0 * static_cast<double>(set->count(a)) + 1.0 * static_cast<double>(set->count(b));
+  });
+  Optimizer opt = Optimizer::load(f.path);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, "");
+  std::map<std::string, std::string> choice;
+  for (const auto* d : layoutDecisions(t.result)) choice[d->node] = d->choice;
+  CHECK(choice == std::map<std::string, std::string>{{a, "on"}, {b, "off"}});
+  std::vector<std::string> layoutNames;
+  for (const auto& n : timer.names())
+    if (regionSet(n)) layoutNames.push_back(n);
+  // all on (the preset's) vs all off; a: {a, b} vs {b}; b: {a, b} vs {a}.
+  CHECK(layoutNames == std::vector<std::string>{"regions=" + a + ";" + b, "off", "regions=" + b, "regions=" + a});
+  CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=on,regions=" + a + "}"));
 }

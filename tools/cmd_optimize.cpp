@@ -68,7 +68,9 @@ namespace ptopt::tools {
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("input", o.input, "TorchScript model to optimize (never modified)");
   app.add_option("output", o.output, "Where to write the optimized model");
-  app.add_option("--passes", o.passes, "Pipeline, e.g. 'canonicalize,fixpoint{max-iter=3}(cse,dce)'")
+  app.add_option("--passes", o.passes,
+                 "Pipeline, e.g. 'canonicalize,fixpoint{max-iter=3}(cse,dce)', or a preset and more passes, "
+                 "e.g. '-O2,quantize{mode=dynamic}' (the more go after the rewrites, before fuse-cudnn)")
       ->each([&o](const std::string&) { o.passesGiven = true; });
   app.add_option("-O", o.preset, "Preset pipeline -O0..-O3 (default -O1)")->check(CLI::IsMember({"0", "1", "2", "3"}));
   app.add_option("--pipeline-file", o.pipelineFile, "Pipeline from a file (same syntax, newlines and # comments)");
@@ -155,7 +157,10 @@ rewriters::Pipeline pipelineFromOptions(const OptimizeOptions& o) {
   if (o.passesGiven) { text = o.passes; source = "--passes"; }
   else if (!o.pipelineFile.empty()) { text = readFile(o.pipelineFile); source = o.pipelineFile; }
   else { text = rewriters::presetPipeline(o.preset.empty() ? 1 : std::stoi(o.preset)); source = "-O" + (o.preset.empty() ? std::string("1") : o.preset); }
-  rewriters::Pipeline p = rewriters::parsePipeline(text, defaultRegistry(), source);
+  // `--passes '-O2,quantize{mode=dynamic}'`: a preset and more passes, the
+  // more placed by the one rule for extra passes.
+  rewriters::Pipeline p = o.passesGiven ? rewriters::parsePipelineOrPreset(text, defaultRegistry())
+                                        : rewriters::parsePipeline(text, defaultRegistry(), source);
   std::vector<rewriters::PipelineElement> rules;
   for (const auto& file : o.rulesFiles) {
     std::ifstream probe(file);

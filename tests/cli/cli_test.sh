@@ -76,6 +76,10 @@ expect 2 "only one of" -- "$ptopt" "$fx/resnet18_script.pt" "$work/p.pt" --passe
 printf '# clean up\ncanonicalize,\n  fixpoint{max-iter=3}(  # repeat\n    cse, dce)\n' > "$work/pipe.txt"
 expect 0 "^canonicalize,fixpoint\{max-iter=3\}\(cse,dce\)$" -- "$ptopt" --pipeline-file "$work/pipe.txt" --print-pipeline
 expect 0 "^canonicalize,remove-dropout,bn-inference" -- "$ptopt" -O1 --print-pipeline
+# --passes takes a preset with more passes, placed as -O1,more everywhere.
+expect 0 "channels-last\{mode=auto\},quantize\{mode=dynamic\},fuse-cudnn$" -- \
+  "$ptopt" --passes '-O2,quantize{mode=dynamic}' --print-pipeline
+expect 2 "unknown pass 'quantise'" -- "$ptopt" --passes '-O2,quantise' --print-pipeline
 # One rule for extra passes (rewriters::addExtraPasses): --rules files run
 # after the preset's rewrites and before its closing fuse-cudnn, in order;
 # after everything when the pipeline does not close with fuse-cudnn.

@@ -5,12 +5,12 @@
 #include "ir/rewriter.h"
 #include "layout/op_layout_table.h"
 #include "rewriters/constants.h"
+#include "rewriters/name_list.h"
 #include "target/capabilities.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <numeric>
 #include <set>
@@ -35,26 +35,6 @@ std::vector<rewriters::OptionSpec> ChannelsLastPass::optionSpecs() const {
 }
 
 namespace {
-
-// "a;b" -> {a, b}: blanks around items and empty items dropped, a leading
-// '%' too (--explain prints the names as %a).
-std::set<std::string> parseRegionList(const std::string& text) {
-  std::set<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(';', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
-    size_t skip = 0;
-    while (skip < item.size() && std::isspace(static_cast<unsigned char>(item[skip]))) ++skip;
-    if (skip < item.size() && item[skip] == '%') ++skip;
-    item.erase(0, skip);
-    if (!item.empty()) out.insert(item);
-    start = end + 1;
-  }
-  return out;
-}
 
 c10::MemoryFormat channelsLastFor(int64_t rank) {
   return rank == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
@@ -486,7 +466,7 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::string mode = options().getString("mode");
   const bool keepOutputLayout = options().getBool("keep-output-layout");
   std::optional<std::set<std::string>> listed;
-  if (const std::string& text = options().getString("regions"); !text.empty()) listed = parseRegionList(text);
+  if (const std::string& text = options().getString("regions"); !text.empty()) listed = rewriters::parseNameList(text);
   ir::Block* top = graph.block();
   if (mode == "off") {
     ctx.decline(name(), top->outputNode(), "mode=off");

@@ -7,6 +7,7 @@
 #include "target/capabilities.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
+#include "rewriters/name_list.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -733,13 +734,7 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   const int64_t minChannels = options().getInt("min-channels");
   cfg.minChannels = minChannels >= 0 ? minChannels : cfg.cpuKernelsOnly ? 17 : 0;
   cfg.policy = castPolicy(cfg.target, ctx.targetDevice, cfg.emulate);
-  {
-    const std::string& list = options().getString("keep-fp32");
-    for (size_t start = 0, end; start < list.size(); start = end + 1) {
-      end = std::min(list.find(';', start), list.size());
-      if (end > start) cfg.keepFp32.insert(list.substr(start, end - start));
-    }
-  }
+  cfg.keepFp32 = rewriters::parseNameList(options().getString("keep-fp32"));
   try {
     for (const auto& op : PrecisionPolicy::parseOpList(options().getString("fp32-ops")))
       cfg.policy.set(op, OpPrecision::Fp32);

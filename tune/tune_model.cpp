@@ -389,8 +389,7 @@ class Session {
     query.preferBf16 = ctx_.preferBf16;
     std::vector<layout::ChannelsLastRegion> found = layout::channelsLastRegions(work_.forward(), query);
     if (const std::string given = option(e, "regions", ""); !given.empty()) {
-      std::set<std::string> named;
-      for (std::string n : parseNameList(given)) named.insert(n.rfind('%', 0) == 0 ? n.substr(1) : n);
+      const std::set<std::string> named = parseNameList(given);  // a leading % is dropped
       found.erase(std::remove_if(found.begin(), found.end(), [&](const auto& r) { return !named.count(r.id); }),
                   found.end());
     }

@@ -16,27 +16,6 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
            "convs (their results' names, ';'-separated) to run as aten::mkldnn_convolution", {}, {}, {}}};
 }
 
-std::set<std::string> parseNameList(const std::string& text) {
-  std::set<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(';', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    if (!item.empty()) out.insert(item);
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string joinNameList(const std::set<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ";") + n;
-  return s;
-}
-
 std::string mkldnnIneligible(const ir::Node& n) {
   if (!n.is("aten::conv2d")) return "not an aten::conv2d";
   if (!n.overload().empty()) return "the conv's padding is a string (\"same\"/\"valid\")";

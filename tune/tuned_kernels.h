@@ -2,6 +2,7 @@
 // The contract is kContract below (`ptopt passes tuned-kernels` prints it).
 #pragma once
 
+#include "rewriters/name_list.h"
 #include "rewriters/pass.h"
 #include "rewriters/registry.h"
 
@@ -38,9 +39,9 @@ class TunedKernelsPass : public rewriters::Pass {
 // Why `n` cannot become aten::mkldnn_convolution, or "" when it can.
 std::string mkldnnIneligible(const ir::Node& n);
 
-// "a;b;c" -> {a, b, c} (empty items dropped); and back, sorted.
-std::set<std::string> parseNameList(const std::string& text);
-std::string joinNameList(const std::set<std::string>& names);
+// "a;b;c" -> {a, b, c}, and back (rewriters/name_list.h).
+using rewriters::joinNameList;
+using rewriters::parseNameList;
 
 void registerTunePasses(rewriters::PassRegistry& registry);
 

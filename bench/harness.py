@@ -29,7 +29,10 @@ sees the cap: -O3 stays fp32 there). A summary checks the targets of
 issue 20: no preset slower than its input, -O3 within 3% of -O2 on AVX2,
 the --tune geomeans, and the warm-cache tuning time.
 
-and measures, in one process, interleaved (A B C ... A B C ...):
+Each model's variants are built once (in a child process per world) and then
+timed in --processes fresh processes (default 3; the reported ratios are the
+medians over those, since one process to the next moved a model's time by up
+to 1.5x here), each of which measures, interleaved (A B C ... A B C ...):
   * latency at 1 thread (CPU time of the process: steadier than wall time on
     a shared machine) and with all threads (wall time), median of --reps
     runs after a warm-up, as ratios to the original;
@@ -258,11 +261,31 @@ def optimize_model(ptopt, name, src, preset, work, shape, threads=1):
     return out, info
 
 
-def bench_model(args, name, model, shape, work):
+def build_variants(args, name, model, shape, work):
+    """Scripts the model into work/NAME.pt and runs ptopt's variants on it; returns
+    {"shape", "outputs": {variant: path}, "tool": {variant: info}} (also written to
+    work/NAME.variants.json for the timing processes)."""
     src = os.path.join(work, name + ".pt")
-    scripted = torch.jit.script(model)
-    scripted.save(src)
+    torch.jit.script(model).save(src)
+    built = {"model": name, "shape": list(shape), "src": src, "outputs": {}, "tool": {}}
+    for preset in args.variants:
+        path, info = optimize_model(args.ptopt, name, src, preset, work, shape)
+        built["tool"][preset] = info
+        if path:
+            built["outputs"][preset] = path
+    with open(os.path.join(work, name + ".variants.json"), "w") as fh:
+        json.dump(built, fh)
+    return built
+
+
+def time_variants(args, built):
+    """Loads what build_variants wrote (plus freeze and optimize_for_inference, made
+    here since the latter's file often does not reload) and times them all,
+    interleaved, in this process; returns the row of one timing process."""
+    name, shape, src = built["model"], built["shape"], built["src"]
+    work = os.path.dirname(src)
     original = torch.jit.load(src).eval()
+    torch.manual_seed(1)
     x = torch.randn(*shape)
     with torch.no_grad():
         ref = original(x)
@@ -278,15 +301,13 @@ def bench_model(args, name, model, shape, work):
         variants["ofi"] = (ofi, reloads(opath))
     except Exception as e:  # noqa: BLE001
         print("  optimize_for_inference failed: %s" % str(e).splitlines()[0])
-    tool = {}
     for preset in args.variants:
-        path, info = optimize_model(args.ptopt, name, src, preset, work, shape)
-        tool[preset] = info
-        if path:
+        if preset in built["outputs"]:
+            path = built["outputs"][preset]
             variants[preset] = (torch.jit.load(path).eval(), reloads(path))
     names = list(variants)
     fns = [variants[n][0] for n in names]
-    row = {"model": name, "shape": list(shape), "variants": {}, "tool": tool}
+    row = {"model": name, "shape": list(shape), "variants": {}, "tool": built["tool"]}
     lat1 = median_latency(fns, x, args.reps, 1, cpu_time=True)
     latn = median_latency(fns, x, args.reps, os.cpu_count(), cpu_time=False) if not args.one_thread_only else lat1
     for i, n in enumerate(names):
@@ -296,6 +317,21 @@ def bench_model(args, name, model, shape, work):
                               "max_abs": err, "cosine": cos, "reloads": variants[n][1]}
     print("  " + "  ".join("%s %.3fx" % (n, row["variants"][n]["ratio_1t"]) for n in names), flush=True)
     return row
+
+
+def combine_processes(rows):
+    """One row from the rows of several timing processes of one model: each
+    variant's median ratio (and median time) over the processes, with every
+    process's ratio kept (ratio_1t_runs) to show the spread."""
+    if len(rows) == 1:
+        return rows[0]
+    out = json.loads(json.dumps(rows[0]))
+    for n, v in out["variants"].items():
+        runs = [r["variants"][n] for r in rows if n in r["variants"]]
+        for key in ("ms_1t", "ms_nt", "ratio_1t", "ratio_nt"):
+            v[key] = statistics.median(x[key] for x in runs)
+        v["ratio_1t_runs"] = [x["ratio_1t"] for x in runs]
+    return out
 
 
 def scaling(args, work):
@@ -366,10 +402,14 @@ def targets_markdown(results):
             rel = [r["variants"]["-O3"]["ratio_1t"] / r["variants"]["-O2"]["ratio_1t"] for r in both]
             lines.append("  - -O3 / -O2: %s (geomean %.3f; target on AVX2: within 3%%)" % (
                 ", ".join("%s %.3f" % (r["model"], x) for r, x in zip(both, rel)), geomean(rel)))
-        tuned = [r["variants"]["tune"]["ratio_1t"] for r in rows if "tune" in r["variants"]]
+        tuned = [r["variants"]["tune"] for r in rows if "tune" in r["variants"]]
         if tuned:
-            lines.append("  - --tune geomean %.3f of the original (targets: <= 0.72 on AVX2, <= 0.42 with native bf16)"
-                         % geomean(tuned))
+            runs = [t.get("ratio_1t_runs", [t["ratio_1t"]]) for t in tuned]
+            per_process = [geomean([r[k] for r in runs]) for k in range(min(len(r) for r in runs))]
+            lines.append("  - --tune geomean %.3f of the original (targets: <= 0.72 on AVX2, <= 0.42 with native bf16)%s"
+                         % (geomean([t["ratio_1t"] for t in tuned]),
+                            "; the timing processes' own geomeans: " + ", ".join("%.3f" % g for g in per_process)
+                            if len(per_process) > 1 else ""))
         for r in rows:
             info = r["tool"].get("tune") or {}
             cold, warm = (info.get("stage_ms") or {}).get("tune"), (info.get("warm_stage_ms") or {}).get("tune")
@@ -390,11 +430,13 @@ def render_markdown(results):
     cols = ["freeze", "ofi"] + results.get("variants", PRESETS)
     pinning = results.get("pinning")
     lines = ["_Generated by `bench/harness.py` on %s: %s%s. Latency ratios are the variant's median time over the "
-             "original's (lower is faster), measured in one process per model (glibc malloc with a 32 MiB mmap "
-             "threshold: bench/harness.py, ALLOCATOR_ENV), interleaved, %d runs each after warm-up; "
+             "original's (lower is faster), the median over %d fresh timing processes per model (glibc malloc with a "
+             "32 MiB mmap threshold: bench/harness.py, ALLOCATOR_ENV), in each interleaved, %d runs each after "
+             "warm-up; "
              "1 thread is CPU time, all threads is wall time. ptopt's peak RSS is that process's own "
              "(wait4 on its pid, started from a small launcher so it does not inherit the harness's memory)._"
-             % (results["date"], results["machine"], "; " + pinning if pinning else "", results["reps"]),
+             % (results["date"], results["machine"], "; " + pinning if pinning else "", results.get("processes", 1),
+                results["reps"]),
              ""]
     tables = []
     for world, rows in world_rows(results):
@@ -603,7 +645,11 @@ def main():
                     help="native (this CPU) and/or avx2 (capped by ATEN_CPU_CAPABILITY/ONEDNN_MAX_CPU_ISA)")
     ap.add_argument("--no-scaling", action="store_true", help="skip the scaling run")
     ap.add_argument("--one-thread-only", action="store_true", help="skip the all-threads timing")
+    ap.add_argument("--processes", type=int, default=3,
+                    help="fresh timing processes per model and world; ratios are their medians (default 3)")
     ap.add_argument("--world", help=argparse.SUPPRESS)      # child: measure in this world only
+    ap.add_argument("--phase", choices=["build", "time"], help=argparse.SUPPRESS)  # child: what to do
+    ap.add_argument("--work", help=argparse.SUPPRESS)       # child: the model's work folder
     ap.add_argument("--json-out", help=argparse.SUPPRESS)   # child: where to write its rows
     args = ap.parse_args()
     args.models = args.models.split(",") if args.models else None
@@ -622,47 +668,58 @@ def main():
     if not os.path.exists(args.ptopt):
         raise SystemExit("no ptopt at %s: build it first (./scripts/build.sh)" % args.ptopt)
     args.variants = PRESETS + (["tune"] if ptopt_has_tune(args.ptopt) else [])
-    if args.world:  # a child measuring one world
-        work = tempfile.mkdtemp(prefix="ptopt-bench-%s-" % args.world)
-        try:
-            rows = [bench_model(args, name, model, shape, work)
-                    for name, model, shape in benchmark_models(args.quick, args.models)]
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        with open(args.json_out, "w") as fh:
-            json.dump(rows, fh)
+    if args.world:  # a child in one world: builds the variants of one model, or times them
+        if args.phase == "build":
+            [(name, model, shape)] = list(benchmark_models(args.quick, args.models))
+            build_variants(args, name, model, shape, args.work)
+        else:
+            with open(os.path.join(args.work, args.models[0] + ".variants.json")) as fh:
+                row = time_variants(args, json.load(fh))
+            with open(args.json_out, "w") as fh:
+                json.dump(row, fh)
         return
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="ptopt-bench-")
     results = {"date": datetime.date.today().isoformat(), "machine": machine_description(), "reps": args.reps,
-               "threads": os.cpu_count(), "pinning": pinning_note(), "models": [], "scaling": [],
-               "variants": args.variants, "worlds": {}, "one_thread_only": args.one_thread_only}
+               "processes": args.processes, "threads": os.cpu_count(), "pinning": pinning_note(), "models": [],
+               "scaling": [], "variants": args.variants, "worlds": {}, "one_thread_only": args.one_thread_only}
     try:
         names = [name for name, _, _ in benchmark_models(args.quick, args.models)]
         for world in args.worlds.split(","):
             print("== world: %s" % world, flush=True)
             if world not in ("native", "avx2"):
                 raise SystemExit("unknown world %r (native, avx2)" % world)
-            # Each model in a fresh process, with glibc's allocator fixed
+            # Every model in fresh processes, with glibc's allocator fixed
             # (ALLOCATOR_ENV): what one model leaves behind in a process
             # changed the next model's original by up to 1.7x (mobilenet_v2
             # after resnet50: 19.4 -> 11.2 ms), and so every ratio after it.
+            # Even so, one fresh process to the next moved an original by up
+            # to 1.5x on this shared 2-core VM (mobilenet_v2: 17 -> 27 ms,
+            # its optimized output with it), so the variants are built once
+            # and timed in --processes fresh processes: the ratios reported
+            # are the medians over those, each process's kept (ratio_1t_runs).
             rows = []
             for name in names:
                 print(name, flush=True)
-                out = os.path.join(work, "%s-%s.json" % (world, name))
-                cmd = [sys.executable, os.path.abspath(__file__), "--ptopt", args.ptopt, "--reps", str(args.reps),
-                       "--world", world, "--json-out", out, "--models", name]
+                model_work = os.path.join(work, world, name)
+                os.makedirs(model_work)
+                base = [sys.executable, os.path.abspath(__file__), "--ptopt", args.ptopt, "--reps", str(args.reps),
+                        "--world", world, "--models", name, "--work", model_work]
                 if args.quick:
-                    cmd.append("--quick")
+                    base.append("--quick")
                 if args.one_thread_only or world != "native":
-                    cmd.append("--one-thread-only")
+                    base.append("--one-thread-only")
                 env = dict(os.environ, **ALLOCATOR_ENV)
                 if world == "avx2":
                     env.update(AVX2_ENV)
-                subprocess.run(cmd, check=True, env=env)
-                with open(out) as fh:
-                    rows += json.load(fh)
+                subprocess.run(base + ["--phase", "build"], check=True, env=env)
+                timed = []
+                for k in range(args.processes):
+                    out = os.path.join(model_work, "timing-%d.json" % k)
+                    subprocess.run(base + ["--phase", "time", "--json-out", out], check=True, env=env)
+                    with open(out) as fh:
+                        timed.append(json.load(fh))
+                rows.append(combine_processes(timed))
             results["worlds"][world] = rows
         results["models"] = next(iter(results["worlds"].values()), [])
         if not args.no_scaling:

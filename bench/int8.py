@@ -28,7 +28,6 @@ batches drawn like the calibration batches. Writes OUT/int8.md and OUT/int8.json
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,9 @@ import time
 import torch
 import torch.nn.functional as F
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import agreement, measure  # noqa: E402  (bench/timing.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -75,34 +77,6 @@ def make_model(name, gen):
             if isinstance(m, torchvision.models.mobilenetv2.InvertedResidual) and m.use_res_connect:
                 m.conv[-1].weight.mul_(0.5)
     return model.eval()
-
-
-def cpu_time(fn):
-    t = time.process_time()
-    fn()
-    return time.process_time() - t
-
-
-def measure(fns, reps):
-    for fn in fns.values():
-        fn()
-        fn()
-    times = {k: [] for k in fns}
-    for _ in range(reps):
-        for k, fn in fns.items():
-            times[k].append(cpu_time(fn))
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
-def agreement(ref, other, batches):
-    worst, agree, rows = 1.0, 0, 0
-    with torch.no_grad():
-        for x in batches:
-            a, b = ref(x), other(x)
-            worst = min(worst, F.cosine_similarity(a.flatten(), b.flatten(), dim=0).item())
-            agree += (a.argmax(1) == b.argmax(1)).sum().item()
-            rows += a.shape[0]
-    return worst, agree / rows
 
 
 def main():

@@ -435,8 +435,7 @@ Plan plan(ir::Graph& graph, PassContext& ctx, const std::string& pass, const std
       else if (mode == "auto") why = autoDecline(stats);
       if (why.empty()) continue;
       if (!stats.anchors.empty()) {
-        const std::string region = "region %" + stats.id + " (" + std::to_string(stats.convs) + " conv" +
-                                   (stats.convs == 1 ? "" : "s") + ")";
+        const std::string region = regionLabel(stats.id, stats.convs, stats.anchors.front()->node);
         if (unselected) {
           ctx.decline(pass, stats.anchors.front()->node, region + " " + why);
           r.count("unselected-regions");
@@ -462,6 +461,12 @@ Plan plan(ir::Graph& graph, PassContext& ctx, const std::string& pass, const std
 
 }  // namespace
 
+std::string regionLabel(const std::string& id, size_t convs, const ir::Node* firstConv) {
+  std::string s = "region %" + id + " (" + std::to_string(convs) + " conv" + (convs == 1 ? "" : "s");
+  if (firstConv && !firstConv->scope().empty()) s += ", from " + firstConv->scope();
+  return s + ")";
+}
+
 PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::string mode = options().getString("mode");
   const bool keepOutputLayout = options().getBool("keep-output-layout");
@@ -483,8 +488,8 @@ PassResult ChannelsLastPass::run(ir::Graph& graph, PassContext& ctx) {
   r.count("regions", static_cast<int64_t>(p.regions.size()));
   if (ctx.explain)
     for (const RegionStats& s : p.regions)
-      *ctx.explain << name() << ": converting region %" << s.id << " (" << s.convs << " conv" << (s.convs == 1 ? "" : "s")
-                   << (mode == "auto" ? ", mode=auto: it pays" : "") << (listed ? ", named in regions=" : "") << ")\n";
+      *ctx.explain << name() << ": converting " << regionLabel(s.id, s.convs, s.anchors.front()->node)
+                   << (mode == "auto" ? ", mode=auto: it pays" : "") << (listed ? ", named in regions=" : "") << "\n";
   ir::Rewriter rw(graph, ctx.edits, name());
 
   // 1. Weights stored channels-last, as new constants (`conv1.weight_nhwc`):

@@ -72,6 +72,12 @@ struct ChannelsLastRegion {
   std::string autoDecline;             // why mode=auto declines it; "" when mode=auto converts it
 };
 
+// "region %<id> (<n> convs, from <module>)": how messages name a region. The
+// id is an IR value name, which says little in a model without debug names
+// (`%9.2`); the first conv's module scope (`features.0.0`), when the source
+// had it, says where the region starts.
+std::string regionLabel(const std::string& id, size_t convs, const ir::Node* firstConv);
+
 // The regions of `graph`'s top-level block, in program order of their first
 // conv; changes nothing (`ctx` gives the target device; declines are not
 // recorded).

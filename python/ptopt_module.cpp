@@ -16,6 +16,7 @@
 #include "tools/session.h"
 
 #include "ir/model.h"
+#include "ir/version.h"
 #include "quant/calibration.h"
 #include "rewriters/rules.h"
 
@@ -486,6 +487,7 @@ py::bytes serialize(const py::object& module) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ptopt's C++ library (private: use the functions of the ptopt package)";
+  m.attr("__version__") = ptopt::ptoptVersion();
   m.def("optimize", &optimize);
   m.def("verify", &verifyModules);
   m.def("bench", &bench);

@@ -7,12 +7,14 @@
 //   auto v = opt.verify({"1,3,224,224"});   // compares with the original
 //   if (v.passed) opt.save("out.pt");
 //
-// `ptopt IN OUT` runs through the same class, in stages (tools/cmd_optimize.cpp):
-// load (timed), run, then reference() / referenceRunner() for the module and
-// outputs the result is compared with, exportModule() streamed into OUT's
-// temporary file (ir::AtomicModuleFile) and loaded back from it, and
-// cpuStandIn() for what a CPU can verify of a model it cannot run. In-memory
-// callers (the Python package, tools/session.h) use serialize() for the
+// `ptopt IN OUT` and the Python package run through the same class, in the
+// stages of tools/stages.h: load (timed), run, then reference() /
+// referenceRunner() for the module and outputs the result is compared with,
+// exportModule() handed to the front end (the CLI streams it into OUT's
+// temporary file, ir::AtomicModuleFile; Python keeps the bytes) and loaded
+// back from those bytes, and cpuStandIn() for what a CPU can verify of a
+// model it cannot run. Other in-memory callers (the never-slower stage's
+// fallback candidates, tools/measure.cpp; tests) use serialize() for the
 // bytes and the module loaded back from them, and save(Serialized, path).
 #pragma once
 

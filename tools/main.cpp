@@ -6,6 +6,7 @@
 #include "tools/load_ops.h"
 
 #include "ir/model.h"
+#include "ir/version.h"
 #include "rewriters/pass.h"
 
 #include <CLI/CLI.hpp>
@@ -58,7 +59,7 @@ int ptoptMain(int argc, char** argv) {
                "  ptopt bench IN.pt [--vs OTHER.pt] --input-shape 1,3,224,224\n  ptopt passes [NAME]\n"
                "  ptopt dot IN.pt -o G.svg [--diff OTHER.pt]\n  ptopt tuning show|clear",
                "ptopt"};
-  app.set_version_flag("--version", "ptopt 0.1.0");
+  app.set_version_flag("--version", std::string("ptopt ") + ptopt::ptoptVersion());
   app.require_subcommand(0, 1);
 
   OptimizeOptions opt;

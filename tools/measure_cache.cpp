@@ -1,5 +1,6 @@
 #include "tools/measure_cache.h"
 
+#include "ir/version.h"
 #include "tune/device_id.h"
 
 #include <ATen/Parallel.h>
@@ -130,6 +131,7 @@ tune::CacheContext VerdictKey::context() const {
   tune::CacheContext c;
   c.device = device;
   c.libtorch = tune::libtorchVersion();
+  c.ptopt = ptoptVersion();
   c.threads = threads;
   return c;
 }

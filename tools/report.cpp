@@ -1,5 +1,7 @@
 #include "tools/report.h"
 
+#include "ir/version.h"
+
 #include <torch/version.h>
 
 #include <cmath>
@@ -10,7 +12,7 @@
 namespace ptopt::tools {
 
 nlohmann::json versionsJson() {
-  return {{"ptopt", "0.1.0"},
+  return {{"ptopt", ptoptVersion()},
           {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                            std::to_string(TORCH_VERSION_PATCH)}};
 }

@@ -1,5 +1,6 @@
 #include "tune/cache.h"
 
+#include "ir/version.h"
 #include "tune/device_id.h"
 
 #include <ATen/Parallel.h>
@@ -45,12 +46,15 @@ std::optional<nlohmann::json> readCacheFile(const std::string& path) {
 
 }  // namespace
 
-std::string CacheContext::key() const { return fmt::format("{} | libtorch {} | {} threads", device, libtorch, threads); }
+std::string CacheContext::key() const {
+  return fmt::format("{} | libtorch {} | ptopt {} | {} threads", device, libtorch, ptopt, threads);
+}
 
 CacheContext CacheContext::current(const std::string& deviceIdentity) {
   CacheContext c;
   c.device = deviceIdentity;
   c.libtorch = libtorchVersion();
+  c.ptopt = ptoptVersion();
   c.threads = at::get_num_threads();
   return c;
 }
@@ -107,7 +111,7 @@ std::optional<CachedDecision> TuningCache::lookup(const CacheContext& ctx, const
 
 void TuningCache::store(const CacheContext& ctx, const std::string& signature, const CachedDecision& d) {
   auto& c = j_["contexts"][ctx.key()];
-  if (!c.contains("device")) c = {{"device", ctx.device}, {"libtorch", ctx.libtorch}, {"threads", ctx.threads},
+  if (!c.contains("device")) c = {{"device", ctx.device}, {"libtorch", ctx.libtorch}, {"ptopt", ctx.ptopt}, {"threads", ctx.threads},
                                   {"decisions", nlohmann::json::object()}};
   c["decisions"][signature] = d.toJson();
 }

@@ -4,13 +4,14 @@
 // but across runs.
 //
 // Contract. A decision is stored under a context (the device's identity,
-// tune/device_id.h; the LibTorch version; the intra-op thread count) and its
+// tune/device_id.h; the LibTorch version; ptopt's own version, since a newer
+// ptopt may build other candidates; the intra-op thread count) and its
 // op signature (tune/signature.h: op, shapes, dtypes, memory formats,
 // arguments; or, for a whole-model decision, a digest of the graph and its
 // input shapes). A lookup under any other context or signature misses, so a
-// different machine, LibTorch, thread count or shape re-tunes. The file is
+// different machine, LibTorch, ptopt, thread count or shape re-tunes. The file is
 //   {"format": "ptopt-tuning-cache", "version": 1,
-//    "contexts": {"<context>": {"device": ..., "libtorch": ..., "threads": N,
+//    "contexts": {"<context>": {"device": ..., "libtorch": ..., "ptopt": ..., "threads": N,
 //                               "decisions": {"<signature>": {"choice": ...,
 //                                 "candidates": [...], "ratio": r, "low": l,
 //                                 "high": h, "rounds": n, "seconds": s}}}}}
@@ -38,9 +39,10 @@ class CacheError : public std::runtime_error {
 struct CacheContext {
   std::string device;    // DeviceIdentity::str()
   std::string libtorch;  // "1.13.0"
+  std::string ptopt;     // ptoptVersion(): a newer ptopt re-tunes
   int threads = 1;
-  std::string key() const;  // "<device> | libtorch <v> | <n> threads"
-  // The context of this process on `deviceIdentity`: this LibTorch, at::get_num_threads().
+  std::string key() const;  // "<device> | libtorch <v> | ptopt <v> | <n> threads"
+  // The context of this process on `deviceIdentity`: this LibTorch and ptopt, at::get_num_threads().
   static CacheContext current(const std::string& deviceIdentity);
 };
 

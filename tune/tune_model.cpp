@@ -459,7 +459,9 @@ class Session {
     if (free.size() > 1) expected_ += free.size();  // one toggle A/B per region after the first
     std::string listing;
     for (size_t i : free)
-      listing += fmt::format("{}%{} {} convs", listing.empty() ? "" : ", ", regions[i].r->id, regions[i].r->convs.size());
+      listing += (listing.empty() ? "" : ", ") +
+                 layout::regionLabel(regions[i].r->id, regions[i].r->convs.size(),
+                                     regions[i].r->convs.empty() ? nullptr : regions[i].r->convs.front());
     say(fmt::format("tune        {:5.1f} s  channels-last: {} region{} to measure ({}){}", timer_->elapsedSeconds() - start_,
                     free.size(), free.size() == 1 ? "" : "s", listing,
                     fixedOn.empty() ? "" : fmt::format(", {} on from the cache", fixedOn.size())));

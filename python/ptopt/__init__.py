@@ -21,7 +21,7 @@ from ._errors import (Error, InputError, InputShapeError, NotTorchScriptError, P
 from ._api import (BenchResult, Drawing, MethodText, ModelText, PassInfo, PassOption, Pipeline, bench, draw, load,
                    optimize, passes, presets, show, verify)
 
-__version__ = "0.1.0"
+from ._C import __version__  # noqa: E402  (CMake's project VERSION, as `ptopt --version`)
 
 __all__ = [
     "optimize", "verify", "bench", "passes", "presets", "Pipeline", "draw", "show", "load",

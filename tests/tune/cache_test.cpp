@@ -1,6 +1,7 @@
 // The tuning cache: decisions round-trip through the JSON file, any other
 // context (device, LibTorch, threads) or signature (shape) misses, save()
 // merges with what another run wrote, a damaged file is refused by name.
+#include "ir/version.h"
 #include "tune/cache.h"
 #include "tune/device_id.h"
 
@@ -26,6 +27,7 @@ tune::CacheContext context(int threads, const std::string& device = "cpu: Test C
   tune::CacheContext c;
   c.device = device;
   c.libtorch = "1.13.0";
+  c.ptopt = "0.1.0";
   c.threads = threads;
   return c;
 }
@@ -70,7 +72,7 @@ TEST_CASE("tuning cache decisions round-trip through the file") {
   CHECK(files == 1);
 }
 
-TEST_CASE("another thread count or device or LibTorch or shape misses the cache") {
+TEST_CASE("another thread count or device or LibTorch or ptopt or shape misses the cache") {
   tune::TuningCache cache;
   cache.store(context(1), kSig, decision("mkldnn", 0.8));
   CHECK(cache.lookup(context(1), kSig));
@@ -79,6 +81,10 @@ TEST_CASE("another thread count or device or LibTorch or shape misses the cache"
   tune::CacheContext otherTorch = context(1);
   otherTorch.libtorch = "2.1.0";
   CHECK_FALSE(cache.lookup(otherTorch, kSig));
+  tune::CacheContext newerPtopt = context(1);
+  newerPtopt.ptopt = "0.2.0";
+  CHECK_FALSE(cache.lookup(newerPtopt, kSig));
+  CHECK(tune::CacheContext::current("cpu: Test CPU [avx2]").ptopt == ptopt::ptoptVersion());
   std::string otherShape = kSig;
   otherShape.replace(otherShape.find("56,56"), 5, "28,28");
   CHECK_FALSE(cache.lookup(context(1), otherShape));

@@ -1,6 +1,8 @@
 // ptopt IR -> TorchScript module (see model.h for the contract).
 #include "ir/model.h"
 
+#include "ir/load_time.h"
+
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <atomic>
@@ -218,10 +220,17 @@ class AttributeTree {
   std::set<std::string> stateNames_;
 };
 
+bool isLoadTimeName(const std::string& name) {
+  const std::string prefix = std::string(kLoadTimeModule) + ".";
+  return name.compare(0, prefix.size(), prefix) == 0;
+}
+
 class GraphEmitter {
  public:
-  GraphEmitter(const Graph& graph, const c10::ClassTypePtr& cls, const AttributeTree& attrs)
-      : ir_(graph), cls_(cls), attrs_(attrs) {}
+  // `loadTime`: the class of the load-time values' holder (ir/load_time.h), if any.
+  GraphEmitter(const Graph& graph, const c10::ClassTypePtr& cls, const AttributeTree& attrs,
+               c10::ClassTypePtr loadTime = nullptr)
+      : ir_(graph), cls_(cls), attrs_(attrs), loadTime_(std::move(loadTime)) {}
 
   std::shared_ptr<ts::Graph> emit() {
     out_ = std::make_shared<ts::Graph>();
@@ -282,6 +291,7 @@ class GraphEmitter {
   ts::Value* attribute(const std::string& name) {
     auto it = attrValues_.find(name);
     if (it != attrValues_.end()) return it->second;
+    if (isLoadTimeName(name)) return attrValues_[name] = loadTimeValue(name);
     ts::Value* cur = self_;
     std::string prefix;
     for (const auto& seg : attrs_.path(name)) {
@@ -298,6 +308,24 @@ class GraphEmitter {
       prefixValues_[prefix] = cur;
     }
     return attrValues_[name] = cur;
+  }
+
+  // `self.ptopt_load_time.v<i>`: a value computed when the model loads.
+  ts::Value* loadTimeValue(const std::string& name) {
+    if (!loadTime_) throw std::logic_error("export: " + name + " is read but no load-time values were hoisted");
+    auto holder = prefixValues_.find(kLoadTimeModule);
+    if (holder == prefixValues_.end()) {
+      ts::Node* get = out_->insertNode(out_->create(c10::prim::GetAttr, {self_}, 1));
+      get->s_(c10::attr::name, kLoadTimeModule);
+      get->output()->setType(loadTime_);
+      setName(get->output(), std::string("self_") + kLoadTimeModule);
+      holder = prefixValues_.emplace(kLoadTimeModule, get->output()).first;
+    }
+    ts::Node* get = out_->insertNode(out_->create(c10::prim::GetAttr, {holder->second}, 1));
+    get->s_(c10::attr::name, name.substr(std::string(kLoadTimeModule).size() + 1));
+    get->output()->setType(c10::TensorType::get());
+    setName(get->output(), "self_" + name);
+    return get->output();
   }
 
   // The module that holds state attribute `name` (self, or a submodule in
@@ -407,6 +435,7 @@ class GraphEmitter {
   const Graph& ir_;
   c10::ClassTypePtr cls_;
   const AttributeTree& attrs_;
+  c10::ClassTypePtr loadTime_;
   std::shared_ptr<ts::Graph> out_;
   ts::Value* self_ = nullptr;
   std::unordered_map<const Value*, ts::Value*> env_;
@@ -438,7 +467,9 @@ void keepArgumentDefaults(const Graph& graph, torch::jit::Function& fn) {
 
 }  // namespace
 
-torch::jit::Module exportModel(const Model& model, const ExportOptions& options) {
+namespace {
+
+torch::jit::Module exportWith(const Model& model, const ExportOptions& options, const LoadTimeValues* loadTime) {
   auto cu = std::make_shared<torch::jit::CompilationUnit>();
   torch::jit::Module root(c10::QualifiedName("__torch__." + options.className), cu,
                           /*shouldMangle=*/true);
@@ -446,7 +477,7 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
   std::map<std::string, c10::TypePtr> declared;  // state attributes' types as the graph reads them
   for (const auto& [name, graph] : model.methods)
     graph->walk([&](Node* n) {
-      if (n->opcode() == Opcode::GetAttr) used.insert(n->target());
+      if (n->opcode() == Opcode::GetAttr && !isLoadTimeName(n->target())) used.insert(n->target());
       if (const std::string* path = statePath(*n)) {
         used.insert(*path);
         state.insert(*path);
@@ -456,14 +487,33 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
   AttributeTree attrs(cu, root, *model.constants, used, state, declared, options.nestedAttributes,
                       options.maxRootConstants, options.constantBucketSize);
   if (requiresCuda(model)) root.register_attribute(kRequiresCudaAttribute, c10::BoolType::get(), true);
+  c10::ClassTypePtr holder;
+  if (loadTime && !loadTime->empty()) {
+    attachLoadTimeValues(root, cu, *loadTime);
+    holder = root.attr(kLoadTimeModule).toModule().type();
+  }
   for (const auto& [name, graph] : model.methods) {
-    GraphEmitter emitter(*graph, root.type(), attrs);
+    GraphEmitter emitter(*graph, root.type(), attrs, holder);
     auto tsGraph = emitter.emit();
     auto* fn = cu->create_function(c10::QualifiedName(*root.type()->name(), name), tsGraph);
     keepArgumentDefaults(*graph, *fn);
     root.type()->addMethod(fn);
   }
   return root;
+}
+
+}  // namespace
+
+torch::jit::Module exportModel(const Model& model, const ExportOptions& options) {
+  // Values only a load can make (oneDNN's packed weights) move into a holder
+  // that recomputes them in __setstate__ (ir/load_time.h); on a copy, since
+  // that takes them out of the graphs.
+  if (hasLoadTimeNodes(model)) {
+    Model copy = model.clone();
+    const LoadTimeValues loadTime = hoistLoadTimeValues(copy);
+    return exportWith(copy, options, &loadTime);
+  }
+  return exportWith(model, options, nullptr);
 }
 
 bool requiresCuda(const Model& model) {

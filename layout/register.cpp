@@ -2,11 +2,13 @@
 #include "layout/register.h"
 
 #include "layout/channels_last.h"
+#include "layout/onednn_blocked.h"
 
 namespace ptopt::layout {
 
 void registerLayoutPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<ChannelsLastPass>(); });
+  registry.add([] { return std::make_unique<OneDnnBlockedPass>(); });
 }
 
 }  // namespace ptopt::layout

@@ -24,7 +24,8 @@ class ConstFoldPass : public Pass {
       "graph writes in place anywhere (through any alias, ir::MutationAnalysis) or whose result is written "
       "in place, nodes owning nested blocks, ops returning uninitialized memory (aten::empty...), dead nodes "
       "(dce's job), nodes whose evaluation fails (left to run time: they may sit in a branch that never "
-      "runs), and tensor results over `max-bytes` bytes (counted as skipped-large). Each refusal of a node "
+      "runs), results that are not strided tensors (oneDNN tensors: the export computes those when the model "
+      "loads, ir/load_time.h), and tensor results over `max-bytes` bytes (counted as skipped-large). Each refusal of a node "
       "with all-constant inputs is explained (--explain). Counters: folded, skipped-large.";
   static constexpr int64_t kDefaultMaxBytes = 16 << 20;
 

@@ -167,7 +167,7 @@ class Session {
     bool kernelsDone = false;
     for (const PipelineElement& e : pipeline.elements) {
       if (e.name == "fuse-cudnn" || e.name == "tuned-kernels") {
-        if (cpu && !kernelsDone) decideKernels(), kernelsDone = true;
+        if (cpu && !kernelsDone) decideKernels(), decideBlocked(), kernelsDone = true;
         if (e.name == "fuse-cudnn") decideCudnn(e);
         else keep(e);  // given explicitly: as given
       } else if (e.name == "bn-to-affine") {
@@ -180,7 +180,7 @@ class Session {
         keep(e);
       }
     }
-    if (cpu && !kernelsDone) decideKernels();
+    if (cpu && !kernelsDone) decideKernels(), decideBlocked();
     try {
       cache_.save();
     } catch (const CacheError& e) {
@@ -222,7 +222,7 @@ class Session {
     work_.forward().walk([&](ir::Node* n) {
       if (ir::ConvOp::isConv(n) || n->is("aten::linear")) ++convs;
     });
-    expected_ = convs * (rewriters::pipelineUses(p, "cast") ? 2 : 1) + 2;
+    expected_ = convs * (rewriters::pipelineUses(p, "cast") ? 2 : 1) + 3;
   }
   double remaining() const { return o_.budgetSeconds - (timer_->elapsedSeconds() - start_); }
 
@@ -744,6 +744,40 @@ class Session {
     e.name = "tuned-kernels";
     e.options.emplace_back("mkldnn", joinNameList(mkldnn));
     if (preferOpByOp("conv-kernel", std::nullopt, e)) keep(e);
+  }
+
+  // onednn-blocked (CPU targets): the whole model with its conv regions on
+  // oneDNN tensors and their weights packed when it loads, against the model
+  // as tuned so far (A/B); kept, before the closing fuse-cudnn, when it wins
+  // beyond noise. Given in the pipeline, it is kept as given.
+  void decideBlocked() {
+    if (!registry_.find("onednn-blocked")) return;
+    if (std::any_of(out_.elements.begin(), out_.elements.end(),
+                    [](const PipelineElement& e) { return e.name == "onednn-blocked"; }))
+      return;
+    PipelineElement e;
+    e.name = "onednn-blocked";
+    ir::Model blocked = work_.clone();
+    try {
+      runOn(blocked, e);
+    } catch (const std::exception& ex) {
+      skipped("onednn-blocked", "model", "dense", std::string("the pass failed: ") + ex.what());
+      return;
+    }
+    if (blocked.forward().str() == work_.forward().str()) {
+      skipped("onednn-blocked", "model", "dense", "no conv region to convert (--explain says why)");
+      return;
+    }
+    std::vector<std::pair<std::string, const ir::Model*>> models{{"dense", &work_}, {"blocked", &blocked}};
+    const std::string sig = digest(work_.forward().str()) + " inputs " + inputsText();
+    std::vector<Candidate> candidates;
+    try {
+      candidates = wholeModelCandidates(models, *ctx_.exampleInputs, o_.device);
+    } catch (const std::exception& ex) {
+      skipped("onednn-blocked", "model", "dense", std::string("cannot export the variants: ") + ex.what());
+      return;
+    }
+    if (decide("onednn-blocked", "model", sig, candidates, kWholeModelWeight).rewrites()) keep(e);
   }
 
   void decideCudnn(const PipelineElement& e) {

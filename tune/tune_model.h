@@ -35,6 +35,11 @@
 //                   above, conv2d vs mkldnn_convolution (micro-benchmark)
 //                   -> a tuned-kernels{mkldnn=...} element, inserted before
 //                   the closing fuse-cudnn (or at the end);
+//   onednn-blocked  (CPU targets) after the kernels, the whole model with its
+//                   conv regions on oneDNN tensors and weights packed at load
+//                   (layout/onednn_blocked.h) vs as tuned so far (A/B) ->
+//                   an onednn-blocked element after tuned-kernels, or none;
+//                   given in the pipeline: as given;
 //   fuse-cudnn      (CUDA targets) the whole model with and without it
 //                   (A/B) -> kept or dropped.
 // The baseline of every decision is "no rewrite", so a candidate is kept
@@ -80,7 +85,7 @@ struct TuneOptions {
 };
 
 struct DecisionRecord {
-  std::string kind;       // "bn-to-affine", "channels-last", "precision", "conv-kernel", "fuse-cudnn"
+  std::string kind;       // "bn-to-affine", "channels-last", "precision", "conv-kernel", "onednn-blocked", "fuse-cudnn"
   std::string node;       // the op's result name (a channels-last region's: its first conv's), or "model"
   std::string signature;  // the cache key within the context
   std::string choice;     // the chosen candidate

@@ -80,8 +80,12 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   REQUIRE(whole);
   CHECK(whole->rewrites());  // the whole model confirmed the op-by-op choice
   CHECK(first.result.measured > 1);
-  CHECK(first.result.measured < 21);  // repeated shapes are measured once
-  CHECK(first.result.cached == 21 - first.result.measured);
+  // 20 convs, the whole-model check of their kernels, onednn-blocked's A/B.
+  CHECK(first.result.measured < 22);  // repeated shapes are measured once
+  CHECK(first.result.cached == 22 - first.result.measured);
+  const tune::DecisionRecord* blocked = wholeModel(first.result, "onednn-blocked");
+  REQUIRE(blocked);
+  CHECK_FALSE(blocked->rewrites());  // the fake timer prices both the same: the graph stays dense
   const std::string text = rewriters::printPipeline(first.result.pipeline);
   CHECK_THAT(text, Catch::Contains("tuned-kernels{mkldnn="));
   CHECK(text.find("tuned-kernels") < text.find("fuse-cudnn"));  // before the closing device lowering
@@ -102,7 +106,7 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   test::FakeTimer second({{"mkldnn", 0.5}, {"op-by-op", 0.5}}, 0.01);
   const Tuned warm = tuneFixture(again, f, "-O1", second, cache);
   CHECK(warm.result.measured == 0);
-  CHECK(warm.result.cached == 21);
+  CHECK(warm.result.cached == 22);
   CHECK(warm.samples == 0);
   CHECK(rewriters::printPipeline(warm.result.pipeline) == text);
 
@@ -200,7 +204,38 @@ TEST_CASE("tunePipeline: stays within its budget and the rest keep their baselin
   // more round (two 100 ms samples) and its warm-up past the budget.
   CHECK(t.result.seconds <= 2.0 + 0.5);
   for (const auto& d : t.result.decisions)
-    if (d.source == tune::DecisionRecord::Source::Skipped) CHECK(d.choice == "conv2d");
+    if (d.source == tune::DecisionRecord::Source::Skipped)
+      CHECK(d.choice == (d.kind == "onednn-blocked" ? "dense" : "conv2d"));
+}
+
+TEST_CASE("tunePipeline: runs conv regions on oneDNN tensors when the whole model measures faster") {
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer faster({{"blocked", 0.6}}, 0.01);
+  const Tuned won = tuneFixture(opt, f, "-O2", faster, "");
+  const tune::DecisionRecord* d = wholeModel(won.result, "onednn-blocked");
+  REQUIRE(d);
+  CHECK(d->rewrites());
+  CHECK(d->candidates == std::vector<std::string>{"dense", "blocked"});
+  const std::string text = rewriters::printPipeline(won.result.pipeline);
+  REQUIRE_THAT(text, Catch::Contains("onednn-blocked"));
+  CHECK(text.find("onednn-blocked") < text.find("fuse-cudnn"));
+  // The tuned pipeline converts resnet18's one region and still matches.
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager(defaultRegistry(), won.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
+  CHECK(test::countOps(opt.model().forward(), "aten::mkldnn_reorder_conv2d_weight") == 20);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+
+  // Slower: not added.
+  Optimizer again = Optimizer::load(f.path);
+  test::FakeTimer slower({{"blocked", 1.5}}, 0.01);
+  const Tuned lost = tuneFixture(again, f, "-O2", slower, "");
+  REQUIRE(wholeModel(lost.result, "onednn-blocked"));
+  CHECK_FALSE(wholeModel(lost.result, "onednn-blocked")->rewrites());
+  CHECK_THAT(rewriters::printPipeline(lost.result.pipeline), !Catch::Contains("onednn-blocked"));
 }
 
 TEST_CASE("tunePipeline: needs the input shapes") {

@@ -1,0 +1,326 @@
+#include "layout/onednn_blocked.h"
+
+#include "ir/ir.h"
+#include "ir/literal.h"
+#include "ir/rewriter.h"
+#include "ir/mutation.h"
+#include "rewriters/constants.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace ptopt::layout {
+
+using rewriters::OptionKind;
+using rewriters::PassContext;
+using rewriters::PassResult;
+
+std::vector<rewriters::OptionSpec> OneDnnBlockedPass::optionSpecs() const {
+  return {{"min-convs", OptionKind::Int, "2",
+           "convert a region only when it has at least this many convs (entry and exit reorders cost)", {}, 1.0, {}}};
+}
+
+namespace {
+
+const ir::Literal* literalArg(const ir::Node* n, size_t i) {
+  return i < n->numArgs() && n->arg(i).isLiteral() ? &n->arg(i).literal() : nullptr;
+}
+bool isIntList(const ir::Node* n, size_t i) {
+  const ir::Literal* l = literalArg(n, i);
+  return l && l->is<std::vector<int64_t>>();
+}
+bool isInt(const ir::Node* n, size_t i, std::optional<int64_t> want = std::nullopt) {
+  const ir::Literal* l = literalArg(n, i);
+  return l && l->is<int64_t>() && (!want || l->as<int64_t>() == *want);
+}
+
+// A 4-D float32/bfloat16 CPU tensor as shape-prop saw it.
+std::optional<c10::ScalarType> cpuFloat4d(const ir::Value* v) {
+  if (!v || !v->isTensor()) return std::nullopt;
+  const ir::TensorMeta& m = v->meta();
+  if (!m.shape || m.shape->size() != 4 || !m.dtype) return std::nullopt;
+  if (*m.dtype != c10::ScalarType::Float && *m.dtype != c10::ScalarType::BFloat16) return std::nullopt;
+  if (m.device && !m.device->is_cpu()) return std::nullopt;
+  return m.dtype;
+}
+
+// The argument positions of the two conv forms this pass converts.
+struct ConvLayout {
+  size_t stride, padding;  // input 0, weight 1, bias 2, dilation 5, groups 6 in both
+};
+std::optional<ConvLayout> convLayout(const ir::Node* n) {
+  if (n->is("aten::conv2d") && n->overload().empty()) return ConvLayout{3, 4};
+  if (n->is("aten::mkldnn_convolution")) return ConvLayout{4, 3};
+  return std::nullopt;
+}
+
+// Why conv `n` cannot run on oneDNN tensors with a packed weight, or "".
+std::string convIneligible(const ir::Node* n, const ConvLayout& c) {
+  if (n->numArgs() < 7) return "the conv has defaulted arguments";
+  if (!isIntList(n, c.stride) || !isIntList(n, c.padding) || !isIntList(n, 5) || !isInt(n, 6))
+    return "its stride/padding/dilation/groups are not literals";
+  const auto w = rewriters::constantTensor(n->arg(1).value());
+  if (!w || w->dim() != 4 || !w->device().is_cpu() || w->layout() != c10::kStrided)
+    return "its weight is not a constant 4-D CPU tensor";
+  const ir::Arg& bias = n->arg(2);
+  if (bias.isValue() && !rewriters::constantTensor(bias.value())) return "its bias is not a constant";
+  const auto dtype = cpuFloat4d(n->arg(0).value());
+  if (!dtype) return "its input is not known to be a 4-D float32 or bfloat16 CPU tensor (run shape-prop)";
+  if (*dtype != w->scalar_type()) return "its weight's dtype differs from its input's";
+  return "";
+}
+
+bool sameShape(const ir::Value* a, const ir::Value* b) {
+  return a && b && a->meta().shape && b->meta().shape && *a->meta().shape == *b->meta().shape;
+}
+
+class Converter {
+ public:
+  Converter(ir::Graph& g, PassContext& ctx, std::string pass, int64_t minConvs)
+      : g_(g), ctx_(ctx), pass_(std::move(pass)), minConvs_(minConvs), mutation_(g) {}
+
+
+  PassResult run() {
+    PassResult r;
+    ir::Block* top = g_.block();
+    std::vector<ir::Node*> order;
+    for (ir::Node* n : *top) order.push_back(n);
+    // 1. Membership, in program order: a value is blocked when a member made it.
+    std::map<const ir::Node*, size_t> regionOf;  // member -> region id
+    std::vector<std::vector<ir::Node*>> regions;
+    std::vector<size_t> parent;                  // union-find over region ids
+    auto find = [&](size_t x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    auto regionOfValue = [&](const ir::Value* v) -> std::optional<size_t> {
+      if (!v || !v->node()) return std::nullopt;
+      auto it = regionOf.find(v->node());
+      return it == regionOf.end() ? std::nullopt : std::optional<size_t>(find(it->second));
+    };
+    for (ir::Node* n : order) {
+      if (!n->isCall() || n->numOutputs() != 1 || !n->blocks().empty()) continue;
+      if ((convLayout(n) || memberInputs(n)) && !resultStaysPut(n->output())) {
+        ctx_.decline(pass_, n, "its result is written in place where other ops read it");
+        continue;
+      }
+      std::optional<size_t> joined;
+      if (auto c = convLayout(n)) {
+        if (std::string why = convIneligible(n, *c); !why.empty()) {
+          ctx_.decline(pass_, n, why);
+          continue;
+        }
+        joined = regionOfValue(n->arg(0).value());
+        if (!joined) {
+          joined = parent.size();
+          parent.push_back(*joined);
+        }
+      } else if (auto inputs = memberInputs(n)) {
+        // Every tensor input a member: join (and merge) their regions.
+        for (const ir::Value* in : *inputs) {
+          auto rid = regionOfValue(in);
+          if (!rid) {
+            joined.reset();
+            break;
+          }
+          if (!joined) joined = rid;
+          else if (*rid != *joined) parent[*rid] = *joined;
+        }
+        if (!joined) continue;
+      } else {
+        continue;
+      }
+      regionOf[n] = *joined;
+    }
+    if (regionOf.empty()) return r;
+    std::map<size_t, std::vector<ir::Node*>> members;  // root -> members in program order
+    for (ir::Node* n : order)
+      if (auto it = regionOf.find(n); it != regionOf.end()) members[find(it->second)].push_back(n);
+    std::set<const ir::Node*> converted;
+    for (auto& [root, nodes] : members) {
+      int64_t convs = 0;
+      for (ir::Node* n : nodes) convs += convLayout(n) ? 1 : 0;
+      if (convs < minConvs_) {
+        ctx_.decline(pass_, nodes.front(),
+                     fmt::format("a region of {} conv{} (min-convs={}): the entry and exit reorders cost more",
+                                 convs, convs == 1 ? "" : "s", minConvs_));
+        continue;
+      }
+      for (ir::Node* n : nodes) converted.insert(n);
+      r.count("regions");
+      r.count("convs", convs);
+      if (ctx_.explain)
+        *ctx_.explain << pass_ << ": region from %" << nodes.front()->output()->name()
+                      << (nodes.front()->scope().empty() ? "" : " (" + nodes.front()->scope() + ")") << ": " << convs
+                      << " convs, " << nodes.size() << " ops on oneDNN tensors\n";
+    }
+    if (converted.empty()) return r;
+
+    // 2. Rewrite: entries, packed weights, exits.
+    ir::Rewriter rw(g_, ctx_.edits, pass_);
+    std::map<ir::Value*, ir::Value*> entry;  // dense value -> its to_mkldnn
+    for (ir::Node* n : order) {
+      if (!converted.count(n)) continue;
+      auto isBlocked = [&](const ir::Value* v) { return v && v->node() && converted.count(v->node()); };
+      if (auto c = convLayout(n)) {
+        ir::Value* x = n->arg(0).value();
+        if (!isBlocked(x)) {
+          // One entry per dense value, unless it is written in place
+          // (then each conv converts it where it reads it).
+          ir::Value* fresh = nullptr;
+          auto& e = mutation_.mayBeWritten(x) ? fresh : entry[x];
+          if (!e) {
+            e = rw.call(n, "aten::to_mkldnn", {x, ir::Literal(ir::NoneLiteral{})});
+            e->meta() = x->meta();
+            e->meta().memoryFormat.reset();
+            r.count("entries");
+          }
+          x = e;
+        }
+        ir::Value* w = n->arg(1).value();
+        ir::Value* wm = rw.call(n, "aten::to_mkldnn", {w, ir::Literal(ir::NoneLiteral{})});
+        ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight",
+                                    {wm, n->arg(c->padding), n->arg(c->stride), n->arg(5), n->arg(6)});
+        ir::Node* k = g_.createCall("aten::mkldnn_convolution",
+                                    {x, packed, n->arg(2), n->arg(c->padding), n->arg(c->stride), n->arg(5), n->arg(6)},
+                                    {c10::TensorType::get()});
+        k->setScope(n->scope());
+        k->output()->meta() = n->output()->meta();
+        k->output()->meta().memoryFormat.reset();
+        k->setProvenance(pass_);
+        rw.insert(k, n);
+        converted.insert(k);
+        retarget(rw, n, k->output(), converted);
+      } else if (n->is("aten::_add_relu") || n->is("aten::_add_relu_")) {
+        // add then relu (in place when it was): oneDNN tensors have no fused _add_relu.
+        const bool inPlace = n->is("aten::_add_relu_");
+        std::vector<ir::Arg> addArgs{n->arg(0), n->arg(1)};
+        if (n->numArgs() > 2) addArgs.push_back(n->arg(2));
+        ir::Value* sum = rw.call(n, inPlace ? "aten::add_" : "aten::add", std::move(addArgs));
+        sum->meta() = n->output()->meta();
+        converted.insert(sum->node());
+        ir::Value* relu = rw.call(n, inPlace ? "aten::relu_" : "aten::relu", {sum});
+        relu->meta() = n->output()->meta();
+        converted.insert(relu->node());
+        retarget(rw, n, relu, converted);
+      }
+    }
+    // Exits: every use outside the regions reads a dense copy.
+    std::vector<ir::Node*> now;
+    for (ir::Node* n : *top) now.push_back(n);
+    for (ir::Node* n : now) {
+      if (!converted.count(n) || n->is("aten::to_mkldnn") || n->is("aten::mkldnn_reorder_conv2d_weight")) continue;
+      ir::Value* v = n->output();
+      bool outside = false;
+      for (const ir::Use& u : v->uses()) outside = outside || !converted.count(u.user);
+      if (!outside) continue;
+      ir::Node* dense = g_.createCall("aten::to_dense", {v, ir::Literal(ir::NoneLiteral{})}, {c10::TensorType::get()});
+      dense->output()->meta() = v->meta();
+      dense->output()->meta().memoryFormat = c10::MemoryFormat::Contiguous;
+      rw.insertAfter(dense, n);
+      rw.replaceUsesIf(v, dense->output(), [&](const ir::Use& u) { return u.user != dense && !converted.count(u.user); });
+      r.count("exits");
+    }
+    r.changed = rw.changed();
+    return r;
+  }
+
+ private:
+  // The tensor inputs of `n` when it is an op oneDNN tensors support and its
+  // other arguments fit; nullopt otherwise.
+  std::optional<std::vector<const ir::Value*>> memberInputs(const ir::Node* n) const {
+    auto tensor = [&](size_t i) -> const ir::Value* {
+      return i < n->numArgs() && n->arg(i).isValue() && cpuFloat4d(n->arg(i).value()) ? n->arg(i).value() : nullptr;
+    };
+    auto onlyUser = [&](size_t i) { return tensor(i) && tensor(i)->uses().size() == 1; };
+    if (n->is("aten::relu") || n->is("aten::sigmoid")) {
+      if (tensor(0)) return std::vector<const ir::Value*>{tensor(0)};
+    } else if (n->is("aten::relu_")) {
+      if (onlyUser(0)) return std::vector<const ir::Value*>{tensor(0)};
+    } else if (n->is("aten::gelu")) {
+      const ir::Literal* approx = literalArg(n, 1);
+      if (tensor(0) && (n->numArgs() == 1 || (approx && approx->is<std::string>() && approx->as<std::string>() == "none")))
+        return std::vector<const ir::Value*>{tensor(0)};
+    } else if (n->is("aten::add") || n->is("aten::add_") || n->is("aten::_add_relu") || n->is("aten::_add_relu_")) {
+      if (n->overload() != "Tensor" && !n->overload().empty()) return std::nullopt;
+      const bool inPlace = n->is("aten::add_") || n->is("aten::_add_relu_");
+      if (tensor(0) && tensor(1) && sameShape(tensor(0), tensor(1)) && (n->numArgs() < 3 || isInt(n, 2, 1)) &&
+          (!inPlace || onlyUser(0)))
+        return std::vector<const ir::Value*>{tensor(0), tensor(1)};
+    } else if (n->is("aten::mul")) {
+      if ((n->overload() == "Tensor" || n->overload().empty()) && tensor(0) && tensor(1) &&
+          sameShape(tensor(0), tensor(1)))
+        return std::vector<const ir::Value*>{tensor(0), tensor(1)};
+    } else if (n->is("aten::max_pool2d")) {
+      // (self, kernel_size, stride, padding, dilation, ceil_mode)
+      const ir::Literal* dil = literalArg(n, 4);
+      const bool unitDilation = n->numArgs() < 5 ||
+                                (dil && dil->is<std::vector<int64_t>>() &&
+                                 std::all_of(dil->as<std::vector<int64_t>>().begin(),
+                                             dil->as<std::vector<int64_t>>().end(), [](int64_t d) { return d == 1; }));
+      if (tensor(0) && unitDilation) return std::vector<const ir::Value*>{tensor(0)};
+    } else if (n->is("aten::adaptive_avg_pool2d")) {
+      if (tensor(0) && isIntList(n, 1)) return std::vector<const ir::Value*>{tensor(0)};
+    }
+    return std::nullopt;
+  }
+
+  // `old`'s uses read `with`; `old` is erased.
+  static void retarget(ir::Rewriter& rw, ir::Node* old, ir::Value* with, std::set<const ir::Node*>& converted) {
+    converted.erase(old);
+    rw.replace(old, with);
+  }
+
+  // A member's result must not change behind the members' backs: the
+  // members read the oneDNN value, everything else a dense copy, so no use
+  // may write it (or an alias a use returns: a view), except the one use an
+  // in-place member makes of it (relu_, add_, _add_relu_ on it), which is then its only
+  // reader and continues the chain.
+  static bool resultStaysPut(const ir::Value* v, int depth = 0) {
+    if (depth > 8) return false;
+    for (const ir::Use& u : v->uses()) {
+      const ir::Node* user = u.user;
+      if (ir::useMayWrite(u)) {
+        if (u.argIndex == 0 && v->uses().size() == 1 &&
+            (user->is("aten::relu_") || user->is("aten::add_") || user->is("aten::_add_relu_")))
+          continue;
+        return false;
+      }
+      if (!user->isCall()) continue;  // the graph's return, a get_attr: readers only
+      const c10::FunctionSchema* schema = user->schema();
+      if (!schema) return false;  // unknown aliasing
+      for (size_t i = 0; i < schema->returns().size() && i < user->numOutputs(); ++i)
+        if (schema->returns()[i].alias_info() && !resultStaysPut(user->output(i), depth + 1)) return false;
+    }
+    return true;
+  }
+
+  ir::Graph& g_;
+  PassContext& ctx_;
+  std::string pass_;
+  int64_t minConvs_;
+  ir::MutationAnalysis mutation_;
+};
+
+}  // namespace
+
+PassResult OneDnnBlockedPass::run(ir::Graph& graph, PassContext& ctx) {
+  ir::Block* top = graph.block();
+  if (ctx.targetDevice != "cpu") {
+    ctx.decline(name(), top->outputNode(), "the target is " + ctx.targetDevice + ": oneDNN tensors are CPU tensors");
+    return unchanged();
+  }
+  for (const char* op : {"aten::to_mkldnn", "aten::to_dense", "aten::mkldnn_reorder_conv2d_weight",
+                         "aten::mkldnn_convolution"})
+    if (!ir::findSchema(op, "")) {
+      ctx.decline(name(), top->outputNode(), std::string("this LibTorch has no ") + op);
+      return unchanged();
+    }
+  return Converter(graph, ctx, name(), options().getInt("min-convs")).run();
+}
+
+}  // namespace ptopt::layout

@@ -1,5 +1,6 @@
 // TorchScript -> ptopt IR (see model.h for the contract).
 #include "ir/model.h"
+#include "ir/load_time.h"
 
 #include "ir/archive_check.h"
 #include "ir/dead_code.h"
@@ -751,6 +752,11 @@ Model importMethods(const torch::jit::Module& module, const std::vector<std::str
 }  // namespace
 
 Model importModule(const torch::jit::Module& original, const ImportOptions& options) {
+  if (original.hasattr(kLoadTimeModule))
+    throw InputError(
+        "this model was written by ptopt's onednn-blocked pass: its conv weights are packed by oneDNN when it loads "
+        "(submodule '" + std::string(kLoadTimeModule) + "'), which ptopt does not import; optimize the original model "
+        "instead");
   torch::jit::Module module = original;  // shares state; eval() only flips `training`
   module.eval();
   std::vector<std::string> methods = {"forward"};

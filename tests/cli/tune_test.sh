@@ -96,4 +96,27 @@ expect 0 "not valid JSON" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t4.pt" -O1
   --tuning-cache "$cache"
 expect 0 "decisions in 1 contexts" -- "$ptopt" tuning show --tuning-cache "$cache"
 
+# onednn-blocked (what --tune adds where it wins): the weights are packed when
+# the model loads, by the holder's __setstate__; the file holds dense tensors,
+# stock PyTorch loads it, recomputes the packed weights and matches.
+expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/b.pt" --passes '-O2,onednn-blocked' "${img[@]}" --explain
+grep -qE "onednn-blocked: region from %[^ ]+ \(conv1\): 20 convs" <<<"$last_output" || fail "no region explained:"$'\n'"$last_output"
+"$py" - "$fx/resnet18_script.pt" "$work/b.pt" <<'PY' || fail "the onednn-blocked model does not reload or match in PyTorch"
+import sys, torch
+a = torch.jit.load(sys.argv[1]).eval(); b = torch.jit.load(sys.argv[2])
+holder = b.ptopt_load_time
+assert holder.v0.is_mkldnn and not holder.s0.is_mkldnn, "the packed weights were not recomputed at load"
+x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+with torch.no_grad():
+    ya, yb = a(x), b(x)
+assert torch.allclose(ya, yb, rtol=1e-4, atol=1e-5), (ya - yb).abs().max()
+b.save(sys.argv[2] + ".again.pt")  # saving it again stores the dense weights, not the packed ones
+c = torch.jit.load(sys.argv[2] + ".again.pt")
+with torch.no_grad():
+    assert torch.equal(c(x), yb)
+PY
+# ptopt does not import its own packed output: a clear error, nothing written.
+expect 2 "onednn-blocked.*optimize the original model" -- "$ptopt" "$work/b.pt" "$work/b2.pt" -O1 "${img[@]}"
+[ ! -e "$work/b2.pt" ] || fail "a refused input wrote OUT"
+
 [ "$failures" = 0 ] && echo "tune_test: all passed" || { echo "tune_test: $failures failure(s)"; exit 1; }

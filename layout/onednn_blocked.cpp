@@ -74,6 +74,22 @@ std::string convIneligible(const ir::Node* n, const ConvLayout& c) {
   return "";
 }
 
+// `args` followed by the defaults of the schema's remaining arguments, so a
+// node has what this LibTorch's operator takes (2.x's to_dense has a
+// keyword-only masked_grad that 1.13's lacks).
+std::vector<ir::Arg> withDefaults(const std::string& op, std::vector<ir::Arg> args) {
+  const c10::FunctionSchema* schema = ir::findSchema(op, "");
+  if (!schema) return args;
+  for (size_t i = args.size(); i < schema->arguments().size(); ++i) {
+    const c10::Argument& formal = schema->arguments()[i];
+    if (!formal.default_value()) break;
+    auto lit = ir::Literal::fromIValue(*formal.default_value(), formal.real_type());
+    if (!lit) break;
+    args.emplace_back(*lit);
+  }
+  return args;
+}
+
 bool sameShape(const ir::Value* a, const ir::Value* b) {
   return a && b && a->meta().shape && b->meta().shape && *a->meta().shape == *b->meta().shape;
 }
@@ -174,7 +190,7 @@ class Converter {
           ir::Value* fresh = nullptr;
           auto& e = mutation_.mayBeWritten(x) ? fresh : entry[x];
           if (!e) {
-            e = rw.call(n, "aten::to_mkldnn", {x, ir::Literal(ir::NoneLiteral{})});
+            e = rw.call(n, "aten::to_mkldnn", withDefaults("aten::to_mkldnn", {x}));
             e->meta() = x->meta();
             e->meta().memoryFormat.reset();
             r.count("entries");
@@ -182,7 +198,7 @@ class Converter {
           x = e;
         }
         ir::Value* w = n->arg(1).value();
-        ir::Value* wm = rw.call(n, "aten::to_mkldnn", {w, ir::Literal(ir::NoneLiteral{})});
+        ir::Value* wm = rw.call(n, "aten::to_mkldnn", withDefaults("aten::to_mkldnn", {w}));
         ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight",
                                     {wm, n->arg(c->padding), n->arg(c->stride), n->arg(5), n->arg(6)});
         ir::Node* k = g_.createCall("aten::mkldnn_convolution",
@@ -218,7 +234,7 @@ class Converter {
       bool outside = false;
       for (const ir::Use& u : v->uses()) outside = outside || !converted.count(u.user);
       if (!outside) continue;
-      ir::Node* dense = g_.createCall("aten::to_dense", {v, ir::Literal(ir::NoneLiteral{})}, {c10::TensorType::get()});
+      ir::Node* dense = g_.createCall("aten::to_dense", withDefaults("aten::to_dense", {v}), {c10::TensorType::get()});
       dense->output()->meta() = v->meta();
       dense->output()->meta().memoryFormat = c10::MemoryFormat::Contiguous;
       rw.insertAfter(dense, n);

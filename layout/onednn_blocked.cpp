@@ -99,7 +99,6 @@ class Converter {
   Converter(ir::Graph& g, PassContext& ctx, std::string pass, int64_t minConvs)
       : g_(g), ctx_(ctx), pass_(std::move(pass)), minConvs_(minConvs), mutation_(g) {}
 
-
   PassResult run() {
     PassResult r;
     ir::Block* top = g_.block();
@@ -107,7 +106,6 @@ class Converter {
     for (ir::Node* n : *top) order.push_back(n);
     // 1. Membership, in program order: a value is blocked when a member made it.
     std::map<const ir::Node*, size_t> regionOf;  // member -> region id
-    std::vector<std::vector<ir::Node*>> regions;
     std::vector<size_t> parent;                  // union-find over region ids
     auto find = [&](size_t x) {
       while (parent[x] != x) x = parent[x] = parent[parent[x]];
@@ -120,10 +118,6 @@ class Converter {
     };
     for (ir::Node* n : order) {
       if (!n->isCall() || n->numOutputs() != 1 || !n->blocks().empty()) continue;
-      if ((convLayout(n) || memberInputs(n)) && !resultStaysPut(n->output())) {
-        ctx_.decline(pass_, n, "its result is written in place where other ops read it");
-        continue;
-      }
       std::optional<size_t> joined;
       if (auto c = convLayout(n)) {
         if (std::string why = convIneligible(n, *c); !why.empty()) {
@@ -148,6 +142,10 @@ class Converter {
         }
         if (!joined) continue;
       } else {
+        continue;
+      }
+      if (!resultStaysPut(n->output())) {
+        ctx_.decline(pass_, n, "its result is written in place where other ops read it");
         continue;
       }
       regionOf[n] = *joined;

@@ -441,6 +441,75 @@ class Converter {
     return constantValues_[name] = n->output();
   }
 
+  // ---- Load-time values (ir/load_time.h): a model ptopt wrote with packed
+  // weights reads them from its `ptopt_load_time` holder, whose __setstate__
+  // computes each from the dense weights it stores. The import rebuilds that
+  // computation in the graph (to_mkldnn, mkldnn_reorder_conv2d_weight on
+  // constants), as the pass made it, so passes see dense weights and a new
+  // export hoists the chain again.
+  static bool isLoadTimeHolder(const c10::ivalue::Object& module) {
+    const auto& name = module.type()->name();
+    return name && name->qualifiedName().find("LoadTimeValues") != std::string::npos &&
+           module.type()->findMethod("__setstate__");
+  }
+
+  Value* loadTimeValue(ts::Node* user, c10::ivalue::Object& holder, const std::string& holderPath,
+                       const std::string& attr) {
+    const std::string key = joinPath(holderPath, attr);
+    if (auto it = loadTimeValues_.find(key); it != loadTimeValues_.end()) return it->second;
+    auto& setstate = torch::jit::toGraphFunction(*holder.type()->findMethod("__setstate__"));
+    const std::shared_ptr<ts::Graph> g = setstate.graph();
+    ts::Value* self = g->inputs().at(0);
+    ts::Value* produced = nullptr;
+    for (ts::Node* n : g->nodes())
+      if (n->kind() == c10::prim::SetAttr && n->input(0) == self && n->s(c10::attr::name) == attr) produced = n->input(1);
+    if (!produced) unsupported(user, "'" + key + "' is a oneDNN tensor that its module's __setstate__ does not compute");
+    return loadTimeValues_[key] = rebuildLoadTime(user, produced, self, holder, holderPath);
+  }
+
+  Value* rebuildLoadTime(ts::Node* user, ts::Value* v, ts::Value* self, c10::ivalue::Object& holder,
+                         const std::string& holderPath) {
+    ts::Node* p = v->node();
+    if (p->kind() == c10::prim::GetAttr && p->input(0) == self) {
+      const std::string name = p->s(c10::attr::name);
+      const c10::IValue stored = holder.getAttr(name);
+      if (!stored.isTensor() || stored.toTensor().layout() != c10::kStrided)
+        unsupported(user, "the load-time value reads '" + name + "', which is not a dense tensor");
+      // Not under the holder's own path: the export reads `ptopt_load_time.*`
+      // as load-time values.
+      return tensorConstant(stored.toTensor(), holderPath + "_" + name);
+    }
+    const std::string op = p->kind().toQualString();
+    if (op != "aten::to_mkldnn" && op != "aten::mkldnn_reorder_conv2d_weight")
+      unsupported(user, "the load-time value is computed by " + op + ", which ptopt does not rebuild");
+    std::vector<Arg> args;
+    for (ts::Value* in : p->inputs()) {
+      if (in->type()->isSubtypeOf(*c10::TensorType::get())) {
+        args.emplace_back(rebuildLoadTime(user, in, self, holder, holderPath));
+        continue;
+      }
+      // A constant, or a list of int constants ([1, 1] compiles to a
+      // prim::ListConstruct; toIValue does not see through it).
+      std::optional<c10::IValue> iv;
+      if (in->node()->kind() == c10::prim::Constant) {
+        iv = ts::toIValue(in);
+      } else if (in->node()->kind() == c10::prim::ListConstruct) {
+        std::vector<int64_t> ints;
+        for (ts::Value* e : in->node()->inputs())
+          if (e->node()->kind() == c10::prim::Constant)
+            if (auto x = ts::toIValue(e); x && x->isInt()) ints.push_back(x->toInt());
+        if (ints.size() == in->node()->inputs().size()) iv = c10::IValue(ints);
+      }
+      auto lit = iv ? Literal::fromIValue(*iv, in->type()) : std::nullopt;
+      if (!lit) unsupported(user, "an argument of the load-time " + op + " is not a constant");
+      args.emplace_back(*lit);
+    }
+    Node* call = graph_->createCall(op, std::move(args), {c10::TensorType::get()});
+    if (prologueTail_) call->insertAfter(prologueTail_); else graph_->block()->prependNode(call);
+    prologueTail_ = call;
+    return call->output();
+  }
+
   // A tensor reachable under two names (a shared weight) stays one constant.
   // The constant shares storage with the module when it covers its storage
   // exactly (what the file holds, nothing more); copyWrittenConstants then
@@ -596,6 +665,8 @@ class Converter {
           // ptopt's own ConstantBuckets (export.cpp) are not part of the
           // names: `ptopt_constants_3.layer1.0.weight` is `layer1.0.weight`.
           b.modulePath = isConstantBucket(name, *b.module) ? owner.modulePath : path;
+        } else if (attr.isTensor() && attr.toTensor().layout() != c10::kStrided && isLoadTimeHolder(*owner.module)) {
+          b.value = loadTimeValue(n, *owner.module, owner.modulePath, name);
         } else if (attr.isTensor()) {
           b.value = tensorConstant(attr.toTensor(), path);
         } else if (Literal::fromIValue(attr)) {
@@ -716,6 +787,7 @@ class Converter {
   std::unique_ptr<Graph> graph_;
   std::unordered_map<ts::Value*, Binding> env_;
   std::unordered_map<std::string, Value*> constantValues_;
+  std::unordered_map<std::string, Value*> loadTimeValues_;  // holder path.attr -> the rebuilt chain
   Node* prologueTail_ = nullptr;
   std::vector<std::string> scopes_{""};
 };
@@ -751,12 +823,51 @@ Model importMethods(const torch::jit::Module& module, const std::vector<std::str
 
 }  // namespace
 
+namespace {
+
+// A model ptopt wrote with onednn-blocked comes back dense: its regions ran
+// on oneDNN tensors (to_mkldnn at entries, to_dense at exits) with weights
+// `mkldnn_reorder_conv2d_weight(to_mkldnn(W))`, which the import rebuilt from
+// the holder's __setstate__. Passes know dense tensors only (fuse-add-relu
+// would fuse an add_ and relu_ that run on oneDNN tensors into an op that has
+// no kernel for them), so the regions are undone: the convs read W and dense
+// activations, as tuned-kernels leaves them; onednn-blocked may convert them
+// again. Within a region every in-place op was its value's only reader, so
+// dropping the exits' copies changes nothing.
+void undoBlockedRegions(Graph& g) {
+  std::vector<Node*> nodes;
+  for (Node* n : *g.block()) nodes.push_back(n);
+  auto producedBy = [](const Value* v, const char* op) {
+    return v && v->node() && v->node()->is(op) ? v->node() : nullptr;
+  };
+  for (Node* n : nodes) {
+    if (n->is("aten::mkldnn_convolution") && n->numArgs() > 1 && n->arg(1).isValue())
+      if (Node* reorder = producedBy(n->arg(1).value(), "aten::mkldnn_reorder_conv2d_weight"))
+        if (Node* toMkldnn = producedBy(reorder->arg(0).value(), "aten::to_mkldnn"))
+          if (toMkldnn->arg(0).isValue()) n->setArg(1, toMkldnn->arg(0).value());
+  }
+  std::set<const Node*> gone;
+  for (Node* n : nodes) {
+    const bool exit = n->is("aten::to_dense");
+    const bool entry = n->is("aten::to_mkldnn") && n->arg(0).isValue() && n->arg(0).value()->node() &&
+                       n->arg(0).value()->node()->opcode() != Opcode::GetAttr;
+    if ((exit || entry) && n->arg(0).isValue()) {
+      n->output()->replaceAllUsesWith(n->arg(0).value());
+      gone.insert(n);
+      n->destroy();
+    }
+  }
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    if (gone.count(n)) continue;
+    if ((n->is("aten::mkldnn_reorder_conv2d_weight") || n->is("aten::to_mkldnn")) && !n->output()->hasUses())
+      n->destroy();
+  }
+}
+
+}  // namespace
+
 Model importModule(const torch::jit::Module& original, const ImportOptions& options) {
-  if (original.hasattr(kLoadTimeModule))
-    throw InputError(
-        "this model was written by ptopt's onednn-blocked pass: its conv weights are packed by oneDNN when it loads "
-        "(submodule '" + std::string(kLoadTimeModule) + "'), which ptopt does not import; optimize the original model "
-        "instead");
   torch::jit::Module module = original;  // shares state; eval() only flips `training`
   module.eval();
   std::vector<std::string> methods = {"forward"};
@@ -767,7 +878,10 @@ Model importModule(const torch::jit::Module& original, const ImportOptions& opti
   std::set<std::string> statePaths;
   while (true) {
     try {
-      return importMethods(module, methods, statePaths);
+      Model model = importMethods(module, methods, statePaths);
+      if (module.hasattr(kLoadTimeModule))
+        for (auto& [name, graph] : model.methods) undoBlockedRegions(*graph);
+      return model;
     } catch (const RestartWithState&) {
     }
   }

@@ -4,6 +4,7 @@
 #include "ir/literal.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <map>

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -156,10 +157,13 @@ class Folder {
     bool storable = true;
     for (size_t i = 0; i < results.size(); ++i) {
       if (!n->output(i)->hasUses()) continue;
-      if (results[i].isTensor() && results[i].toTensor().layout() != c10::kStrided)
-        return decline(n, "its result is a " + std::string(c10::toString(results[i].toTensor().layout())) +
+      if (results[i].isTensor() && results[i].toTensor().layout() != c10::kStrided) {
+        std::ostringstream layout;
+        layout << results[i].toTensor().layout();
+        return decline(n, "its result is a " + layout.str() +
                               " tensor, which a TorchScript file cannot store (the export computes such "
                               "values when the model loads: ir/load_time.h)");
+      }
       if (results[i].isTensor()) {
         const at::Tensor& t = results[i].toTensor();
         bytes += static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());

@@ -68,7 +68,7 @@ bool isLoadTimeOperator(const Node& n) {
 bool hasLoadTimeNodes(const Model& model) {
   for (const auto& [name, graph] : model.methods)
     for (const Node* n : *graph->block())
-      if (qualifies(model, *n, {}) ) return true;
+      if (qualifies(model, *n, {})) return true;
   return false;
 }
 

@@ -274,13 +274,17 @@ class Session {
     d.high = c.results[shown].high;
     d.note = c.summary();
     ++result_.measured;
+    store(d);
+    return record(std::move(d));
+  }
+  // Keeps a measured decision in the tuning cache under its signature.
+  void store(const DecisionRecord& d) {
     CachedDecision cd;
     cd.choice = d.choice;
     cd.candidates = d.candidates;
     cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
     cd.challenger = d.challenger;
     cache_.store(context_, d.signature, cd);
-    return record(std::move(d));
   }
   // A per-op decision: by the op's signature from the cache, else timed
   // (the candidates, `names` in order, are built only then: their inputs cost
@@ -536,14 +540,7 @@ class Session {
       d.seconds = c.seconds;
       d.note = fmt::format("{} convs; {}: {}", reg.r->convs.size(), how, c.summary());
       ++result_.measured;
-      if (cache) {
-        CachedDecision cd;
-        cd.choice = d.choice;
-        cd.candidates = d.candidates;
-        cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
-        cd.challenger = d.challenger;
-        cache_.store(context_, d.signature, cd);
-      }
+      if (cache) store(d);
       record(std::move(d));
     };
 

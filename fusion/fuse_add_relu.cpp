@@ -3,12 +3,65 @@
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <map>
+#include <mutex>
+
 namespace ptopt::fusion {
 
 using namespace rewriters;
 
+namespace {
+
+// Whether `_add_relu` has a kernel for `device` ("cpu", "cuda"), as the
+// dispatcher registers them.
+bool hasAddReluKernel(const std::string& device) {
+  auto op = c10::Dispatcher::singleton().findOp({"aten::_add_relu", "Tensor"});
+  if (!op) return false;
+  const c10::DispatchKey key = device == "cpu" ? c10::DispatchKey::CPU
+                               : device == "cuda" ? c10::DispatchKey::CUDA
+                                                  : c10::DispatchKey::Undefined;
+  return key != c10::DispatchKey::Undefined && op->hasKernelForDispatchKey(key);
+}
+
+// Whether the CPU kernel accepts `dtype`, probed once per dtype with a tiny
+// example (LibTorch 1.13 rejects bf16 and fp16 with an internal assert).
+bool cpuAddReluRuns(c10::ScalarType dtype) {
+  static std::mutex mu;
+  static std::map<c10::ScalarType, bool> probed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = probed.find(dtype); it != probed.end()) return it->second;
+  bool ok = false;
+  try {
+    const at::Tensor a = at::full({2}, -1.0, at::TensorOptions().dtype(dtype));
+    const at::Tensor b = at::full({2}, 3.0, at::TensorOptions().dtype(dtype));
+    ok = at::_add_relu(a, b).to(at::kFloat).equal(at::full({2}, 2.0));
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  return probed[dtype] = ok;
+}
+
+// The first operand dtype the CPU kernel rejects, if shape-prop knows one.
+std::optional<c10::ScalarType> rejectedDtype(const ir::Node* add) {
+  for (size_t i = 0; i < 2 && i < add->numArgs(); ++i) {
+    const ir::Value* v = add->arg(i).value();
+    if (v && v->isTensor() && v->meta().dtype && !cpuAddReluRuns(*v->meta().dtype)) return v->meta().dtype;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 PassResult FuseAddReluPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
+  if (!hasAddReluKernel(ctx.targetDevice)) {
+    ctx.decline(name(), graph.block()->outputNode(),
+                "the target is " + ctx.targetDevice + ": aten::_add_relu has no kernel there (only the CPU's)");
+    return r;
+  }
   ir::Rewriter rw(graph, ctx.edits, name());
   std::vector<ir::Node*> relus;
   graph.walk([&](ir::Node* n) {
@@ -33,6 +86,12 @@ PassResult FuseAddReluPass::run(ir::Graph& graph, PassContext& ctx) {
     const std::string fused = inplaceAdd ? "aten::_add_relu_.Tensor" : "aten::_add_relu.Tensor";
     if (!ir::findSchema(inplaceAdd ? "aten::_add_relu_" : "aten::_add_relu", "Tensor")) {
       ctx.decline(name(), relu, fused + " is not available in this LibTorch");
+      r.count("declined");
+      continue;
+    }
+    if (auto dtype = rejectedDtype(add)) {
+      ctx.decline(name(), relu, "its operands are " + std::string(c10::toString(*dtype)) +
+                                    ", which this LibTorch's _add_relu does not take (probed)");
       r.count("declined");
       continue;
     }

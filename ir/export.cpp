@@ -402,6 +402,7 @@ class GraphEmitter {
       env_[n.output(i)] = node->output(i);
     }
     for (const auto& [key, value] : n.attrs()) setAttribute(node, key, value);
+    if (n.is("aten::warn")) node->setSourceRange(warningRange(n.sourceLocation()));
     tb->appendNode(node);
     for (const auto& nested : n.blocks()) {
       ts::Block* sub = node->addBlock();
@@ -413,6 +414,28 @@ class GraphEmitter {
       }
       emitBlock(*nested, sub);
     }
+  }
+
+  // The interpreter reads a warning's location from its node's source range
+  // and dereferences it (LibTorch 1.13 and 2.x): a node without one crashes
+  // the process when it warns. A saved file gets ranges from its code; an
+  // in-memory export (--verify-each, --tune's timing) needs one here: the
+  // original's `file.py:line` where the import knew it.
+  static ts::SourceRange warningRange(const std::string& location) {
+    const size_t colon = location.rfind(':');
+    std::optional<std::string> file;
+    size_t line = 0;
+    if (colon != std::string::npos && colon > 0) {
+      try {
+        line = std::stoul(location.substr(colon + 1));
+        file = location.substr(0, colon);
+      } catch (const std::exception&) {
+        file.reset();
+      }
+    }
+    auto source = std::make_shared<ts::Source>(location.empty() ? std::string("warn") : location,
+                                               file ? c10::optional<std::string>(*file) : c10::nullopt, line);
+    return ts::SourceRange(source, 0, source->size());
   }
 
   static void setAttribute(ts::Node* node, const std::string& key, const AttrValue& value) {

@@ -13,8 +13,8 @@ namespace ptopt::tools {
 
 void registerTuneOptions(CLI::App& app, TuneCliOptions& o) {
   app.add_flag("--tune", o.tune,
-               "Decide the pipeline's machine-dependent rewrites (bn-to-affine, channels-last per model, precision per "
-               "op, the conv kernel per conv, cuDNN fusion) by timing them here on the real input shapes; needs "
+               "Decide the pipeline's machine-dependent rewrites (bn-to-affine, channels-last per region, precision per "
+               "op, the conv kernel per conv, oneDNN blocked regions on CPUs, cuDNN fusion on CUDA) by timing them here on the real input shapes; needs "
                "--input-shape or --inputs. -O2 --tune / -O3 --tune tune those presets");
   app.add_option("--tune-budget", o.budgetSeconds,
                  fmt::format("Seconds --tune may spend timing (default {:.0f}); decisions left when it runs out keep "

@@ -24,6 +24,11 @@ at each level:
       the compute-heavy ops in bf16 and is judged by the bf16 criterion
       (cosine >= 0.99 and max|a-b| <= 1e-2 + 5e-2 * max|reference|); where the
       cast policy keeps fp32 it is judged like O1.
+  O2B, O3B  -O2 / -O3 plus onednn-blocked (conv regions on oneDNN tensors, the
+      weights packed when the file loads): judged like O2 / O3; not in the
+      default --levels.
+  tune  -O3 --tune --tune-budget 20 with a tuning cache per model: judged like
+      O3 (bf16 or fp32, as the report says); not in the default --levels.
 
 "Reloaded" means the output file is loaded by stock PyTorch (torch.jit.load in
 this process, with no ptopt library) and run on 2 seeded inputs next to the
@@ -75,7 +80,11 @@ SUBSET = [
     ("vit_b_32", "script"),
 ]
 
-LEVELS = {"O0": ["--passes", ""], "O1": ["-O1"], "O2": ["-O2"], "O3": ["-O3"]}
+LEVELS = {"O0": ["--passes", ""], "O1": ["-O1"], "O2": ["-O2"], "O3": ["-O3"],
+          # conv regions on oneDNN tensors, weights packed at load (fp32 and bf16)
+          "O2B": ["--passes", "-O2,onednn-blocked"], "O3B": ["--passes", "-O3,onednn-blocked"],
+          # -O3 --tune with a short budget and a cache per model (run_level adds it)
+          "tune": ["-O3", "--tune", "--tune-budget", "20"]}
 FP32 = (1e-4, 1e-5)
 BF16 = (5e-2, 1e-2, 0.99)
 RELOAD_SEEDS = 2
@@ -234,7 +243,8 @@ def run_level(args, level, in_path, shape, refs, work):
     for p in (out_path, rep_path):
         if os.path.exists(p):
             os.remove(p)
-    cmd = [args.ptopt, in_path, out_path] + LEVELS[level] + [
+    extra = ["--tuning-cache", os.path.join(work, "tuning.json")] if level == "tune" else []
+    cmd = [args.ptopt, in_path, out_path] + LEVELS[level] + extra + [
         "--input-shape", ",".join(map(str, shape)), "--force", "--overwrite", "-q",
         "--verify-iters", str(args.verify_iters), "--report", rep_path]
     t0 = time.time()
@@ -256,7 +266,7 @@ def run_level(args, level, in_path, shape, refs, work):
             pass
     criteria = report_criteria(report)
     lowp = "global" in criteria
-    if level == "O3":
+    if level in ("O3", "O3B", "tune"):
         result["precision"] = "bf16" if lowp else "fp32"
     if rc not in (0, 3):
         result.update(status="ERROR", detail="exit %d: %s" % (rc, error_line(text)))
@@ -265,7 +275,7 @@ def run_level(args, level, in_path, shape, refs, work):
         result.update(status="FAIL", detail="exit %d but no output written (--force)" % rc)
         return result
     criterion = "bitwise" if level == "O0" else ("bf16" if lowp else "fp32")
-    why = reload_check(out_path, refs, criterion, want_contiguous=level in ("O2", "O3"))
+    why = reload_check(out_path, refs, criterion, want_contiguous=level != "O0" and level != "O1")
     if level == "O0" and rc == 0 and not report.get("verification", {}).get("bitwise_equal", False):
         why = why or "ptopt's verification did not find the outputs bitwise equal"
     if rc == 0:

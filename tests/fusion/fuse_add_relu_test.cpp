@@ -116,7 +116,7 @@ TEST_CASE("fuse-add-relu declines for a CUDA target: _add_relu has only a CPU ke
   CHECK_THAT(ctx.declines()[0], Catch::Contains("no kernel there"));
 }
 
-TEST_CASE("-O2 re-optimizes a resnet18 already cast to bf16, and the result runs and matches it") {
+TEST_CASE("fuse-add-relu in -O2 re-optimizing a resnet18 already cast to bf16, and the result runs and matches it") {
   const auto& f = test::fixture("resnet18_script");
   Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;

@@ -322,8 +322,9 @@ class GraphEmitter {
       holder = prefixValues_.emplace(kLoadTimeModule, get->output()).first;
     }
     ts::Node* get = out_->insertNode(out_->create(c10::prim::GetAttr, {holder->second}, 1));
-    get->s_(c10::attr::name, name.substr(std::string(kLoadTimeModule).size() + 1));
-    get->output()->setType(c10::TensorType::get());
+    const std::string attr = name.substr(std::string(kLoadTimeModule).size() + 1);
+    get->s_(c10::attr::name, attr);
+    get->output()->setType(loadTime_->getAttribute(attr));  // a tensor, or a packed-conv object
     setName(get->output(), "self_" + name);
     return get->output();
   }

@@ -480,11 +480,12 @@ class Converter {
       return tensorConstant(stored.toTensor(), holderPath + "_" + name);
     }
     const std::string op = p->kind().toQualString();
-    if (op != "aten::to_mkldnn" && op != "aten::mkldnn_reorder_conv2d_weight")
+    if (op != "aten::to_mkldnn" && op != "aten::mkldnn_reorder_conv2d_weight" && op != "mkldnn_prepacked::conv2d_prepack")
       unsupported(user, "the load-time value is computed by " + op + ", which ptopt does not rebuild");
     std::vector<Arg> args;
     for (ts::Value* in : p->inputs()) {
-      if (in->type()->isSubtypeOf(*c10::TensorType::get())) {
+      const bool none = in->node()->kind() == c10::prim::Constant && in->type()->kind() == c10::TypeKind::NoneType;
+      if (!none && in->type()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
         args.emplace_back(rebuildLoadTime(user, in, self, holder, holderPath));
         continue;
       }
@@ -504,7 +505,7 @@ class Converter {
       if (!lit) unsupported(user, "an argument of the load-time " + op + " is not a constant");
       args.emplace_back(*lit);
     }
-    Node* call = graph_->createCall(op, std::move(args), {c10::TensorType::get()});
+    Node* call = graph_->createCall(op, std::move(args), {p->output()->type()});  // a tensor, or a packed conv
     if (prologueTail_) call->insertAfter(prologueTail_); else graph_->block()->prependNode(call);
     prologueTail_ = call;
     return call->output();
@@ -665,7 +666,10 @@ class Converter {
           // ptopt's own ConstantBuckets (export.cpp) are not part of the
           // names: `ptopt_constants_3.layer1.0.weight` is `layer1.0.weight`.
           b.modulePath = isConstantBucket(name, *b.module) ? owner.modulePath : path;
-        } else if (attr.isTensor() && attr.toTensor().layout() != c10::kStrided && isLoadTimeHolder(*owner.module)) {
+        } else if (((attr.isTensor() && attr.toTensor().layout() != c10::kStrided) || attr.isCapsule() ||
+                    (attr.isObject() && attr.toObject()->type()->name() &&
+                     attr.toObject()->type()->name()->qualifiedName().rfind("__torch__.torch.classes.", 0) == 0)) &&
+                   isLoadTimeHolder(*owner.module)) {
           b.value = loadTimeValue(n, *owner.module, owner.modulePath, name);
         } else if (attr.isTensor()) {
           b.value = tensorConstant(attr.toTensor(), path);
@@ -825,6 +829,36 @@ Model importMethods(const torch::jit::Module& module, const std::vector<std::str
 
 namespace {
 
+// tuned-kernels{prepacked=...} wrote `conv2d_run(x, conv2d_prepack(W, B,
+// stride, padding, dilation, groups, input_size, "none"))`, the packed object
+// made when the file loads: it is aten::conv2d again, which every pass knows;
+// tuned-kernels may pack it again.
+void undoPrepackedConvs(Graph& g) {
+  std::vector<Node*> runs;
+  for (Node* n : *g.block())
+    if (n->is("mkldnn_prepacked::conv2d_run")) runs.push_back(n);
+  std::set<Node*> packs;
+  for (Node* n : runs) {
+    if (n->numArgs() != 2 || !n->arg(1).isValue()) continue;
+    Node* pack = n->arg(1).value()->node();
+    if (!pack || !pack->is("mkldnn_prepacked::conv2d_prepack") || pack->numArgs() != 8 || !pack->arg(7).isLiteral() ||
+        !pack->arg(7).literal().is<std::string>() || pack->arg(7).literal().as<std::string>() != "none")
+      continue;
+    Node* conv = g.createCall("aten::conv2d", {n->arg(0), pack->arg(0), pack->arg(1), pack->arg(2), pack->arg(3),
+                                               pack->arg(4), pack->arg(5)},
+                              {c10::TensorType::get()});
+    conv->output()->meta() = n->output()->meta();
+    conv->setScope(n->scope());
+    conv->setSourceLocation(n->sourceLocation());
+    conv->insertBefore(n);
+    n->output()->replaceAllUsesWith(conv->output());
+    n->destroy();
+    packs.insert(pack);
+  }
+  for (Node* pack : packs)
+    if (!pack->output()->hasUses()) pack->destroy();
+}
+
 // A model ptopt wrote with onednn-blocked comes back dense: its regions ran
 // on oneDNN tensors (to_mkldnn at entries, to_dense at exits) with weights
 // `mkldnn_reorder_conv2d_weight(to_mkldnn(W))`, which the import rebuilt from
@@ -880,7 +914,7 @@ Model importModule(const torch::jit::Module& original, const ImportOptions& opti
     try {
       Model model = importMethods(module, methods, statePaths);
       if (module.hasattr(kLoadTimeModule))
-        for (auto& [name, graph] : model.methods) undoBlockedRegions(*graph);
+        for (auto& [name, graph] : model.methods) undoPrepackedConvs(*graph), undoBlockedRegions(*graph);
       return model;
     } catch (const RestartWithState&) {
     }

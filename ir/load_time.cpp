@@ -3,9 +3,13 @@
 #include "ir/interpreter.h"
 #include "ir/literal.h"
 
+#include <torch/csrc/jit/frontend/resolver.h>
+#include <torch/csrc/jit/frontend/sugared_value.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -17,6 +21,20 @@ namespace ptopt::ir {
 namespace {
 
 constexpr const char* kHolderClass = "__torch__.ptopt.LoadTimeValues";
+
+// What the holder's generated source may name: `torch` (aten operators)
+// and the other operator namespaces its chains call (mkldnn_prepacked).
+// torch.jit.save prints those calls as ops.<ns>.<op>, which a load resolves.
+struct OperatorNamespaces : torch::jit::Resolver {
+  explicit OperatorNamespaces(std::set<std::string> namespaces) : namespaces_(std::move(namespaces)) {}
+  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name, torch::jit::GraphFunction&,
+                                                         const torch::jit::SourceRange&) override {
+    if (name == "torch") return std::make_shared<torch::jit::BuiltinModule>("aten");
+    if (namespaces_.count(name)) return std::make_shared<torch::jit::BuiltinModule>(name);
+    return nullptr;
+  }
+  std::set<std::string> namespaces_;
+};
 
 const at::Tensor* constantTensorOf(const Model& model, const Value* v) {
   const Node* n = v->node();
@@ -37,6 +55,13 @@ std::optional<std::string> spell(const Literal& l) {
     std::string s = fmt::format("{}", d);
     if (s.find_first_of(".eE") == std::string::npos) s += ".0";
     return s;
+  }
+  if (l.is<std::string>()) {
+    // Plain identifiers only ("none"): nothing to escape.
+    const std::string& text = l.as<std::string>();
+    for (char c : text)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return std::nullopt;
+    return "\"" + text + "\"";
   }
   if (l.is<std::vector<int64_t>>()) {
     std::string s = "[";
@@ -62,7 +87,8 @@ bool qualifies(const Model& model, const Node& n, const std::set<const Node*>& h
 
 bool isLoadTimeOperator(const Node& n) {
   return n.isCall() && n.numOutputs() == 1 && n.blocks().empty() &&
-         (n.is("aten::to_mkldnn") || n.is("aten::mkldnn_reorder_conv2d_weight"));
+         (n.is("aten::to_mkldnn") || n.is("aten::mkldnn_reorder_conv2d_weight") ||
+          n.is("mkldnn_prepacked::conv2d_prepack"));
 }
 
 bool hasLoadTimeNodes(const Model& model) {
@@ -102,8 +128,13 @@ LoadTimeValues hoistLoadTimeValues(Model& model) {
         }
       }
       const std::string temp = fmt::format("t{}", temps++);
-      const std::string op = n->target().substr(n->target().find("::") + 2);
-      body += fmt::format("    {} = torch.{}({})\n", temp, op, fmt::join(args, ", "));
+      // aten::op is torch.op in the source; another namespace's op is <ns>.op,
+      // which the holder's resolver knows (attachLoadTimeValues).
+      const size_t sep = n->target().find("::");
+      const std::string ns = n->target().substr(0, sep), op = n->target().substr(sep + 2);
+      const std::string callee = (ns == "aten" ? "torch" : ns) + "." + op;
+      if (ns != "aten") out.namespaces.insert(ns);
+      body += fmt::format("    {} = {}({})\n", temp, callee, fmt::join(args, ", "));
       computed[n->output()] = Interpreter::evaluateNode(*n, values).at(0);
       expr[n->output()] = temp;
       hoisted.insert(n);
@@ -118,7 +149,7 @@ LoadTimeValues hoistLoadTimeValues(Model& model) {
       const size_t i = out.values.size();
       out.values.push_back(computed.at(v));
       body += fmt::format("    self.v{} = {}\n", i, expr.at(v));
-      Node* get = graph->createGetAttr(fmt::format("{}.v{}", kLoadTimeModule, i), c10::TensorType::get());
+      Node* get = graph->createGetAttr(fmt::format("{}.v{}", kLoadTimeModule, i), v->type());
       get->output()->meta() = v->meta();
       get->insertBefore(n);
       std::vector<Use> outside;
@@ -161,9 +192,11 @@ void attachLoadTimeValues(torch::jit::Module& root, const std::shared_ptr<torch:
   holder.register_attribute("training", c10::BoolType::get(), false);
   for (size_t i = 0; i < values.state.size(); ++i)
     holder.register_attribute(fmt::format("s{}", i), c10::TensorType::get(), values.state[i]);
-  for (size_t i = 0; i < values.values.size(); ++i)
-    holder.register_attribute(fmt::format("v{}", i), c10::TensorType::get(), values.values[i]);
-  holder.define(values.source);
+  for (size_t i = 0; i < values.values.size(); ++i) {
+    const c10::IValue& v = values.values[i];  // a oneDNN tensor, or a packed-conv object
+    holder.register_attribute(fmt::format("v{}", i), v.isTensor() ? c10::TensorType::get() : v.type(), v);
+  }
+  holder.define(values.source, std::make_shared<OperatorNamespaces>(values.namespaces));
   root.register_module(kLoadTimeModule, holder);
 }
 

@@ -3,11 +3,13 @@
 //
 // Contract. A node is a load-time node when it calls an operator of the
 // load-time table (aten::to_mkldnn, aten::mkldnn_reorder_conv2d_weight: their
-// results are oneDNN tensors, which torch.jit.save refuses) in the top-level
+// results are oneDNN tensors, which torch.jit.save refuses;
+// mkldnn_prepacked::conv2d_prepack: its packed-conv object does not load back
+// in LibTorch 1.13, "Fusion behavior undefined") in the top-level
 // block of a method, and each of its value arguments is a tensor constant
 // (a get_attr) or the result of another load-time node; its other arguments
 // are literals TorchScript source can spell (ints, int lists, floats, bools,
-// None). hoistLoadTimeValues(model) moves every such chain out of the
+// None, identifier strings). hoistLoadTimeValues(model) moves every such chain out of the
 // model's graphs: each result that an ordinary node reads becomes a read of
 // `ptopt_load_time.v<i>`, and the chain becomes TorchScript source for a
 // holder submodule (class __torch__.ptopt.LoadTimeValues):
@@ -28,6 +30,7 @@
 
 #include <torch/csrc/jit/api/module.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +45,7 @@ struct LoadTimeValues {
   std::vector<at::Tensor> state;    // s0, s1, ...: the dense constants the chains read
   std::vector<c10::IValue> values;  // v0, v1, ...: their results, computed now
   std::string source;               // __getstate__ and __setstate__
+  std::set<std::string> namespaces; // operator namespaces besides aten the source calls
   bool empty() const { return values.empty(); }
 };
 

@@ -96,7 +96,11 @@ VerifyResult Optimizer::verify(const std::vector<verify::InputSpec>& specs, cons
 
 verify::VerifyReport Optimizer::verify(const verify::InputSource& inputs, const verify::ToleranceSet& tol,
                                        const std::string& device) {
-  verify::ReferenceRunner runner(original_.clone(), inputs, tol, verify::resolveDevice(device));
+  // A copy only for another device (the runner moves it there): a model
+  // ptopt packed for a CPU holds oneDNN conv objects that LibTorch 1.13
+  // cannot clone ("Fusion behavior undefined"), and the CPU needs no copy.
+  const c10::Device on = verify::resolveDevice(device);
+  verify::ReferenceRunner runner(on.is_cpu() ? original_ : original_.clone(), inputs, tol, on);
   return runner.check(exportModule());
 }
 

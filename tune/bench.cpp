@@ -49,6 +49,33 @@ std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv,
                                 boxed("mkldnn", "aten::mkldnn_convolution", "", std::move(mk))};
 }
 
+std::optional<std::vector<Candidate>> convPrepackCandidates(const ir::Node& conv, c10::Device device, std::string& why) {
+  if (!device.is_cpu()) {
+    why = "oneDNN convs are CPU kernels";
+    return std::nullopt;
+  }
+  if (!hasPrepackedConvs()) {
+    why = "this LibTorch has no mkldnn_prepacked::conv2d_prepack";
+    return std::nullopt;
+  }
+  why = prepackIneligible(conv);
+  if (!why.empty()) return std::nullopt;
+  auto args = benchArguments(conv, device, why);
+  if (!args) return std::nullopt;
+  const auto& a = *args;
+  // conv2d(x, w, b, stride, padding, dilation, groups) or
+  // mkldnn_convolution(x, w, b, padding, stride, dilation, groups)
+  const bool isConv2d = conv.is("aten::conv2d");
+  const c10::IValue& stride = a[isConv2d ? 3 : 4];
+  const c10::IValue& padding = a[isConv2d ? 4 : 3];
+  // The pack is made once, as the file's load makes it; only the run is timed.
+  torch::jit::Stack pack{a[1], a[2], stride, padding, a[5], a[6], c10::IValue(a[0].toTensor().sizes().vec()),
+                         c10::IValue(std::string("none"))};
+  c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_prepack", "").callBoxed(&pack);
+  return std::vector<Candidate>{boxed("dense", qualified(conv), "", a),
+                                boxed("prepacked", "mkldnn_prepacked::conv2d_run", "", {a[0], pack.at(0)})};
+}
+
 std::string PrecisionNeighbours::text() const {
   std::string s = "in";
   if (lowInputs.empty()) s += " -";

@@ -9,6 +9,8 @@
 // within the low-precision criterion) on the same inputs
 // (tune/signature.h: benchArguments), each call a fresh result:
 //   convKernel      conv2d  vs  mkldnn_convolution (tuned-kernels' rewrite);
+//   convPrepack     the conv as it is  vs  mkldnn_prepacked::conv2d_run with
+//                   the weight packed once (tuned-kernels' prepacked=);
 //   convPrecision   an op the precision table runs in low precision (conv,
 //                   linear), in fp32  vs  in `low` with its casts: the input
 //                   converted before and the result converted back after
@@ -34,6 +36,9 @@
 namespace ptopt::tune {
 
 std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv, c10::Device device, std::string& why);
+// The conv as it is (conv2d or mkldnn_convolution)  vs  conv2d_run with its
+// weight packed beforehand (tuned-kernels' prepacked=; the pack is not timed).
+std::optional<std::vector<Candidate>> convPrepackCandidates(const ir::Node& conv, c10::Device device, std::string& why);
 // Where an op sits in the preset's precision assignment (every op that can
 // runs in low precision): which of its arguments arrive in low precision,
 // and whether every reader of its result takes it in low precision. Each

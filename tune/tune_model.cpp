@@ -167,7 +167,7 @@ class Session {
     bool kernelsDone = false;
     for (const PipelineElement& e : pipeline.elements) {
       if (e.name == "fuse-cudnn" || e.name == "tuned-kernels") {
-        if (cpu && !kernelsDone) decideKernels(), decideBlocked(), kernelsDone = true;
+        if (cpu && !kernelsDone) decideKernels(), decideBlocked(), decidePrepacked(), kernelsDone = true;
         if (e.name == "fuse-cudnn") decideCudnn(e);
         else keep(e);  // given explicitly: as given
       } else if (e.name == "bn-to-affine") {
@@ -180,7 +180,7 @@ class Session {
         keep(e);
       }
     }
-    if (cpu && !kernelsDone) decideKernels(), decideBlocked();
+    if (cpu && !kernelsDone) decideKernels(), decideBlocked(), decidePrepacked();
     try {
       cache_.save();
     } catch (const CacheError& e) {
@@ -222,7 +222,8 @@ class Session {
     work_.forward().walk([&](ir::Node* n) {
       if (ir::ConvOp::isConv(n) || n->is("aten::linear")) ++convs;
     });
-    expected_ = convs * (rewriters::pipelineUses(p, "cast") ? 2 : 1) + 3;
+    // kernel, prepacking and (with cast) precision per conv or linear
+    expected_ = convs * (rewriters::pipelineUses(p, "cast") ? 3 : 2) + 3;
   }
   double remaining() const { return o_.budgetSeconds - (timer_->elapsedSeconds() - start_); }
 
@@ -775,6 +776,38 @@ class Session {
       return;
     }
     if (decide("onednn-blocked", "model", sig, candidates, kWholeModelWeight).rewrites()) keep(e);
+  }
+
+  // Prepacked convs (CPU targets): each conv still on dense tensors with a
+  // constant weight (onednn-blocked, when kept, took those in its regions),
+  // as it is vs with its weight packed when the model loads
+  // (micro-benchmark, cached by op signature); the convs that win, as a
+  // whole-model A/B, -> a tuned-kernels{prepacked=...} element after
+  // onednn-blocked.
+  void decidePrepacked() {
+    if (!hasPrepackedConvs()) return;
+    std::vector<ir::Node*> convs;
+    work_.forward().walk([&](ir::Node* n) {
+      if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution")) && n->owningBlock() == work_.forward().block() &&
+          n->numArgs() > 1 && n->arg(1).isValue() && rewriters::constantTensor(n->arg(1).value()))
+        convs.push_back(n);
+    });
+    std::set<std::string> packed;
+    for (ir::Node* n : convs) {
+      if (std::string why = prepackIneligible(*n); !why.empty()) {
+        skipped("conv-prepack", n->output()->name(), "dense", why);
+        continue;
+      }
+      const bool pack = decideOp("conv-prepack", *n, {"dense", "prepacked"}, [&](std::string& why) {
+        return convPrepackCandidates(*n, o_.device, why);
+      });
+      if (pack) packed.insert(n->output()->name());
+    }
+    if (packed.empty()) return;
+    PipelineElement e;
+    e.name = "tuned-kernels";
+    e.options.emplace_back("prepacked", joinNameList(packed));
+    if (preferOpByOp("conv-prepack", std::nullopt, e)) keep(e);
   }
 
   void decideCudnn(const PipelineElement& e) {

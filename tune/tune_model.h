@@ -40,6 +40,11 @@
 //                   (layout/onednn_blocked.h) vs as tuned so far (A/B) ->
 //                   an onednn-blocked element after tuned-kernels, or none;
 //                   given in the pipeline: as given;
+//   conv-prepack    (CPU targets) after onednn-blocked, per conv still on
+//                   dense tensors with a constant weight, as it is vs
+//                   mkldnn_prepacked::conv2d_run with the weight packed when
+//                   the model loads (micro-benchmark), the winners checked as
+//                   a whole (A/B) -> a tuned-kernels{prepacked=...} element;
 //   fuse-cudnn      (CUDA targets) the whole model with and without it
 //                   (A/B) -> kept or dropped.
 // The baseline of every decision is "no rewrite", so a candidate is kept
@@ -85,7 +90,7 @@ struct TuneOptions {
 };
 
 struct DecisionRecord {
-  std::string kind;       // "bn-to-affine", "channels-last", "precision", "conv-kernel", "onednn-blocked", "fuse-cudnn"
+  std::string kind;       // "bn-to-affine", "channels-last", "precision", "conv-kernel", "onednn-blocked", "conv-prepack", "fuse-cudnn"
   std::string node;       // the op's result name (a channels-last region's: its first conv's), or "model"
   std::string signature;  // the cache key within the context
   std::string choice;     // the chosen candidate

@@ -13,7 +13,55 @@ using namespace rewriters;
 
 std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
   return {{"mkldnn", OptionKind::String, "",
-           "convs (their results' names, ';'-separated) to run as aten::mkldnn_convolution", {}, {}, {}}};
+           "convs (their results' names, ';'-separated) to run as aten::mkldnn_convolution", {}, {}, {}},
+          {"prepacked", OptionKind::String, "",
+           "convs (their results' names, ';'-separated) to run as oneDNN convs with the weight packed when the model "
+           "loads (mkldnn_prepacked::conv2d_run)", {}, {}, {}}};
+}
+
+namespace {
+
+// The arguments of a conv in either form, by name: aten::conv2d(input,
+// weight, bias, stride, padding, dilation, groups) or
+// aten::mkldnn_convolution(input, weight, bias, padding, stride, dilation, groups).
+struct ConvArgs {
+  ir::Arg input, weight, bias, stride, padding, dilation, groups;
+};
+std::optional<ConvArgs> convArgs(const ir::Node& n) {
+  if (n.numArgs() != 7) return std::nullopt;
+  if (n.is("aten::conv2d") && n.overload().empty())
+    return ConvArgs{n.arg(0), n.arg(1), n.arg(2), n.arg(3), n.arg(4), n.arg(5), n.arg(6)};
+  if (n.is("aten::mkldnn_convolution"))
+    return ConvArgs{n.arg(0), n.arg(1), n.arg(2), n.arg(4), n.arg(3), n.arg(5), n.arg(6)};
+  return std::nullopt;
+}
+
+bool isIntListLiteral(const ir::Arg& a) { return a.isLiteral() && a.literal().is<std::vector<int64_t>>(); }
+
+}  // namespace
+
+bool hasPrepackedConvs() {
+  return ir::findSchema("mkldnn_prepacked::conv2d_prepack", "") && ir::findSchema("mkldnn_prepacked::conv2d_run", "");
+}
+
+std::string prepackIneligible(const ir::Node& n) {
+  auto c = convArgs(n);
+  if (!c) return "not an aten::conv2d (int-list padding) or aten::mkldnn_convolution with all its arguments";
+  if (!isIntListLiteral(c->stride) || !isIntListLiteral(c->padding) || !isIntListLiteral(c->dilation) ||
+      !(c->groups.isLiteral() && c->groups.literal().is<int64_t>()))
+    return "the conv's stride/padding/dilation/groups are not literals";
+  const auto w = c->weight.isValue() ? rewriters::constantTensor(c->weight.value()) : std::nullopt;
+  if (!w || w->dim() != 4 || !w->device().is_cpu() || w->layout() != c10::kStrided)
+    return "the conv's weight is not a constant 4-D CPU tensor";
+  if (c->bias.isValue() && !rewriters::constantTensor(c->bias.value())) return "the conv's bias is not a constant";
+  const ir::TensorMeta& m = c->input.isValue() ? c->input.value()->meta() : ir::TensorMeta{};
+  if (!m.shape || m.shape->size() != 4 || !m.dtype)
+    return "the input is not known to be a 4-D tensor (run shape-prop with --input-shape)";
+  if (*m.dtype != c10::ScalarType::Float && *m.dtype != c10::ScalarType::BFloat16)
+    return "the input is " + ir::dtypeName(*m.dtype) + ", not float32 or bfloat16";
+  if (m.device && !m.device->is_cpu()) return "the input is not on the CPU";
+  if (w->scalar_type() != *m.dtype) return "the weight's dtype differs from the input's";
+  return "";
 }
 
 std::string mkldnnIneligible(const ir::Node& n) {
@@ -39,17 +87,26 @@ std::string mkldnnIneligible(const ir::Node& n) {
 
 PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
-  const std::set<std::string> names = parseNameList(options().getString("mkldnn"));
-  if (names.empty()) return r;
+  std::set<std::string> names = parseNameList(options().getString("mkldnn"));
+  const std::set<std::string> packed = parseNameList(options().getString("prepacked"));
+  if (names.empty() && packed.empty()) return r;
   if (ctx.targetDevice != "cpu") {
     ctx.decline(name(), graph.block()->outputNode(), "the target is " + ctx.targetDevice + ": oneDNN convs are CPU kernels");
     return r;
   }
-  if (!ir::findSchema("aten::mkldnn_convolution", "")) {
-    ctx.decline(name(), graph.block()->outputNode(), "this LibTorch has no aten::mkldnn_convolution");
-    return r;
-  }
   ir::Rewriter rw(graph, ctx.edits, name());
+  if (!packed.empty()) {
+    if (hasPrepackedConvs()) {
+      packConvs(graph, ctx, rw, packed, r);
+      for (const std::string& p : packed) names.erase(p);
+    } else {
+      ctx.decline(name(), graph.block()->outputNode(), "this LibTorch has no mkldnn_prepacked::conv2d_prepack");
+    }
+  }
+  if (!names.empty() && !ir::findSchema("aten::mkldnn_convolution", "")) {
+    ctx.decline(name(), graph.block()->outputNode(), "this LibTorch has no aten::mkldnn_convolution");
+    names.clear();
+  }
   std::vector<ir::Node*> convs;
   graph.walk([&](ir::Node* n) {
     if (n->is("aten::conv2d") && n->numOutputs() == 1 && names.count(n->output()->name())) convs.push_back(n);
@@ -74,6 +131,42 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   }
   r.changed = rw.changed();
   return r;
+}
+
+void TunedKernelsPass::packConvs(ir::Graph& graph, PassContext& ctx, ir::Rewriter& rw,
+                                 const std::set<std::string>& names, PassResult& r) {
+  std::vector<ir::Node*> convs;
+  graph.walk([&](ir::Node* n) {
+    if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution")) && n->numOutputs() == 1 &&
+        names.count(n->output()->name()))
+      convs.push_back(n);
+  });
+  const c10::FunctionSchema* prepack = ir::findSchema("mkldnn_prepacked::conv2d_prepack", "");
+  const c10::TypePtr contextType = prepack->returns().at(0).type();
+  for (ir::Node* n : convs) {
+    if (std::string why = prepackIneligible(*n); !why.empty()) {
+      if (ctx.declineOnce(name(), n, why)) r.count("declined");
+      continue;
+    }
+    const ConvArgs c = *convArgs(*n);
+    // conv2d_prepack(W, B, stride, padding, dilation, groups, input_size, attr)
+    ir::Node* pack = graph.createCall(
+        "mkldnn_prepacked::conv2d_prepack",
+        {c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups,
+         ir::Arg(ir::Literal(*c.input.value()->meta().shape)), ir::Arg(ir::Literal("none"))},
+        {contextType});
+    pack->setScope(n->scope());
+    pack->setProvenance("tuned-kernels(prepacked)");
+    rw.insert(pack, n);
+    ir::Node* run = graph.createCall("mkldnn_prepacked::conv2d_run", {c.input, ir::Arg(pack->output())},
+                                     {c10::TensorType::get()});
+    run->setScope(n->scope());
+    run->output()->meta() = n->output()->meta();
+    run->setProvenance("tuned-kernels(prepacked)");
+    rw.insert(run, n);
+    rw.replace(n, run->output());
+    r.count("prepacked");
+  }
 }
 
 void registerTunePasses(rewriters::PassRegistry& registry) {

@@ -2,6 +2,7 @@
 // The contract is kContract below (`ptopt passes tuned-kernels` prints it).
 #pragma once
 
+#include "ir/rewriter.h"
 #include "rewriters/name_list.h"
 #include "rewriters/pass.h"
 #include "rewriters/registry.h"
@@ -25,19 +26,36 @@ class TunedKernelsPass : public rewriters::Pass {
       "constant 4-D weight, an input that shape-prop knows to be a 4-D float32 or bfloat16 tensor on the CPU; "
       "a named conv that does not qualify is declined with the reason, and a name that matches nothing is "
       "ignored (another method). Runs after channels-last and cast, which know conv2d but not "
-      "mkldnn_convolution. Counters: mkldnn.";
+      "mkldnn_convolution. "
+      "`prepacked=` names convs (aten::conv2d or aten::mkldnn_convolution, with the same conditions and an input "
+      "whose full shape shape-prop knows) that become `mkldnn_prepacked::conv2d_run(x, "
+      "mkldnn_prepacked::conv2d_prepack(w, b, stride, padding, dilation, groups, input_size, \"none\"))`: oneDNN "
+      "with the weight reordered into its blocked layout once, on dense tensors (any layout; the result has the "
+      "input's), so it needs no region and no entry or exit reorders. The pack is a function of constants, made "
+      "when the file loads (ir/load_time.h: the holder's __setstate__ packs the saved dense weight); input_size is "
+      "the shape shape-prop saw, a hint for the weight's layout (other shapes run correctly). Declined, once, where "
+      "this LibTorch has no mkldnn_prepacked operators. A conv named in both lists is packed. Counters: mkldnn, "
+      "prepacked.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {
-    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution (oneDNN)";
+    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution or prepacked oneDNN convs";
   }
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
+
+ private:
+  void packConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw, const std::set<std::string>& names,
+                 rewriters::PassResult& r);
 };
 
 // Why `n` cannot become aten::mkldnn_convolution, or "" when it can.
 std::string mkldnnIneligible(const ir::Node& n);
+// Why `n` (aten::conv2d or aten::mkldnn_convolution) cannot run prepacked, or "".
+std::string prepackIneligible(const ir::Node& n);
+// Whether this LibTorch has mkldnn_prepacked::conv2d_prepack and conv2d_run.
+bool hasPrepackedConvs();
 
 // "a;b;c" -> {a, b, c}, and back (rewriters/name_list.h).
 using rewriters::joinNameList;

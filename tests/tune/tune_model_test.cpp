@@ -80,9 +80,12 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   REQUIRE(whole);
   CHECK(whole->rewrites());  // the whole model confirmed the op-by-op choice
   CHECK(first.result.measured > 1);
-  // 20 convs, the whole-model check of their kernels, onednn-blocked's A/B.
-  CHECK(first.result.measured < 22);  // repeated shapes are measured once
-  CHECK(first.result.cached == 22 - first.result.measured);
+  // 20 convs, the whole-model check of their kernels, onednn-blocked's A/B,
+  // and, where this LibTorch has prepacked convs, each conv's prepack (a tie
+  // here: none is packed, so no whole-model check follows).
+  const size_t decisions = 22 + (tune::hasPrepackedConvs() ? 20 : 0);
+  CHECK(first.result.measured < decisions);  // repeated shapes are measured once
+  CHECK(first.result.cached == decisions - first.result.measured);
   const tune::DecisionRecord* blocked = wholeModel(first.result, "onednn-blocked");
   REQUIRE(blocked);
   CHECK_FALSE(blocked->rewrites());  // the fake timer prices both the same: the graph stays dense
@@ -106,7 +109,7 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   test::FakeTimer second({{"mkldnn", 0.5}, {"op-by-op", 0.5}}, 0.01);
   const Tuned warm = tuneFixture(again, f, "-O1", second, cache);
   CHECK(warm.result.measured == 0);
-  CHECK(warm.result.cached == 22);
+  CHECK(warm.result.cached == decisions);
   CHECK(warm.samples == 0);
   CHECK(rewriters::printPipeline(warm.result.pipeline) == text);
 
@@ -205,7 +208,50 @@ TEST_CASE("tunePipeline: stays within its budget and the rest keep their baselin
   CHECK(t.result.seconds <= 2.0 + 0.5);
   for (const auto& d : t.result.decisions)
     if (d.source == tune::DecisionRecord::Source::Skipped)
-      CHECK(d.choice == (d.kind == "onednn-blocked" ? "dense" : "conv2d"));
+      CHECK(d.choice == (d.kind == "onednn-blocked" || d.kind == "conv-prepack" ? "dense" : "conv2d"));
+}
+
+TEST_CASE("tunePipeline: packs the conv weights at load where the prepacked kernel measures faster") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer faster({{"prepacked", 0.6}, {"op-by-op", 0.8}}, 0.01);
+  const Tuned won = tuneFixture(opt, f, "-O2", faster, "");
+  CHECK(countKind(won.result, "conv-prepack", true) == 20);
+  const tune::DecisionRecord* whole = wholeModel(won.result, "conv-prepack");
+  REQUIRE(whole);
+  CHECK(whole->rewrites());
+  const std::string text = rewriters::printPipeline(won.result.pipeline);
+  REQUIRE_THAT(text, Catch::Contains("tuned-kernels{prepacked="));
+  CHECK(text.find("tuned-kernels{prepacked=") < text.find("fuse-cudnn"));
+  // The tuned pipeline packs every conv and still matches.
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager(defaultRegistry(), won.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 20);
+  CHECK(test::countOps(opt.model().forward(), "aten::conv2d") == 0);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("tunePipeline: leaves convs in oneDNN regions to the regions, not to prepacking") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer both({{"blocked", 0.6}, {"prepacked", 0.6}, {"op-by-op", 0.8}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O2", both, "");
+  // resnet18's one region holds every conv: none is left dense to pack.
+  CHECK(countKind(t.result, "conv-prepack", false) == 0);
+  const std::string text = rewriters::printPipeline(t.result.pipeline);
+  CHECK_THAT(text, Catch::Contains("onednn-blocked"));
+  CHECK(text.find("prepacked=") == std::string::npos);
 }
 
 TEST_CASE("tunePipeline: runs conv regions on oneDNN tensors when the whole model measures faster") {

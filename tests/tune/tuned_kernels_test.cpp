@@ -1,12 +1,21 @@
 // tuned-kernels: the named convs become aten::mkldnn_convolution with the
-// arguments in its order (padding before stride); numerics equal the
-// original's; every edit is logged; named must-not-fire cases.
+// arguments in its order (padding before stride), or prepacked oneDNN convs
+// whose pack is made when the file loads; numerics equal the original's;
+// every edit is logged; the saved file reloads and ptopt imports it back to
+// conv2d; named must-not-fire cases.
 #include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
 #include "tune/tuned_kernels.h"
+#include "ir/load_time.h"
 
 #include <catch2/catch.hpp>
+#include <torch/script.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
 
 using namespace ptopt;
 
@@ -102,4 +111,95 @@ TEST_CASE("the conv's name list parses and prints back sorted") {
   CHECK(tune::parseNameList("b; a;;c") == std::set<std::string>{"a", "b", "c"});
   CHECK(tune::joinNameList({"b", "a"}) == "a;b");
   CHECK(tune::parseNameList("").empty());
+}
+
+TEST_CASE("tuned-kernels packs the named convs' weights once, when the model loads") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O2", &ctx);  // folded, channels-last
+  // One conv first made mkldnn_convolution (as --tune may leave it): both forms pack.
+  opt.run("tuned-kernels{mkldnn=" + convNames(opt.model().forward()).at(1) + "}", &ctx);
+  std::vector<std::string> convs;
+  opt.model().forward().walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d") || n->is("aten::mkldnn_convolution")) convs.push_back(n->output()->name());
+  });
+  REQUIRE(convs.size() == 20);
+  // The stem (7x7, stride 2), the mkldnn_convolution, a 3x3 and the last.
+  std::set<std::string> chosen{convs[0], convs[1], convs[2], convs.back()};
+  auto report = opt.run("tuned-kernels{prepacked=\"" + tune::joinNameList(chosen) + "\"}", &ctx,
+                        test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "prepacked") == 4);
+  CHECK(test::loggedEdits(report) > 0);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "mkldnn_prepacked::conv2d_run") == 4);
+  CHECK(test::countOps(g, "mkldnn_prepacked::conv2d_prepack") == 4);
+  CHECK(test::countOps(g, "aten::conv2d") == 16);
+  CHECK(test::countOps(g, "aten::mkldnn_convolution") == 0);
+  // The stem's pack: its stride 2, padding 3, the input shape shape-prop saw, no fused op.
+  test::checkIR(g.str(), R"(
+    # CHECK: mkldnn_prepacked::conv2d_prepack(
+    # CHECK-SAME: [2, 2], [3, 3], [1, 1], 1, [1, 3, 64, 64], "none")
+  )");
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+
+  // The file stores dense weights; the holder packs them when it loads.
+  Optimizer::Serialized saved = opt.serialize();
+  const std::string code = saved.module.get_method("forward").graph()->toString();
+  CHECK(code.find("conv2d_prepack") == std::string::npos);
+  CHECK(code.find("conv2d_run") != std::string::npos);
+  torch::jit::Module holder = saved.module.attr(ir::kLoadTimeModule).toModule();
+  CHECK(holder.attr("v0").isObject());
+  CHECK(holder.attr("s0").toTensor().layout() == c10::kStrided);
+  std::istringstream bytes(saved.bytes);
+  torch::jit::Module reloaded = torch::jit::load(bytes);
+  reloaded.eval();
+  for (uint64_t seed : {1u, 2u}) {
+    auto inputs = verify::makeInputs(f.inputs, seed);
+    auto cmp = verify::compareOutputs(reloaded.forward(inputs), opt.original().forward(inputs),
+                                      verify::Tolerance::elementwise(1e-4, 1e-5));
+    INFO(cmp.summary());
+    CHECK(cmp.withinTolerance());
+  }
+
+  // ptopt reads its own output back as plain convs (and may pack them again).
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ptopt_prepacked_" + std::to_string(::getpid()) + ".pt")).string();
+  Optimizer::save(saved, path);
+  Optimizer again = Optimizer::load(path);
+  std::filesystem::remove(path);
+  CHECK(test::countOps(again.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
+  CHECK(test::countOps(again.model().forward(), "mkldnn_prepacked::conv2d_prepack") == 0);
+  CHECK(test::countOps(again.model().forward(), "aten::conv2d") == 20);
+  auto back = again.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(back.summary);
+  CHECK(back.passed);
+}
+
+TEST_CASE("TunedKernelsDoesNotPackForACudaTargetOrWithoutShapes") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext noShapes;
+  opt.run("canonicalize,shape-prop", &noShapes);
+  const std::vector<std::string> convs = convNames(opt.model().forward());
+  CHECK_FALSE(opt.run("tuned-kernels{prepacked=" + convs.at(0) + "}", &noShapes, test::checkedInstrumentation()).changed());
+  CHECK_THAT(noShapes.declines().back(), Catch::Contains("not known to be a 4-D tensor"));
+  rewriters::PassContext cuda;
+  cuda.exampleInputs = verify::makeInputs(f.inputs, 0);
+  cuda.targetDevice = "cuda";
+  opt.run("shape-prop", &cuda);
+  CHECK_FALSE(opt.run("tuned-kernels{prepacked=" + convs.at(0) + "}", &cuda, test::checkedInstrumentation()).changed());
+  CHECK_THAT(cuda.declines().back(), Catch::Contains("CPU kernels"));
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
 }

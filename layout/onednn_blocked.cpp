@@ -278,7 +278,14 @@ class Converter {
                                              dil->as<std::vector<int64_t>>().end(), [](int64_t d) { return d == 1; }));
       if (tensor(0) && unitDilation) return std::vector<const ir::Value*>{tensor(0)};
     } else if (n->is("aten::adaptive_avg_pool2d")) {
-      if (tensor(0) && isIntList(n, 1)) return std::vector<const ir::Value*>{tensor(0)};
+      // Global pooling only: on oneDNN tensors the input's size must be a
+      // multiple of the output's (alexnet's 6x6 after a 1x1 map fails), and
+      // only 1x1 divides every size the model may be run with.
+      const ir::Literal* size = literalArg(n, 1);
+      if (tensor(0) && size && size->is<std::vector<int64_t>>() &&
+          std::all_of(size->as<std::vector<int64_t>>().begin(), size->as<std::vector<int64_t>>().end(),
+                      [](int64_t d) { return d == 1; }))
+        return std::vector<const ir::Value*>{tensor(0)};
     }
     return std::nullopt;
   }

@@ -26,7 +26,7 @@ class OneDnnBlockedPass : public rewriters::Pass {
       "constant 4-D weight and bias or None, on an input shape-prop knows to be a 4-D float32 or bfloat16 CPU "
       "tensor of the weight's dtype); and, once their tensor inputs are members, the ops LibTorch computes on "
       "oneDNN tensors: relu/relu_, sigmoid, gelu (none approximation), add/add_ and mul of two members of the "
-      "same shape (alpha 1), _add_relu and _add_relu_ (as add then relu), max_pool2d (dilation 1) and adaptive_avg_pool2d. An "
+      "same shape (alpha 1), _add_relu and _add_relu_ (as add then relu), max_pool2d (dilation 1) and adaptive_avg_pool2d to 1x1 (other sizes need the input divisible by them). An "
       "in-place member must be the only user of the value it writes. A conv whose input is not a member starts "
       "from `aten::to_mkldnn(x)` (one per value); every use of a member's result by a non-member, or by the "
       "graph's outputs, reads `aten::to_dense` of it (one per value, placed after it), so everything outside the "

@@ -154,3 +154,23 @@ TEST_CASE("onednn-blocked stops a region at ops oneDNN tensors lack (mobilenet_v
   CHECK(v.passed);
   CHECK_NOTHROW(p.opt.serialize());
 }
+
+TEST_CASE("onednn-blocked leaves adaptive pooling to sizes other than 1x1 dense") {
+  const auto& f = test::fixture("adaptive_pool3");
+  Prepared p = prepared("adaptive_pool3", "-O1");
+  auto report = p.opt.run("onednn-blocked", &p.ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "onednn-blocked", "convs") == 2);
+  // The pool to 3x3 of a 4x4 map reads the region's dense exit: on oneDNN
+  // tensors it fails ("input size is not divisible by the output size").
+  bool seen = false;
+  p.opt.model().forward().walk([&](ir::Node* n) {
+    if (!n->is("aten::adaptive_avg_pool2d")) return;
+    seen = true;
+    const ir::Node* producer = n->arg(0).value()->node();
+    CHECK((producer && producer->is("aten::to_dense")));
+  });
+  CHECK(seen);
+  auto v = p.opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}

@@ -13,10 +13,10 @@ using namespace rewriters;
 
 std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
   return {{"mkldnn", OptionKind::String, "",
-           "convs (their results' names, ';'-separated) to run as aten::mkldnn_convolution", {}, {}, {}},
+           "convs (their results' names, ';'-separated; * for all) to run as aten::mkldnn_convolution", {}, {}, {}},
           {"prepacked", OptionKind::String, "",
-           "convs (their results' names, ';'-separated) to run as oneDNN convs with the weight packed when the model "
-           "loads (mkldnn_prepacked::conv2d_run)", {}, {}, {}}};
+           "convs (their results' names, ';'-separated; * for all) to run as oneDNN convs with the weight packed when "
+           "the model loads (mkldnn_prepacked::conv2d_run)", {}, {}, {}}};
 }
 
 namespace {
@@ -98,6 +98,7 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   if (!packed.empty()) {
     if (hasPrepackedConvs()) {
       packConvs(graph, ctx, rw, packed, r);
+      if (packed.count("*")) names.clear();
       for (const std::string& p : packed) names.erase(p);
     } else {
       ctx.decline(name(), graph.block()->outputNode(), "this LibTorch has no mkldnn_prepacked::conv2d_prepack");
@@ -109,7 +110,8 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   }
   std::vector<ir::Node*> convs;
   graph.walk([&](ir::Node* n) {
-    if (n->is("aten::conv2d") && n->numOutputs() == 1 && names.count(n->output()->name())) convs.push_back(n);
+    if (n->is("aten::conv2d") && n->numOutputs() == 1 && (names.count("*") || names.count(n->output()->name())))
+      convs.push_back(n);
   });
   for (ir::Node* n : convs) {
     if (std::string why = mkldnnIneligible(*n); !why.empty()) {
@@ -138,7 +140,7 @@ void TunedKernelsPass::packConvs(ir::Graph& graph, PassContext& ctx, ir::Rewrite
   std::vector<ir::Node*> convs;
   graph.walk([&](ir::Node* n) {
     if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution")) && n->numOutputs() == 1 &&
-        names.count(n->output()->name()))
+        (names.count("*") || names.count(n->output()->name())))
       convs.push_back(n);
   });
   const c10::FunctionSchema* prepack = ir::findSchema("mkldnn_prepacked::conv2d_prepack", "");

@@ -34,7 +34,8 @@ class TunedKernelsPass : public rewriters::Pass {
       "input's), so it needs no region and no entry or exit reorders. The pack is a function of constants, made "
       "when the file loads (ir/load_time.h: the holder's __setstate__ packs the saved dense weight); input_size is "
       "the shape shape-prop saw, a hint for the weight's layout (other shapes run correctly). Declined, once, where "
-      "this LibTorch has no mkldnn_prepacked operators. A conv named in both lists is packed. Counters: mkldnn, "
+      "this LibTorch has no mkldnn_prepacked operators. A conv named in both lists is packed. `*` in a list names "
+      "every conv (each one that does not qualify is declined with the reason). Counters: mkldnn, "
       "prepacked.";
 
   std::string name() const override { return "tuned-kernels"; }

@@ -127,4 +127,30 @@ with torch.no_grad():
     assert torch.allclose(a(x), b(x), rtol=1e-4, atol=1e-5)
 PY
 
+# Prepacked convs (what --tune adds per conv outside oneDNN regions): each
+# conv's weight is packed when the model loads, on dense tensors; stock
+# PyTorch loads the file, packs, matches, and saves it again; ptopt imports it
+# back as plain convs.
+if "$py" -c 'import torch, sys; sys.exit(0 if hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack") else 1)' 2>/dev/null; then
+  expect 0 "PASSED" -- "$ptopt" "$fx/mobilenet_v2_script.pt" "$work/p.pt" --passes '-O3,tuned-kernels{prepacked=*}' "${img[@]}" -v
+  grep -qE "tuned-kernels.*prepacked=52" <<<"$last_output" || fail "not every conv was packed:"$'\n'"$last_output"
+  "$py" - "$fx/mobilenet_v2_script.pt" "$work/p.pt" <<'PY' || fail "the prepacked model does not reload or match in PyTorch"
+import sys, torch
+a = torch.jit.load(sys.argv[1]).eval(); b = torch.jit.load(sys.argv[2])
+holder = b.ptopt_load_time
+assert isinstance(holder.v0, torch.ScriptObject) and not holder.s0.is_mkldnn, "the convs were not packed at load"
+assert "conv2d_prepack" not in b.code and "conv2d_run" in b.code
+for shape in [(1, 3, 64, 64), (3, 3, 48, 80)]:  # packed for 1x3x64x64; other shapes run too
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ya, yb = a(x), b(x)
+    assert torch.nn.functional.cosine_similarity(ya.flatten(), yb.float().flatten(), 0) > 0.99, shape
+b.save(sys.argv[2] + ".again.pt")
+c = torch.jit.load(sys.argv[2] + ".again.pt")
+with torch.no_grad():
+    assert torch.equal(c(x), yb)
+PY
+  expect 0 "PASSED" -- "$ptopt" "$work/p.pt" "$work/p2.pt" -O1 "${img[@]}"
+fi
+
 [ "$failures" = 0 ] && echo "tune_test: all passed" || { echo "tune_test: $failures failure(s)"; exit 1; }

@@ -36,6 +36,18 @@ std::optional<ConvArgs> convArgs(const ir::Node& n) {
   return std::nullopt;
 }
 
+// Why a conv with weight `w` on an input shape-prop saw as `m` cannot run on
+// oneDNN, or "".
+std::string inputIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
+  if (!m.shape || m.shape->size() != 4 || !m.dtype)
+    return "the input is not known to be a 4-D tensor (run shape-prop with --input-shape)";
+  if (*m.dtype != c10::ScalarType::Float && *m.dtype != c10::ScalarType::BFloat16)
+    return "the input is " + ir::dtypeName(*m.dtype) + ", not float32 or bfloat16";
+  if (m.device && !m.device->is_cpu()) return "the input is not on the CPU";
+  if (w.scalar_type() != *m.dtype) return "the weight's dtype differs from the input's";
+  return "";
+}
+
 bool isIntListLiteral(const ir::Arg& a) { return a.isLiteral() && a.literal().is<std::vector<int64_t>>(); }
 
 }  // namespace
@@ -54,14 +66,7 @@ std::string prepackIneligible(const ir::Node& n) {
   if (!w || w->dim() != 4 || !w->device().is_cpu() || w->layout() != c10::kStrided)
     return "the conv's weight is not a constant 4-D CPU tensor";
   if (c->bias.isValue() && !rewriters::constantTensor(c->bias.value())) return "the conv's bias is not a constant";
-  const ir::TensorMeta& m = c->input.isValue() ? c->input.value()->meta() : ir::TensorMeta{};
-  if (!m.shape || m.shape->size() != 4 || !m.dtype)
-    return "the input is not known to be a 4-D tensor (run shape-prop with --input-shape)";
-  if (*m.dtype != c10::ScalarType::Float && *m.dtype != c10::ScalarType::BFloat16)
-    return "the input is " + ir::dtypeName(*m.dtype) + ", not float32 or bfloat16";
-  if (m.device && !m.device->is_cpu()) return "the input is not on the CPU";
-  if (w->scalar_type() != *m.dtype) return "the weight's dtype differs from the input's";
-  return "";
+  return c->input.isValue() ? inputIneligible(c->input.value()->meta(), *w) : "the input is not a value";
 }
 
 std::string mkldnnIneligible(const ir::Node& n) {
@@ -75,14 +80,7 @@ std::string mkldnnIneligible(const ir::Node& n) {
   const auto w = rewriters::constantTensor(conv->weight());
   if (!w || w->dim() != 4) return "the conv's weight is not a constant 4-D tensor";
   if (!w->device().is_cpu()) return "the conv's weight is not on the CPU";
-  const ir::TensorMeta& m = conv->input()->meta();
-  if (!m.shape || m.shape->size() != 4 || !m.dtype)
-    return "the input is not known to be a 4-D tensor (run shape-prop with --input-shape)";
-  if (*m.dtype != c10::ScalarType::Float && *m.dtype != c10::ScalarType::BFloat16)
-    return "the input is " + ir::dtypeName(*m.dtype) + ", not float32 or bfloat16";
-  if (m.device && !m.device->is_cpu()) return "the input is not on the CPU";
-  if (w->scalar_type() != *m.dtype) return "the weight's dtype differs from the input's";
-  return "";
+  return inputIneligible(conv->input()->meta(), *w);
 }
 
 PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {

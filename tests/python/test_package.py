@@ -85,6 +85,28 @@ def test_optimize_scripted_in_memory(scripted):
     torch.testing.assert_close(torch.jit.load(buf)(*X), fast(*X), rtol=0, atol=0)
 
 
+@pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
+                    reason="this PyTorch has no mkldnn_prepacked operators")
+def test_optimize_prepacked_convs_load_run_copy_and_save():
+    # tuned-kernels{prepacked=*}: the conv's weight is packed when the module
+    # loads; the module Python gets back runs, deep-copies and saves.
+    import copy
+    torch.manual_seed(2)
+    eager = Hardtanh().eval()
+    x = torch.randn(1, 3, 16, 16)
+    fast = ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
+    graph = str(fast.graph)
+    assert "mkldnn_prepacked::conv2d_run" in graph and "aten::conv2d" not in graph
+    assert isinstance(fast.ptopt_load_time.v0, torch.ScriptObject)  # packed when it loaded
+    assert ops(fast)["aten::conv2d"] == 1  # ptopt reads it back as the conv it was
+    torch.testing.assert_close(fast(x), eager(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(copy.deepcopy(fast)(x), fast(x), rtol=0, atol=0)
+    buf = io.BytesIO()
+    torch.jit.save(fast, buf)
+    buf.seek(0)
+    torch.testing.assert_close(torch.jit.load(buf)(x), fast(x), rtol=0, atol=0)
+
+
 def test_optimize_traced_with_inputs_by_name_and_pipeline_object():
     torch.manual_seed(1)
     eager = TwoInputs().eval()

@@ -11,6 +11,7 @@
 //   convKernel      conv2d  vs  mkldnn_convolution (tuned-kernels' rewrite);
 //   convPrepack     the conv as it is  vs  mkldnn_prepacked::conv2d_run with
 //                   the weight packed once (tuned-kernels' prepacked=);
+//   linearPrepack   aten::linear  vs  the same as a prepacked 1x1 conv;
 //   convPrecision   an op the precision table runs in low precision (conv,
 //                   linear), in fp32  vs  in `low` with its casts: the input
 //                   converted before and the result converted back after
@@ -39,6 +40,11 @@ std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv,
 // The conv as it is (conv2d or mkldnn_convolution)  vs  conv2d_run with its
 // weight packed beforehand (tuned-kernels' prepacked=; the pack is not timed).
 std::optional<std::vector<Candidate>> convPrepackCandidates(const ir::Node& conv, c10::Device device, std::string& why);
+// aten::linear as it is  vs  as tuned-kernels' prepacked= writes it: the
+// input viewed as a 4-D channels-last tensor, a prepacked 1x1 conv, the
+// result viewed back (the pack is not timed).
+std::optional<std::vector<Candidate>> linearPrepackCandidates(const ir::Node& linear, c10::Device device,
+                                                              std::string& why);
 // Where an op sits in the preset's precision assignment (every op that can
 // runs in low precision): which of its arguments arrive in low precision,
 // and whether every reader of its result takes it in low precision. Each

@@ -784,30 +784,44 @@ class Session {
   // (micro-benchmark, cached by op signature); the convs that win, as a
   // whole-model A/B, -> a tuned-kernels{prepacked=...} element after
   // onednn-blocked.
+  // Convs and linears with constant weights, on dense tensors (those in
+  // onednn-blocked regions read reordered weights and are left alone), each
+  // timed as it is vs prepacked; the winners are then checked together as a
+  // whole model, and the linears alone when the whole set does not win.
   void decidePrepacked() {
     if (!hasPrepackedConvs()) return;
-    std::vector<ir::Node*> convs;
+    std::vector<ir::Node*> ops;
     work_.forward().walk([&](ir::Node* n) {
-      if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution")) && n->owningBlock() == work_.forward().block() &&
-          n->numArgs() > 1 && n->arg(1).isValue() && rewriters::constantTensor(n->arg(1).value()))
-        convs.push_back(n);
+      if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution") || n->is("aten::linear")) &&
+          n->owningBlock() == work_.forward().block() && n->numArgs() > 1 && n->arg(1).isValue() &&
+          rewriters::constantTensor(n->arg(1).value()))
+        ops.push_back(n);
     });
-    std::set<std::string> packed;
-    for (ir::Node* n : convs) {
-      if (std::string why = prepackIneligible(*n); !why.empty()) {
-        skipped("conv-prepack", n->output()->name(), "dense", why);
+    std::set<std::string> convs, linears;
+    for (ir::Node* n : ops) {
+      const bool linear = n->is("aten::linear");
+      const std::string kind = linear ? "linear-prepack" : "conv-prepack";
+      if (std::string why = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n); !why.empty()) {
+        skipped(kind, n->output()->name(), "dense", why);
         continue;
       }
-      const bool pack = decideOp("conv-prepack", *n, {"dense", "prepacked"}, [&](std::string& why) {
-        return convPrepackCandidates(*n, o_.device, why);
+      const bool pack = decideOp(kind, *n, {"dense", "prepacked"}, [&](std::string& why) {
+        return linear ? linearPrepackCandidates(*n, o_.device, why) : convPrepackCandidates(*n, o_.device, why);
       });
-      if (pack) packed.insert(n->output()->name());
+      if (pack) (linear ? linears : convs).insert(n->output()->name());
     }
-    if (packed.empty()) return;
-    PipelineElement e;
-    e.name = "tuned-kernels";
-    e.options.emplace_back("prepacked", joinNameList(packed));
-    if (preferOpByOp("conv-prepack", std::nullopt, e)) keep(e);
+    auto element = [](const std::set<std::string>& names) {
+      PipelineElement e;
+      e.name = "tuned-kernels";
+      e.options.emplace_back("prepacked", joinNameList(names));
+      return e;
+    };
+    std::set<std::string> all = convs;
+    all.insert(linears.begin(), linears.end());
+    if (all.empty()) return;
+    if (preferOpByOp("conv-prepack", std::nullopt, element(all))) return keep(element(all));
+    if (!convs.empty() && !linears.empty() && preferOpByOp("linear-prepack", std::nullopt, element(linears)))
+      keep(element(linears));
   }
 
   void decideCudnn(const PipelineElement& e) {

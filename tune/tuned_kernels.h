@@ -34,13 +34,20 @@ class TunedKernelsPass : public rewriters::Pass {
       "input's), so it needs no region and no entry or exit reorders. The pack is a function of constants, made "
       "when the file loads (ir/load_time.h: the holder's __setstate__ packs the saved dense weight); input_size is "
       "the shape shape-prop saw, a hint for the weight's layout (other shapes run correctly). Declined, once, where "
-      "this LibTorch has no mkldnn_prepacked operators. A conv named in both lists is packed. `*` in a list names "
-      "every conv (each one that does not qualify is declined with the reason). Counters: mkldnn, "
-      "prepacked.";
+      "this LibTorch has no mkldnn_prepacked operators. A conv named in both lists is packed. "
+      "`prepacked=` also names linears: `aten::linear(x, W, b)` with a constant 2-D weight on an input shape-prop "
+      "knows as [N, C] or [N, H, W, C] (ConvNeXt's MLP) becomes the same prepacked conv with the weight stored as "
+      "[O, C, 1, 1], on a view of the input (`x.unsqueeze(2).unsqueeze(3)` or `x.permute(0, 3, 1, 2)`, a "
+      "channels-last NCHW view) and its result viewed back (`flatten(1)` or `permute(0, 2, 3, 1)`, contiguous as "
+      "linear's result): oneDNN's blocked GEMM where ATen's linear calls the BLAS. Other ranks are declined. The "
+      "import reads a packed linear back as the 1x1 conv between the views. `*` in a list names every conv (and, "
+      "in `prepacked=`, every linear; each one that does not qualify is declined with the reason). Counters: "
+      "mkldnn, prepacked, prepacked-linear.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {
-    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution or prepacked oneDNN convs";
+    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution or prepacked oneDNN convs; the named "
+           "linears -> prepacked 1x1 convs";
   }
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
@@ -49,12 +56,15 @@ class TunedKernelsPass : public rewriters::Pass {
  private:
   void packConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw, const std::set<std::string>& names,
                  rewriters::PassResult& r);
+  void packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* n, const c10::TypePtr& contextType);
 };
 
 // Why `n` cannot become aten::mkldnn_convolution, or "" when it can.
 std::string mkldnnIneligible(const ir::Node& n);
 // Why `n` (aten::conv2d or aten::mkldnn_convolution) cannot run prepacked, or "".
 std::string prepackIneligible(const ir::Node& n);
+// Why `n` (aten::linear) cannot run as a prepacked 1x1 conv, or "".
+std::string linearPrepackIneligible(const ir::Node& n);
 // Whether this LibTorch has mkldnn_prepacked::conv2d_prepack and conv2d_run.
 bool hasPrepackedConvs();
 

@@ -127,13 +127,15 @@ with torch.no_grad():
     assert torch.allclose(a(x), b(x), rtol=1e-4, atol=1e-5)
 PY
 
-# Prepacked convs (what --tune adds per conv outside oneDNN regions): each
-# conv's weight is packed when the model loads, on dense tensors; stock
+# Prepacked convs (what --tune adds per conv outside oneDNN regions, and per
+# linear, run as a 1x1 conv): each weight is packed when the model loads, on
+# dense tensors; stock
 # PyTorch loads the file, packs, matches, and saves it again; ptopt imports it
 # back as plain convs.
 if "$py" -c 'import torch, sys; sys.exit(0 if hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack") else 1)' 2>/dev/null; then
   expect 0 "PASSED" -- "$ptopt" "$fx/mobilenet_v2_script.pt" "$work/p.pt" --passes '-O3,tuned-kernels{prepacked=*}' "${img[@]}" -v
   grep -qE "tuned-kernels.*prepacked=52" <<<"$last_output" || fail "not every conv was packed:"$'\n'"$last_output"
+  grep -qE "tuned-kernels.*prepacked-linear=1" <<<"$last_output" || fail "the classifier was not packed:"$'\n'"$last_output"
   "$py" - "$fx/mobilenet_v2_script.pt" "$work/p.pt" <<'PY' || fail "the prepacked model does not reload or match in PyTorch"
 import sys, torch
 a = torch.jit.load(sys.argv[1]).eval(); b = torch.jit.load(sys.argv[2])

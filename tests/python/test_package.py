@@ -107,6 +107,41 @@ def test_optimize_prepacked_convs_load_run_copy_and_save():
     torch.testing.assert_close(torch.jit.load(buf)(x), fast(x), rtol=0, atol=0)
 
 
+class ChannelsLastMlp(torch.nn.Module):
+    """ConvNeXt's MLP on [N, H, W, C], then a head on [N, C]."""
+    def __init__(self):
+        super().__init__()
+        self.pw1 = torch.nn.Linear(16, 64)
+        self.pw2 = torch.nn.Linear(64, 16)
+        self.head = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        y = self.pw2(torch.nn.functional.gelu(self.pw1(x)))
+        return self.head(y.mean(dim=[1, 2]))
+
+
+@pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
+                    reason="this PyTorch has no mkldnn_prepacked operators")
+def test_optimize_prepacked_linears_run_at_other_shapes_copy_and_save():
+    # tuned-kernels{prepacked=*} also packs linears, as 1x1 convs on views of
+    # their input: the module runs at other shapes, deep-copies and saves.
+    import copy
+    torch.manual_seed(3)
+    eager = ChannelsLastMlp().eval()
+    x = torch.randn(1, 8, 8, 16)
+    fast = ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
+    graph = str(fast.graph)
+    assert graph.count("mkldnn_prepacked::conv2d_run") == 3 and "aten::linear" not in graph
+    for shape in [(1, 8, 8, 16), (3, 5, 7, 16)]:
+        y = torch.randn(*shape)
+        torch.testing.assert_close(fast(y), eager(y), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(copy.deepcopy(fast)(x), fast(x), rtol=0, atol=0)
+    buf = io.BytesIO()
+    torch.jit.save(fast, buf)
+    buf.seek(0)
+    torch.testing.assert_close(torch.jit.load(buf)(x), fast(x), rtol=0, atol=0)
+
+
 def test_optimize_traced_with_inputs_by_name_and_pipeline_object():
     torch.manual_seed(1)
     eager = TwoInputs().eval()

@@ -81,9 +81,10 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   CHECK(whole->rewrites());  // the whole model confirmed the op-by-op choice
   CHECK(first.result.measured > 1);
   // 20 convs, the whole-model check of their kernels, onednn-blocked's A/B,
-  // and, where this LibTorch has prepacked convs, each conv's prepack (a tie
-  // here: none is packed, so no whole-model check follows).
-  const size_t decisions = 22 + (tune::hasPrepackedConvs() ? 20 : 0);
+  // and, where this LibTorch has prepacked convs, each conv's and the fc
+  // linear's prepack (a tie here: none is packed, so no whole-model check
+  // follows).
+  const size_t decisions = 22 + (tune::hasPrepackedConvs() ? 21 : 0);
   CHECK(first.result.measured < decisions);  // repeated shapes are measured once
   CHECK(first.result.cached == decisions - first.result.measured);
   const tune::DecisionRecord* blocked = wholeModel(first.result, "onednn-blocked");
@@ -208,7 +209,8 @@ TEST_CASE("tunePipeline: stays within its budget and the rest keep their baselin
   CHECK(t.result.seconds <= 2.0 + 0.5);
   for (const auto& d : t.result.decisions)
     if (d.source == tune::DecisionRecord::Source::Skipped)
-      CHECK(d.choice == (d.kind == "onednn-blocked" || d.kind == "conv-prepack" ? "dense" : "conv2d"));
+      CHECK(d.choice ==
+            (d.kind == "onednn-blocked" || d.kind == "conv-prepack" || d.kind == "linear-prepack" ? "dense" : "conv2d"));
 }
 
 TEST_CASE("tunePipeline: packs the conv weights at load where the prepacked kernel measures faster") {
@@ -221,18 +223,20 @@ TEST_CASE("tunePipeline: packs the conv weights at load where the prepacked kern
   test::FakeTimer faster({{"prepacked", 0.6}, {"op-by-op", 0.8}}, 0.01);
   const Tuned won = tuneFixture(opt, f, "-O2", faster, "");
   CHECK(countKind(won.result, "conv-prepack", true) == 20);
+  CHECK(countKind(won.result, "linear-prepack", true) == 1);  // the fc head
   const tune::DecisionRecord* whole = wholeModel(won.result, "conv-prepack");
   REQUIRE(whole);
   CHECK(whole->rewrites());
   const std::string text = rewriters::printPipeline(won.result.pipeline);
   REQUIRE_THAT(text, Catch::Contains("tuned-kernels{prepacked="));
   CHECK(text.find("tuned-kernels{prepacked=") < text.find("fuse-cudnn"));
-  // The tuned pipeline packs every conv and still matches.
+  // The tuned pipeline packs every conv and the linear and still matches.
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
   rewriters::PassManager(defaultRegistry(), won.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
-  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 20);
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 21);
   CHECK(test::countOps(opt.model().forward(), "aten::conv2d") == 0);
+  CHECK(test::countOps(opt.model().forward(), "aten::linear") == 0);
   auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
   INFO(v.summary);
   CHECK(v.passed);
@@ -247,11 +251,17 @@ TEST_CASE("tunePipeline: leaves convs in oneDNN regions to the regions, not to p
   Optimizer opt = Optimizer::load(f.path);
   test::FakeTimer both({{"blocked", 0.6}, {"prepacked", 0.6}, {"op-by-op", 0.8}}, 0.01);
   const Tuned t = tuneFixture(opt, f, "-O2", both, "");
-  // resnet18's one region holds every conv: none is left dense to pack.
+  // resnet18's one region holds every conv: none is left dense to pack,
+  // only the fc linear after the region.
   CHECK(countKind(t.result, "conv-prepack", false) == 0);
+  CHECK(countKind(t.result, "linear-prepack", true) == 1);
   const std::string text = rewriters::printPipeline(t.result.pipeline);
   CHECK_THAT(text, Catch::Contains("onednn-blocked"));
-  CHECK(text.find("prepacked=") == std::string::npos);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager(defaultRegistry(), t.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 1);
+  CHECK(test::countOps(opt.model().forward(), "aten::mkldnn_convolution") == 20);
 }
 
 TEST_CASE("tunePipeline: runs conv regions on oneDNN tensors when the whole model measures faster") {

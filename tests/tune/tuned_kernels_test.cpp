@@ -203,3 +203,116 @@ TEST_CASE("TunedKernelsDoesNotPackForACudaTargetOrWithoutShapes") {
   CHECK_THAT(cuda.declines().back(), Catch::Contains("CPU kernels"));
   CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
 }
+
+namespace {
+
+std::vector<std::string> linearNames(const ir::Graph& g) {
+  std::vector<std::string> names;
+  g.walk([&](ir::Node* n) {
+    if (n->is("aten::linear")) names.push_back(n->output()->name());
+  });
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("tuned-kernels packs the named linears as 1x1 convs on views of their input") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  // ConvNeXt blocks: the MLP's linears read [N, H, W, C]; the head reads [N, C].
+  const auto& f = test::fixture("convnext_small");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O2", &ctx);
+  const std::vector<std::string> linears = linearNames(opt.model().forward());
+  REQUIRE(linears.size() == 9);
+  // The first block's pw1 (32 -> 128 on 1x16x16x32) and the head (64 -> 10 on 1x64).
+  std::set<std::string> chosen{linears.front(), linears.back()};
+  auto report = opt.run("tuned-kernels{prepacked=\"" + tune::joinNameList(chosen) + "\"}", &ctx,
+                        test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "prepacked-linear") == 2);
+  CHECK(test::counter(report, "tuned-kernels", "prepacked") == 0);
+  CHECK(test::loggedEdits(report) > 0);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::linear") == 7);
+  CHECK(test::countOps(g, "mkldnn_prepacked::conv2d_run") == 2);
+  CHECK(test::countOps(g, "aten::flatten") == 1);
+  // [N, H, W, C] is read as its NCHW view and the result permuted back; the
+  // weight is [O, C, 1, 1]; the pack's input size is the view's.
+  test::checkIR(g.str(), R"(
+    # CHECK: [0, 3, 1, 2])
+    # CHECK: mkldnn_prepacked::conv2d_prepack(
+    # CHECK-SAME: [1, 1], [0, 0], [1, 1], 1, [1, 32, 16, 16], "none")
+    # CHECK: mkldnn_prepacked::conv2d_run(
+    # CHECK: [0, 2, 3, 1])
+    # CHECK: aten::unsqueeze(
+    # CHECK: aten::unsqueeze(
+    # CHECK: mkldnn_prepacked::conv2d_prepack(
+    # CHECK-SAME: [1, 64, 1, 1], "none")
+    # CHECK: aten::flatten.using_ints(
+  )");
+  // The head's weight is stored as [10, 64, 1, 1] in place of [10, 64].
+  const ir::ConstantTable& constants = g.constants();
+  REQUIRE(constants.contains("head.weight_1x1"));
+  CHECK(constants.tensor("head.weight_1x1").sizes() == at::IntArrayRef({10, 64, 1, 1}));
+  CHECK(g.str().find("get_attr[\"head.weight\"]") == std::string::npos);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+
+  // Saved, reloaded from bytes, and run on another batch and image size.
+  Optimizer::Serialized saved = opt.serialize();
+  std::istringstream bytes(saved.bytes);
+  torch::jit::Module reloaded = torch::jit::load(bytes);
+  reloaded.eval();
+  torch::NoGradGuard noGrad;
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 3, 64, 64}, std::vector<int64_t>{3, 3, 32, 96}}) {
+    std::vector<c10::IValue> inputs{torch::randn(shape, torch::Generator(at::detail::createCPUGenerator(7)))};
+    auto cmp = verify::compareOutputs(reloaded.forward(inputs), opt.original().forward(inputs),
+                                      verify::Tolerance::elementwise(1e-4, 1e-5));
+    INFO(cmp.summary());
+    CHECK(cmp.withinTolerance());
+  }
+
+  // ptopt reads a packed linear back as a 1x1 conv between the views.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ptopt_prepacked_linear_" + std::to_string(::getpid()) + ".pt")).string();
+  Optimizer::save(saved, path);
+  Optimizer again = Optimizer::load(path);
+  std::filesystem::remove(path);
+  CHECK(test::countOps(again.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
+  CHECK(test::countOps(again.model().forward(), "aten::linear") == 7);
+  CHECK(test::countOps(again.model().forward(), "aten::conv2d") == 8);
+  auto back = again.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(back.summary);
+  CHECK(back.passed);
+}
+
+TEST_CASE("TunedKernelsDoesNotPackLinearsOn3dInputsOrWithoutShapes") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  // A transformer's linears read [B, T, C]: no 4-D view of it is a conv input.
+  const auto& f = test::fixture("transformer_block");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("canonicalize,shape-prop", &ctx);
+  const std::vector<std::string> linears = linearNames(opt.model().forward());
+  REQUIRE_FALSE(linears.empty());
+  CHECK_FALSE(opt.run("tuned-kernels{prepacked=*}", &ctx, test::checkedInstrumentation()).changed());
+  CHECK_THAT(ctx.declines().back(), Catch::Contains("2-D or 4-D"));
+  // Without shapes the ranks are unknown.
+  const auto& c = test::fixture("convnext_small");
+  Optimizer cn = Optimizer::load(c.path);
+  rewriters::PassContext noShapes;
+  cn.run("canonicalize,shape-prop", &noShapes);
+  CHECK_FALSE(cn.run("tuned-kernels{prepacked=" + linearNames(cn.model().forward()).at(0) + "}", &noShapes,
+                     test::checkedInstrumentation()).changed());
+  CHECK_THAT(noShapes.declines().back(), Catch::Contains("not known to be a 2-D or 4-D tensor"));
+  CHECK(test::countOps(cn.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
+}

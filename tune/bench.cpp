@@ -91,25 +91,22 @@ std::optional<std::vector<Candidate>> linearPrepackCandidates(const ir::Node& li
   auto args = benchArguments(linear, device, why);
   if (!args) return std::nullopt;
   const auto& a = *args;
-  // As tuned-kernels writes it: the input viewed as [N, C, 1, 1] or, from
-  // [N, H, W, C], as NCHW; the weight as [O, C, 1, 1], packed once (not timed).
+  // As tuned-kernels writes it: the input viewed as a 4-D channels-last
+  // tensor, the weight as [O, C, 1, 1], packed once (not timed).
   const at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
-  const bool image = x.dim() == 4;
-  const at::Tensor x4 = image ? x.permute({0, 3, 1, 2}) : x.unsqueeze(2).unsqueeze(3);
+  const std::vector<LinearView> in = linearInputViews(x.dim()), out = linearOutputViews(x.dim());
   torch::jit::Stack pack{c10::IValue(w.reshape({w.size(0), w.size(1), 1, 1}).contiguous()), a[2],
                          c10::IValue(std::vector<int64_t>{1, 1}), c10::IValue(std::vector<int64_t>{0, 0}),
                          c10::IValue(std::vector<int64_t>{1, 1}), c10::IValue(int64_t{1}),
-                         c10::IValue(x4.sizes().vec()), c10::IValue(std::string("none"))};
+                         c10::IValue(applyViews(x, in).sizes().vec()), c10::IValue(std::string("none"))};
   c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_prepack", "").callBoxed(&pack);
   auto run = std::make_shared<c10::OperatorHandle>(
       c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_run", ""));
   const c10::IValue context = pack.at(0);
-  Candidate packed{"prepacked", [run, x, context, image] {
-                     torch::jit::Stack stack{c10::IValue(image ? x.permute({0, 3, 1, 2}) : x.unsqueeze(2).unsqueeze(3)),
-                                             context};
+  Candidate packed{"prepacked", [run, x, context, in, out] {
+                     torch::jit::Stack stack{c10::IValue(applyViews(x, in)), context};
                      run->callBoxed(&stack);
-                     const at::Tensor y = stack.at(0).toTensor();
-                     stack.at(0) = image ? y.permute({0, 2, 3, 1}) : y.flatten(1);
+                     stack.at(0) = applyViews(stack.at(0).toTensor(), out);
                    }};
   return std::vector<Candidate>{boxed("dense", "aten::linear", "", a), std::move(packed)};
 }

@@ -86,10 +86,10 @@ std::string linearPrepackIneligible(const ir::Node& n) {
     return "the linear's bias is not a constant";
   if (!n.arg(0).isValue()) return "the input is not a value";
   const ir::TensorMeta& m = n.arg(0).value()->meta();
-  // [N, C] runs as [N, C, 1, 1]; [N, H, W, C] (channels-last data, as in
-  // ConvNeXt's MLP) as its NCHW view, a channels-last [N, C, H, W].
-  if (!m.shape || (m.shape->size() != 2 && m.shape->size() != 4))
-    return "the input is not known to be a 2-D or 4-D tensor (run shape-prop with --input-shape)";
+  // [N, C] runs as [N, C, 1, 1], [N, T, C] as [N, C, T, 1] and [N, H, W, C]
+  // (ConvNeXt's MLP) as [N, C, H, W]: channels-last views of its memory.
+  if (!m.shape || m.shape->size() < 2 || m.shape->size() > 4)
+    return "the input is not known to be a 2-D, 3-D or 4-D tensor (run shape-prop with --input-shape)";
   if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
   return dtypeIneligible(m, *w);
 }
@@ -200,44 +200,112 @@ void TunedKernelsPass::packConvs(ir::Graph& graph, PassContext& ctx, ir::Rewrite
   }
 }
 
-// linear(x, W, b) on x = [N, C] or [N, H, W, C] ->
-//   conv2d_run(x4, conv2d_prepack(W.reshape(O, C, 1, 1), b, [1, 1], [0, 0], [1, 1], 1, size(x4), "none"))
-// read back as [N, O] or [N, H, W, O], where x4 is x.unsqueeze(2).unsqueeze(3)
-// or x.permute(0, 3, 1, 2): views, so no copy is made, and conv2d_run keeps
-// the input's layout (channels-last for the permuted view), so the result's
-// permute back is contiguous, as linear's result is.
+std::vector<LinearView> linearInputViews(size_t rank) {
+  using K = LinearView::Kind;
+  if (rank == 2) return {{K::Unsqueeze, {2}}, {K::Unsqueeze, {3}}};   // [N, C] -> [N, C, 1, 1]
+  if (rank == 3) return {{K::Permute, {0, 2, 1}}, {K::Unsqueeze, {2}}};  // [N, T, C] -> [N, C, 1, T]
+  return {{K::Permute, {0, 3, 1, 2}}};                                  // [N, H, W, C] -> [N, C, H, W]
+}
+
+std::vector<LinearView> linearOutputViews(size_t rank) {
+  using K = LinearView::Kind;
+  // The views give a contiguous result wherever the conv's result is
+  // channels-last; `contiguous` (a no-op then) keeps linear's contiguous
+  // result for any shape the model meets later.
+  if (rank == 2) return {{K::Flatten, {1}}, {K::Contiguous, {}}};
+  if (rank == 3) return {{K::Squeeze, {2}}, {K::Permute, {0, 2, 1}}, {K::Contiguous, {}}};
+  return {{K::Permute, {0, 2, 3, 1}}, {K::Contiguous, {}}};
+}
+
+at::Tensor applyViews(at::Tensor t, const std::vector<LinearView>& views) {
+  for (const LinearView& v : views) {
+    switch (v.kind) {
+      case LinearView::Kind::Permute: t = t.permute(v.dims); break;
+      case LinearView::Kind::Unsqueeze: t = t.unsqueeze(v.dims.at(0)); break;
+      case LinearView::Kind::Squeeze: t = t.squeeze(v.dims.at(0)); break;
+      case LinearView::Kind::Flatten: t = t.flatten(v.dims.at(0)); break;
+      case LinearView::Kind::Contiguous: t = t.contiguous(); break;
+    }
+  }
+  return t;
+}
+
+namespace {
+
+std::vector<int64_t> viewedShape(std::vector<int64_t> s, const LinearView& v) {
+  switch (v.kind) {
+    case LinearView::Kind::Permute: {
+      std::vector<int64_t> p;
+      for (int64_t d : v.dims) p.push_back(s.at(d));
+      return p;
+    }
+    case LinearView::Kind::Unsqueeze: s.insert(s.begin() + v.dims.at(0), 1); return s;
+    case LinearView::Kind::Squeeze: s.erase(s.begin() + v.dims.at(0)); return s;
+    case LinearView::Kind::Flatten: {
+      int64_t rest = 1;
+      for (size_t i = v.dims.at(0); i < s.size(); ++i) rest *= s[i];
+      s.resize(v.dims.at(0));
+      s.push_back(rest);
+      return s;
+    }
+    case LinearView::Kind::Contiguous: return s;
+  }
+  return s;
+}
+
+// Emits `views` on `x` before `before`; each result gets x's dtype and device
+// and its shape (when `shape` is known).
+ir::Value* emitViews(ir::Rewriter& rw, ir::Node* before, ir::Value* x, std::optional<std::vector<int64_t>> shape,
+                     const std::vector<LinearView>& views) {
+  for (const LinearView& v : views) {
+    std::vector<ir::Arg> args{ir::Arg(x)};
+    std::string op;
+    switch (v.kind) {
+      case LinearView::Kind::Permute: op = "aten::permute", args.emplace_back(ir::Literal(v.dims)); break;
+      case LinearView::Kind::Unsqueeze: op = "aten::unsqueeze", args.emplace_back(ir::Literal(v.dims.at(0))); break;
+      case LinearView::Kind::Squeeze: op = "aten::squeeze.dim", args.emplace_back(ir::Literal(v.dims.at(0))); break;
+      case LinearView::Kind::Flatten:
+        op = "aten::flatten.using_ints", args.emplace_back(ir::Literal(v.dims.at(0))), args.emplace_back(ir::Literal(-1));
+        break;
+      case LinearView::Kind::Contiguous:
+        op = "aten::contiguous", args.emplace_back(c10::MemoryFormat::Contiguous);
+        break;
+    }
+    ir::Value* y = rw.call(before, op, std::move(args));
+    y->node()->setScope(before->scope());
+    y->node()->setProvenance("tuned-kernels(prepacked)");
+    y->meta() = x->meta();
+    y->meta().memoryFormat.reset();
+    if (shape) shape = viewedShape(*shape, v);
+    y->meta().shape = shape;
+    x = y;
+  }
+  return x;
+}
+
+}  // namespace
+
+// linear(x, W, b) ->
+//   out_views(conv2d_run(in_views(x), conv2d_prepack(W.reshape(O, C, 1, 1), b, [1, 1], [0, 0], [1, 1], 1,
+//                                                    size(in_views(x)), "none")))
+// The input views (linearInputViews) make x a 4-D tensor whose channels are
+// x's last dimension and whose memory is x's, channels-last: no copy is made,
+// and conv2d_run keeps that layout, so the output views give back a
+// contiguous result, as linear's is (and `contiguous` makes sure of it).
 void TunedKernelsPass::packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* n, const c10::TypePtr& contextType) {
   ir::Value* x = n->arg(0).value();
   const std::vector<int64_t> shape = *x->meta().shape;
   ir::Value* weight = n->arg(1).value();
   const at::Tensor w = *rewriters::constantTensor(weight);
-  const bool image = shape.size() == 4;
   const std::string base =
       weight->node() && weight->node()->opcode() == ir::Opcode::GetAttr ? weight->node()->target() : "linear.weight";
   ir::Value* w4 = rw.addConstant(base + "_1x1", w.reshape({w.size(0), w.size(1), 1, 1}).contiguous(), n);
-  auto made = [&](ir::Value* v, std::optional<std::vector<int64_t>> sizes) {
-    v->node()->setScope(n->scope());
-    v->node()->setProvenance("tuned-kernels(prepacked)");
-    v->meta() = x->meta();
-    v->meta().shape = std::move(sizes);
-    v->meta().memoryFormat.reset();
-    return v;
-  };
-  std::vector<int64_t> size4;
-  ir::Value* x4 = nullptr;
-  if (image) {
-    size4 = {shape[0], shape[3], shape[1], shape[2]};
-    x4 = made(rw.call(n, "aten::permute", {ir::Arg(x), ir::Arg(ir::Literal(std::vector<int64_t>{0, 3, 1, 2}))}), size4);
-  } else {
-    size4 = {shape[0], shape[1], 1, 1};
-    ir::Value* x3 = made(rw.call(n, "aten::unsqueeze", {ir::Arg(x), ir::Arg(ir::Literal(2))}), std::vector<int64_t>{shape[0], shape[1], 1});
-    x4 = made(rw.call(n, "aten::unsqueeze", {ir::Arg(x3), ir::Arg(ir::Literal(3))}), size4);
-  }
+  ir::Value* x4 = emitViews(rw, n, x, shape, linearInputViews(shape.size()));
   ir::Node* pack = graph.createCall(
       "mkldnn_prepacked::conv2d_prepack",
       {ir::Arg(w4), n->arg(2), ir::Arg(ir::Literal(std::vector<int64_t>{1, 1})),
        ir::Arg(ir::Literal(std::vector<int64_t>{0, 0})), ir::Arg(ir::Literal(std::vector<int64_t>{1, 1})),
-       ir::Arg(ir::Literal(1)), ir::Arg(ir::Literal(size4)), ir::Arg(ir::Literal("none"))},
+       ir::Arg(ir::Literal(1)), ir::Arg(ir::Literal(*x4->meta().shape)), ir::Arg(ir::Literal("none"))},
       {contextType});
   pack->setScope(n->scope());
   pack->setProvenance("tuned-kernels(prepacked)");
@@ -247,23 +315,12 @@ void TunedKernelsPass::packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* 
   run->setScope(n->scope());
   run->setProvenance("tuned-kernels(prepacked)");
   rw.insert(run, n);
-  // [N, O, H, W] / [N, O, 1, 1]: the result's shape read as conv2d_run's.
-  const auto& outShape = n->output()->meta().shape;
-  const bool outKnown = outShape && outShape->size() == shape.size();
-  ir::Value* y = nullptr;
-  if (image) {
-    made(run->output(), outKnown ? std::optional<std::vector<int64_t>>({(*outShape)[0], (*outShape)[3], (*outShape)[1],
-                                                                        (*outShape)[2]})
-                                 : std::nullopt);
-    y = rw.call(n, "aten::permute", {ir::Arg(run->output()), ir::Arg(ir::Literal(std::vector<int64_t>{0, 2, 3, 1}))});
-  } else {
-    made(run->output(),
-         outKnown ? std::optional<std::vector<int64_t>>({(*outShape)[0], (*outShape)[1], 1, 1}) : std::nullopt);
-    y = rw.call(n, "aten::flatten.using_ints",
-                {ir::Arg(run->output()), ir::Arg(ir::Literal(1)), ir::Arg(ir::Literal(-1))});
-  }
-  y->node()->setScope(n->scope());
-  y->node()->setProvenance("tuned-kernels(prepacked)");
+  // conv2d_run's result: the 4-D shape whose output views give linear's.
+  run->output()->meta() = x4->meta();
+  std::vector<int64_t> runShape = *x4->meta().shape;
+  runShape[1] = w.size(0);
+  run->output()->meta().shape = runShape;
+  ir::Value* y = emitViews(rw, n, run->output(), runShape, linearOutputViews(shape.size()));
   y->meta() = n->output()->meta();
   rw.replace(n, y);
   rw.eraseConstantIfUnused(weight);

@@ -7,8 +7,11 @@
 #include "rewriters/pass.h"
 #include "rewriters/registry.h"
 
+#include <ATen/Tensor.h>
+
 #include <set>
 #include <string>
+#include <vector>
 
 namespace ptopt::tune {
 
@@ -36,10 +39,12 @@ class TunedKernelsPass : public rewriters::Pass {
       "the shape shape-prop saw, a hint for the weight's layout (other shapes run correctly). Declined, once, where "
       "this LibTorch has no mkldnn_prepacked operators. A conv named in both lists is packed. "
       "`prepacked=` also names linears: `aten::linear(x, W, b)` with a constant 2-D weight on an input shape-prop "
-      "knows as [N, C] or [N, H, W, C] (ConvNeXt's MLP) becomes the same prepacked conv with the weight stored as "
-      "[O, C, 1, 1], on a view of the input (`x.unsqueeze(2).unsqueeze(3)` or `x.permute(0, 3, 1, 2)`, a "
-      "channels-last NCHW view) and its result viewed back (`flatten(1)` or `permute(0, 2, 3, 1)`, contiguous as "
-      "linear's result): oneDNN's blocked GEMM where ATen's linear calls the BLAS. Other ranks are declined. The "
+      "knows as [N, C], [N, T, C] or [N, H, W, C] (ConvNeXt's MLP) becomes the same prepacked conv with the weight "
+      "stored as [O, C, 1, 1], on a channels-last 4-D view of the input's memory (`x.unsqueeze(2).unsqueeze(3)`, "
+      "`x.permute(0, 2, 1).unsqueeze(2)`, `x.permute(0, 3, 1, 2)`) and its result viewed back (`flatten(1)`, "
+      "`squeeze(2).permute(0, 2, 1)`, `permute(0, 2, 3, 1)`, then `contiguous()`, a no-op where the conv's result "
+      "is channels-last, as it is for these views: contiguous, as linear's result): oneDNN's blocked "
+      "GEMM where ATen's linear calls the BLAS. Other ranks are declined. The "
       "import reads a packed linear back as the 1x1 conv between the views. `*` in a list names every conv (and, "
       "in `prepacked=`, every linear; each one that does not qualify is declined with the reason). Counters: "
       "mkldnn, prepacked, prepacked-linear.";
@@ -63,6 +68,17 @@ class TunedKernelsPass : public rewriters::Pass {
 std::string mkldnnIneligible(const ir::Node& n);
 // Why `n` (aten::conv2d or aten::mkldnn_convolution) cannot run prepacked, or "".
 std::string prepackIneligible(const ir::Node& n);
+// The views that make a linear's input of rank 2, 3 or 4 (its channels
+// last) a 4-D channels-last conv input on the same memory, and the conv's
+// result back into linear's: one list for the pass and its benchmark.
+struct LinearView {
+  enum class Kind { Permute, Unsqueeze, Squeeze, Flatten, Contiguous } kind;
+  std::vector<int64_t> dims;  // permute's order, else the one dim (flatten: the start)
+};
+std::vector<LinearView> linearInputViews(size_t rank);
+std::vector<LinearView> linearOutputViews(size_t rank);
+at::Tensor applyViews(at::Tensor t, const std::vector<LinearView>& views);
+
 // Why `n` (aten::linear) cannot run as a prepacked 1x1 conv, or "".
 std::string linearPrepackIneligible(const ir::Node& n);
 // Whether this LibTorch has mkldnn_prepacked::conv2d_prepack and conv2d_run.

@@ -108,16 +108,20 @@ def test_optimize_prepacked_convs_load_run_copy_and_save():
 
 
 class ChannelsLastMlp(torch.nn.Module):
-    """ConvNeXt's MLP on [N, H, W, C], then a head on [N, C]."""
+    """ConvNeXt's MLP on [N, H, W, C], a token linear on [N, T, C] whose
+    result is view()ed (which needs it contiguous), a head on [N, C]."""
     def __init__(self):
         super().__init__()
         self.pw1 = torch.nn.Linear(16, 64)
         self.pw2 = torch.nn.Linear(64, 16)
+        self.tokens = torch.nn.Linear(16, 16)
         self.head = torch.nn.Linear(16, 5)
 
     def forward(self, x):
         y = self.pw2(torch.nn.functional.gelu(self.pw1(x)))
-        return self.head(y.mean(dim=[1, 2]))
+        n, h, w, c = y.shape
+        t = self.tokens(y.reshape(n, h * w, c)).view(n, h * w, 2, c // 2)
+        return self.head(t.sum(dim=2).mean(dim=1).repeat(1, 2))
 
 
 @pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
@@ -131,7 +135,7 @@ def test_optimize_prepacked_linears_run_at_other_shapes_copy_and_save():
     x = torch.randn(1, 8, 8, 16)
     fast = ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
     graph = str(fast.graph)
-    assert graph.count("mkldnn_prepacked::conv2d_run") == 3 and "aten::linear" not in graph
+    assert graph.count("mkldnn_prepacked::conv2d_run") == 4 and "aten::linear" not in graph
     for shape in [(1, 8, 8, 16), (3, 5, 7, 16)]:
         y = torch.randn(*shape)
         torch.testing.assert_close(fast(y), eager(y), rtol=1e-4, atol=1e-5)

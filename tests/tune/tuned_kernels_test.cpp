@@ -291,28 +291,64 @@ TEST_CASE("tuned-kernels packs the named linears as 1x1 convs on views of their 
   CHECK(back.passed);
 }
 
-TEST_CASE("TunedKernelsDoesNotPackLinearsOn3dInputsOrWithoutShapes") {
+TEST_CASE("tuned-kernels packs a transformer's linears on [B, T, C] as 1x1 convs on [B, C, 1, T] views") {
   if (!tune::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
-  // A transformer's linears read [B, T, C]: no 4-D view of it is a conv input.
-  const auto& f = test::fixture("transformer_block");
+  const auto& f = test::fixture("transformer_block");  // input [2, 8, 32]
   Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  opt.run("canonicalize,shape-prop", &ctx);
-  const std::vector<std::string> linears = linearNames(opt.model().forward());
-  REQUIRE_FALSE(linears.empty());
-  CHECK_FALSE(opt.run("tuned-kernels{prepacked=*}", &ctx, test::checkedInstrumentation()).changed());
-  CHECK_THAT(ctx.declines().back(), Catch::Contains("2-D or 4-D"));
-  // Without shapes the ranks are unknown.
-  const auto& c = test::fixture("convnext_small");
-  Optimizer cn = Optimizer::load(c.path);
+  opt.run("-O1", &ctx);
+  const size_t linears = linearNames(opt.model().forward()).size();
+  REQUIRE(linears == 6);
+  auto report = opt.run("tuned-kernels{prepacked=*}", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "prepacked-linear") == 6);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::linear") == 0);
+  CHECK(test::countOps(g, "mkldnn_prepacked::conv2d_run") == 6);
+  test::checkIR(g.str(), R"(
+    # CHECK: [0, 2, 1])
+    # CHECK: aten::unsqueeze(
+    # CHECK: mkldnn_prepacked::conv2d_prepack(
+    # CHECK-SAME: [1, 1], [0, 0], [1, 1], 1, [2, 32, 1, 8], "none")
+    # CHECK: mkldnn_prepacked::conv2d_run(
+    # CHECK: aten::squeeze.dim(
+    # CHECK: [0, 2, 1])
+    # CHECK: aten::contiguous(
+  )");
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+  std::istringstream bytes(opt.serialize().bytes);
+  torch::jit::Module reloaded = torch::jit::load(bytes);
+  reloaded.eval();
+  torch::NoGradGuard noGrad;
+  std::vector<c10::IValue> other{torch::randn({3, 5, 32}, torch::Generator(at::detail::createCPUGenerator(9)))};
+  auto cmp = verify::compareOutputs(reloaded.forward(other), opt.original().forward(other),
+                                    verify::Tolerance::elementwise(1e-4, 1e-5));
+  INFO(cmp.summary());
+  CHECK(cmp.withinTolerance());
+}
+
+TEST_CASE("TunedKernelsDoesNotPackLinearsWithoutShapesOrForACudaTarget") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  const auto& f = test::fixture("convnext_small");
+  Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext noShapes;
-  cn.run("canonicalize,shape-prop", &noShapes);
-  CHECK_FALSE(cn.run("tuned-kernels{prepacked=" + linearNames(cn.model().forward()).at(0) + "}", &noShapes,
-                     test::checkedInstrumentation()).changed());
-  CHECK_THAT(noShapes.declines().back(), Catch::Contains("not known to be a 2-D or 4-D tensor"));
-  CHECK(test::countOps(cn.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
+  opt.run("canonicalize,shape-prop", &noShapes);
+  const std::string first = linearNames(opt.model().forward()).at(0);
+  CHECK_FALSE(opt.run("tuned-kernels{prepacked=" + first + "}", &noShapes, test::checkedInstrumentation()).changed());
+  CHECK_THAT(noShapes.declines().back(), Catch::Contains("not known to be a 2-D, 3-D or 4-D tensor"));
+  rewriters::PassContext cuda;
+  cuda.exampleInputs = verify::makeInputs(f.inputs, 0);
+  cuda.targetDevice = "cuda";
+  opt.run("shape-prop", &cuda);
+  CHECK_FALSE(opt.run("tuned-kernels{prepacked=" + first + "}", &cuda, test::checkedInstrumentation()).changed());
+  CHECK_THAT(cuda.declines().back(), Catch::Contains("CPU kernels"));
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
 }

@@ -27,6 +27,10 @@ at each level:
   O2B, O3B  -O2 / -O3 plus onednn-blocked (conv regions on oneDNN tensors, the
       weights packed when the file loads): judged like O2 / O3; not in the
       default --levels.
+  O2P  -O2 plus tuned-kernels{prepacked=*}: every conv outside a region and
+      every linear on [N, C], [N, T, C] or [N, H, W, C] runs on oneDNN with its
+      weight packed when the file loads (what --tune picks per op): judged
+      like O2; not in the default --levels.
   tune  -O3 --tune --tune-budget 20 with a tuning cache per model: judged like
       O3 (bf16 or fp32, as the report says); not in the default --levels.
 
@@ -83,6 +87,8 @@ SUBSET = [
 LEVELS = {"O0": ["--passes", ""], "O1": ["-O1"], "O2": ["-O2"], "O3": ["-O3"],
           # conv regions on oneDNN tensors, weights packed at load (fp32 and bf16)
           "O2B": ["--passes", "-O2,onednn-blocked"], "O3B": ["--passes", "-O3,onednn-blocked"],
+          # every conv and linear prepacked (fp32)
+          "O2P": ["--passes", "-O2,tuned-kernels{prepacked=*}"],
           # -O3 --tune with a short budget and a cache per model (run_level adds it)
           "tune": ["-O3", "--tune", "--tune-budget", "20"]}
 FP32 = (1e-4, 1e-5)

@@ -175,7 +175,8 @@ std::string StructurePipeline::description() const {
 
 std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline) {
   StructurePipeline s{pipeline, {}};
-  for (const char* pass : {"cast", "channels-last"})
+  // quantize too: the fallback is an fp32 model, verified as one.
+  for (const char* pass : {"cast", "quantize", "channels-last"})
     if (rewriters::pipelineUses(s.pipeline, pass)) {
       rewriters::dropPass(s.pipeline, pass);
       s.dropped.push_back(pass);

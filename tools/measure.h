@@ -121,12 +121,12 @@ NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std
 // first) and returns its time in ms (CUDA: synchronized).
 std::function<double()> moduleTimer(torch::jit::Module module, std::vector<c10::IValue> inputs, c10::Device device);
 
-// The pipeline without its precision and layout passes (cast,
+// The pipeline without its precision and layout passes (cast, quantize,
 // channels-last): the fp32 structure of a run. nullopt when the pipeline
-// has neither, or nothing else.
+// has none of them, or nothing else.
 struct StructurePipeline {
   rewriters::Pipeline pipeline;
-  std::vector<std::string> dropped;  // "cast", "channels-last"
+  std::vector<std::string> dropped;  // "cast", "quantize", "channels-last"
   std::string description() const;   // "the pipeline without cast, channels-last"
 };
 std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline);

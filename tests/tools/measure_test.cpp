@@ -2,6 +2,8 @@
 // write, driven by a fake timer (deterministic: each fake run advances a
 // fake clock by its own duration, with a fixed pattern of jitter).
 #include "tools/measure.h"
+#include "tools/api.h"
+#include "rewriters/pipeline.h"
 
 #include <catch2/catch.hpp>
 
@@ -307,4 +309,15 @@ TEST_CASE("a verdict measured under --force does not stand in for the fallbacks 
   int built = 0;
   CHECK_FALSE(applyCachedVerdict(*hit, namesOnly({"output", "fp32 structure", "input"}, &built), false));
   CHECK(applyCachedVerdict(*hit, namesOnly({"output"}, &built), true));
+}
+
+TEST_CASE("the fp32 structure drops the precision passes (int8 included) and the layout") {
+  const auto s = fp32StructurePipeline(parsePipelineOrPreset("-O2,quantize{dtype=int8}"));
+  REQUIRE(s);
+  CHECK(s->dropped == std::vector<std::string>{"quantize", "channels-last"});
+  CHECK_FALSE(rewriters::pipelineUses(s->pipeline, "quantize"));
+  CHECK(rewriters::pipelineUses(s->pipeline, "fold-conv-bn"));
+  CHECK(s->description() == "the pipeline without quantize, channels-last");
+  // Nothing to drop: no fallback structure.
+  CHECK_FALSE(fp32StructurePipeline(parsePipelineOrPreset("-O1")));
 }

@@ -71,6 +71,7 @@ std::string prepackIneligible(const ir::Node& n) {
   const auto w = c->weight.isValue() ? rewriters::constantTensor(c->weight.value()) : std::nullopt;
   if (!w || w->dim() != 4 || !w->device().is_cpu() || w->layout() != c10::kStrided)
     return "the conv's weight is not a constant 4-D CPU tensor";
+  if (rewriters::isWrittenAnywhere(c->weight.value())) return "the conv's weight is written in place";
   if (c->bias.isValue() && !rewriters::constantTensor(c->bias.value())) return "the conv's bias is not a constant";
   return c->input.isValue() ? inputIneligible(c->input.value()->meta(), *w) : "the input is not a value";
 }
@@ -81,12 +82,14 @@ std::string linearPrepackIneligible(const ir::Node& n) {
   const auto w = n.arg(1).isValue() ? rewriters::constantTensor(n.arg(1).value()) : std::nullopt;
   if (!w || w->dim() != 2 || !w->device().is_cpu() || w->layout() != c10::kStrided)
     return "the linear's weight is not a constant 2-D CPU tensor";
+  // The pack is made once, at load: a weight written later would not reach it.
+  if (rewriters::isWrittenAnywhere(n.arg(1).value())) return "the linear's weight is written in place";
   const ir::Arg& bias = n.arg(2);
   if (bias.isValue() ? !rewriters::constantTensor(bias.value()) : !(bias.isLiteral() && bias.literal().isNone()))
     return "the linear's bias is not a constant";
   if (!n.arg(0).isValue()) return "the input is not a value";
   const ir::TensorMeta& m = n.arg(0).value()->meta();
-  // [N, C] runs as [N, C, 1, 1], [N, T, C] as [N, C, T, 1] and [N, H, W, C]
+  // [N, C] runs as [N, C, 1, 1], [N, T, C] as [N, C, 1, T] and [N, H, W, C]
   // (ConvNeXt's MLP) as [N, C, H, W]: channels-last views of its memory.
   if (!m.shape || m.shape->size() < 2 || m.shape->size() > 4)
     return "the input is not known to be a 2-D, 3-D or 4-D tensor (run shape-prop with --input-shape)";

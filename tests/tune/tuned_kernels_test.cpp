@@ -8,6 +8,7 @@
 #include "tests/support/pass_test.h"
 #include "tune/tuned_kernels.h"
 #include "ir/load_time.h"
+#include "ir/text.h"
 
 #include <catch2/catch.hpp>
 #include <torch/script.h>
@@ -351,4 +352,29 @@ TEST_CASE("TunedKernelsDoesNotPackLinearsWithoutShapesOrForACudaTarget") {
   CHECK_FALSE(opt.run("tuned-kernels{prepacked=" + first + "}", &cuda, test::checkedInstrumentation()).changed());
   CHECK_THAT(cuda.declines().back(), Catch::Contains("CPU kernels"));
   CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
+}
+
+TEST_CASE("TunedKernelsDoesNotPackAWeightWrittenInPlace") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  // The pack is made once, when the file loads: an add_ on the weight after
+  // it would not reach the packed copy.
+  auto constants = std::make_shared<ir::ConstantTable>();
+  constants->set("fc.weight", torch::randn({6, 12}));
+  ir::ParseOptions opts;
+  opts.constants = constants;
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor{float32, [2, 12], contiguous_format, cpu}):\n"
+      "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  %w1 : Tensor = aten::add_.Scalar(%w, 1.0, 1)\n"
+      "  output(%y)\n", opts);
+  rewriters::PassContext ctx;
+  auto report = test::runChecked(*g, "tuned-kernels{prepacked=*}", &ctx);
+  CHECK_FALSE(report.changed());
+  CHECK(test::countOps(*g, "aten::linear") == 1);
+  REQUIRE_FALSE(ctx.declines().empty());
+  CHECK_THAT(ctx.declines().back(), Catch::Contains("written in place"));
 }

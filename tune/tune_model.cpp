@@ -695,9 +695,11 @@ class Session {
   // there, layouts and caches carry over from op to op. So an op-by-op
   // assignment is checked as a whole against the preset's (`preset`, none:
   // the element is absent) and kept only when the whole model runs faster
-  // beyond noise; the preset's is the baseline. Whether to keep `opByOp`.
+  // beyond noise; the preset's is the baseline. Whether to keep `opByOp`
+  // (`challenger`: its candidate's name, "op-by-op" unless a second check
+  // of a subset needs its own).
   bool preferOpByOp(const std::string& kind, const std::optional<PipelineElement>& preset,
-                    const std::optional<PipelineElement>& opByOp) {
+                    const std::optional<PipelineElement>& opByOp, const std::string& challenger = "op-by-op") {
     auto text = [](const std::optional<PipelineElement>& e) {
       return e ? rewriters::printPipeline(Pipeline{{*e}}) : std::string("(none)");
     };
@@ -707,7 +709,7 @@ class Session {
     if (opByOp) runOn(tunedModel, *opByOp);
     if (presetModel.forward().str() == tunedModel.forward().str()) return true;
     const std::string sig = digest(work_.forward().str() + "|" + text(preset) + "|" + text(opByOp)) + " inputs " + inputsText();
-    const std::vector<std::string> names{"preset", "op-by-op"};
+    const std::vector<std::string> names{"preset", challenger};
     if (auto hit = fromCache(kind, "model", sig, names)) return hit->rewrites();
     std::vector<std::pair<std::string, const ir::Model*>> models{{names[0], &presetModel}, {names[1], &tunedModel}};
     std::vector<Candidate> candidates;
@@ -820,7 +822,8 @@ class Session {
     all.insert(linears.begin(), linears.end());
     if (all.empty()) return;
     if (preferOpByOp("conv-prepack", std::nullopt, element(all))) return keep(element(all));
-    if (!convs.empty() && !linears.empty() && preferOpByOp("linear-prepack", std::nullopt, element(linears)))
+    if (!convs.empty() && !linears.empty() &&
+        preferOpByOp("linear-prepack", std::nullopt, element(linears), "op-by-op linears"))
       keep(element(linears));
   }
 

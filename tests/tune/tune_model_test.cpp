@@ -242,6 +242,36 @@ TEST_CASE("tunePipeline: packs the conv weights at load where the prepacked kern
   CHECK(v.passed);
 }
 
+TEST_CASE("tunePipeline: packs the linears alone when the packed convs and linears together lose") {
+  if (!tune::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  // Every conv and the fc win alone; the model with all of them packed loses,
+  // the model with only the fc packed wins.
+  test::FakeTimer timer({{"prepacked", 0.6}, {"op-by-op", 1.2}, {"op-by-op linears", 0.8}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O2", timer, "");
+  CHECK(countKind(t.result, "conv-prepack", true) == 20);
+  CHECK(countKind(t.result, "linear-prepack", true) == 1);
+  const tune::DecisionRecord* all = wholeModel(t.result, "conv-prepack");
+  REQUIRE(all);
+  CHECK_FALSE(all->rewrites());
+  const tune::DecisionRecord* linearsAlone = wholeModel(t.result, "linear-prepack");
+  REQUIRE(linearsAlone);
+  CHECK(linearsAlone->rewrites());
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager(defaultRegistry(), t.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 1);
+  CHECK(test::countOps(opt.model().forward(), "aten::linear") == 0);
+  CHECK(test::countOps(opt.model().forward(), "aten::conv2d") == 20);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
 TEST_CASE("tunePipeline: leaves convs in oneDNN regions to the regions, not to prepacking") {
   if (!tune::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");

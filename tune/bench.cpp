@@ -29,6 +29,23 @@ Candidate boxed(std::string name, const std::string& op, const std::string& over
 
 std::string qualified(const ir::Node& n) { return n.target(); }
 
+// The benchmark arguments of a conv or linear that tuned-kernels can pack
+// (`ineligible`: its own reason not to, or ""), or nullopt with `why`.
+std::optional<std::vector<c10::IValue>> prepackArguments(const ir::Node& n, c10::Device device,
+                                                         const std::string& ineligible, std::string& why) {
+  if (!device.is_cpu()) {
+    why = "oneDNN convs are CPU kernels";
+    return std::nullopt;
+  }
+  if (!hasPrepackedConvs()) {
+    why = "this LibTorch has no mkldnn_prepacked::conv2d_prepack";
+    return std::nullopt;
+  }
+  why = ineligible;
+  if (!why.empty()) return std::nullopt;
+  return benchArguments(n, device, why);
+}
+
 }  // namespace
 
 std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv, c10::Device device, std::string& why) {
@@ -50,17 +67,7 @@ std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv,
 }
 
 std::optional<std::vector<Candidate>> convPrepackCandidates(const ir::Node& conv, c10::Device device, std::string& why) {
-  if (!device.is_cpu()) {
-    why = "oneDNN convs are CPU kernels";
-    return std::nullopt;
-  }
-  if (!hasPrepackedConvs()) {
-    why = "this LibTorch has no mkldnn_prepacked::conv2d_prepack";
-    return std::nullopt;
-  }
-  why = prepackIneligible(conv);
-  if (!why.empty()) return std::nullopt;
-  auto args = benchArguments(conv, device, why);
+  auto args = prepackArguments(conv, device, prepackIneligible(conv), why);
   if (!args) return std::nullopt;
   const auto& a = *args;
   // conv2d(x, w, b, stride, padding, dilation, groups) or
@@ -78,17 +85,7 @@ std::optional<std::vector<Candidate>> convPrepackCandidates(const ir::Node& conv
 
 std::optional<std::vector<Candidate>> linearPrepackCandidates(const ir::Node& linear, c10::Device device,
                                                               std::string& why) {
-  if (!device.is_cpu()) {
-    why = "oneDNN convs are CPU kernels";
-    return std::nullopt;
-  }
-  if (!hasPrepackedConvs()) {
-    why = "this LibTorch has no mkldnn_prepacked::conv2d_prepack";
-    return std::nullopt;
-  }
-  why = linearPrepackIneligible(linear);
-  if (!why.empty()) return std::nullopt;
-  auto args = benchArguments(linear, device, why);
+  auto args = prepackArguments(linear, device, linearPrepackIneligible(linear), why);
   if (!args) return std::nullopt;
   const auto& a = *args;
   // As tuned-kernels writes it: the input viewed as a 4-D channels-last

@@ -488,6 +488,7 @@ py::bytes serialize(const py::object& module) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ptopt's C++ library (private: use the functions of the ptopt package)";
   m.attr("__version__") = ptopt::ptoptVersion();
+  m.attr("built_against") = ptopt::builtAgainst();  // "LibTorch 2.15.0, CUDA 13.0 compiled in"
   m.def("optimize", &optimize);
   m.def("verify", &verifyModules);
   m.def("bench", &bench);

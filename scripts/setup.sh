@@ -11,9 +11,11 @@ packages=(
   libgraphviz-dev              # optional in-process SVG/PNG rendering
   catch2 libcli11-dev nlohmann-json3-dev libfmt-dev
   zlib1g-dev                   # inflates deflated entries in the zip pre-check
+  libcpuinfo-dev               # the AVX2 world of scripts/avx2-cap.sh (caps cpuinfo for 1.13)
   clang libclang-rt-14-dev     # libFuzzer and the sanitizers (scripts/fuzz.sh)
   python3-matplotlib           # the PNG plot of bench/harness.py
   python3-dev pybind11-dev     # the Python package (python/: pybind11 against libtorch_python)
+  python3-venv                 # the PyTorch 2.x world (scripts/setup-torch2.sh: .venv with PyPI torch)
   python3-pytest               # its tests (tests/python/test_*.py, run by ctest)
 )
 missing=()

@@ -59,7 +59,7 @@ int ptoptMain(int argc, char** argv) {
                "  ptopt bench IN.pt [--vs OTHER.pt] --input-shape 1,3,224,224\n  ptopt passes [NAME]\n"
                "  ptopt dot IN.pt -o G.svg [--diff OTHER.pt]\n  ptopt tuning show|clear",
                "ptopt"};
-  app.set_version_flag("--version", std::string("ptopt ") + ptopt::ptoptVersion());
+  app.set_version_flag("--version", std::string("ptopt ") + ptopt::ptoptVersion() + " (" + ptopt::builtAgainst() + ")");
   app.require_subcommand(0, 1);
 
   OptimizeOptions opt;

@@ -21,7 +21,42 @@ from ._errors import (Error, InputError, InputShapeError, NotTorchScriptError, P
 from ._api import (BenchResult, Drawing, MethodText, ModelText, PassInfo, PassOption, Pipeline, bench, draw, load,
                    optimize, passes, presets, show, verify)
 
-from ._C import __version__  # noqa: E402  (CMake's project VERSION, as `ptopt --version`)
+from ._C import __version__, built_against  # noqa: E402  (CMake's project VERSION and the LibTorch, as `ptopt --version`)
+
+
+def _check_torch_matches_build():
+    # ptopt._C is linked against one LibTorch; run under another torch it
+    # would crash on the first module that crosses. Say so at import instead.
+    built = built_against.split()[1]  # "LibTorch 2.15.0, ..." -> "2.15.0"
+    running = torch.__version__.split("+")[0]
+    if built.split(".")[:2] != running.split(".")[:2]:
+        raise ImportError(f"ptopt was built against LibTorch {built}, but this Python runs torch {torch.__version__}: "
+                          f"rebuild ptopt with -DPTOPT_PYTHON={__import__('sys').executable} (README, Getting started)")
+
+
+_check_torch_matches_build()
+
+
+def _pass_on_torchscript_deprecation():
+    # From 2.10 on, every torch.jit.script/trace/save/load/freeze call warns
+    # (FutureWarning "`torch.jit.X` is deprecated ..."): a script that
+    # optimizes a few models gets dozens. ptopt's inputs and outputs are
+    # TorchScript, which this torch still loads and runs (README, "PyTorch
+    # worlds"): say that once, here, and let torch's per-call warnings go.
+    # PTOPT_TORCHSCRIPT_WARNINGS=all keeps them.
+    import os
+    import warnings
+    major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if (major, minor) < (2, 10) or os.environ.get("PTOPT_TORCHSCRIPT_WARNINGS") == "all":
+        return
+    warnings.warn(f"torch {torch.__version__} deprecates TorchScript (torch.jit.script, trace, save, load and "
+                  f"freeze warn on every call); it still works, and ptopt reads and writes it. Said once by ptopt, "
+                  f"which hides torch's per-call warnings (PTOPT_TORCHSCRIPT_WARNINGS=all keeps them).",
+                  FutureWarning, stacklevel=3)
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.", category=FutureWarning)
+
+
+_pass_on_torchscript_deprecation()
 
 __all__ = [
     "optimize", "verify", "bench", "passes", "presets", "Pipeline", "draw", "show", "load",

@@ -30,6 +30,15 @@ def follow_cpu_cap():
     """Returns a one-line note when it switched oneDNN off, else None."""
     cap = onednn_cap()
     if cap in _NO_AVX512 and torch.backends.mkldnn.enabled:
+        # Measured, not assumed: where PyTorch keeps bf16 convs off the capped
+        # oneDNN itself (2.x asks oneDNN, which honours the cap; 1.13 with
+        # cpuinfo capped too, scripts/avx2-cap.sh), oneDNN stays on.
+        try:
+            torch.nn.functional.conv2d(torch.ones(1, 8, 6, 6, dtype=torch.bfloat16),
+                                       torch.ones(8, 8, 3, 3, dtype=torch.bfloat16))
+            return None
+        except RuntimeError:
+            pass
         torch.backends.mkldnn.enabled = False
         return ("oneDNN capped to %s: PyTorch's oneDNN use switched off, as PyTorch does for bf16 "
                 "on a real CPU without AVX-512" % cap)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs a command in the AVX2 world on any x86 machine (README, "Tests on any
+# CPU"): ATen's kernels and oneDNN capped to AVX2, and, where LibTorch reads
+# the shared libcpuinfo (Debian's 1.13), cpuinfo's AVX-512 flags cleared by
+# the preloaded bench/cpuinfo_avx2_cap.c, so that PyTorch's own CPUID checks
+# (which kernel runs a bf16 conv, XNNPACK's kernels) answer as on an AVX2 CPU.
+# PyTorch 2.x wheels link cpuinfo statically, but ask oneDNN, which honours
+# its cap, whether bf16 runs there. ONEDNN_VERBOSE=1 shows the ISA oneDNN uses.
+#   scripts/avx2-cap.sh ctest --test-dir build -j2
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+shim=$root/build/libcpuinfo_avx2_cap.so
+if [ -f /usr/include/cpuinfo.h ] && { [ ! -f "$shim" ] || [ "$root/bench/cpuinfo_avx2_cap.c" -nt "$shim" ]; }; then
+  mkdir -p "$root/build"
+  gcc -O2 -shared -fPIC "$root/bench/cpuinfo_avx2_cap.c" -o "$shim" -lcpuinfo
+fi
+[ -f "$shim" ] && export LD_PRELOAD="$shim${LD_PRELOAD:+:$LD_PRELOAD}"
+exec "$@"

@@ -2,6 +2,7 @@
 #include "ir/model.h"
 
 #include "ir/load_time.h"
+#include "ir/torch_compat.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -435,7 +436,7 @@ class GraphEmitter {
       }
     }
     auto source = std::make_shared<ts::Source>(location.empty() ? std::string("warn") : location,
-                                               file ? c10::optional<std::string>(*file) : c10::nullopt, line);
+                                               file ? compat::TorchOptional<std::string>(*file) : compat::kTorchNullopt, line);
     return ts::SourceRange(source, 0, source->size());
   }
 
@@ -479,7 +480,7 @@ void keepArgumentDefaults(const Graph& graph, torch::jit::Function& fn) {
   bool any = false;
   for (size_t i = 0; i < s.arguments().size(); ++i) {
     const c10::Argument& a = s.arguments()[i];
-    c10::optional<c10::IValue> def;  // c10::optional: std::optional only from LibTorch 2.x
+    compat::TorchOptional<c10::IValue> def;
     const AttrValue* attr = i >= 1 && i - 1 < inputs.size() ? inputs[i - 1]->node()->attr("default") : nullptr;
     if (const Literal* lit = attr ? std::get_if<Literal>(attr) : nullptr) def = lit->toIValue();
     any = any || def.has_value();

@@ -11,7 +11,7 @@ const char* ptoptVersion() { return PTOPT_VERSION; }
 const char* builtAgainst() {
   static const std::string text = std::string("LibTorch ") + PTOPT_TORCH_VERSION +
                                   (*PTOPT_TORCH_CUDA ? std::string(", CUDA ") + PTOPT_TORCH_CUDA + " compiled in"
-                                                     : std::string(", CPU only (no CUDA compiled in)"));
+                                                     : std::string(", CPU only: no CUDA compiled in"));
   return text.c_str();
 }
 

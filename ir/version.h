@@ -9,7 +9,8 @@ namespace ptopt {
 const char* ptoptVersion();  // "0.1.0"
 
 // What this build was compiled against, for --version and the Python
-// package: "LibTorch 2.15.0, CUDA 13.0 compiled in" or "LibTorch 1.13.0, CPU only".
+// package: "LibTorch 2.15.0, CUDA 13.0 compiled in" or "LibTorch 1.13.0, CPU only: no
+// CUDA compiled in".
 const char* builtAgainst();
 
 }  // namespace ptopt

@@ -6,10 +6,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
-
-#ifdef PTOPT_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
+#include "ir/torch_compat.h"
 
 #include <algorithm>
 #include <atomic>
@@ -305,16 +302,15 @@ CudaCapabilities probeCuda(int index) {
     c.why = fmt::format("no CUDA device {}", index);
     return c;
   }
-#ifdef PTOPT_WITH_CUDA
-  const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+  const auto device = compat::cudaDeviceInfo(index);
+  if (!device) {
+    c.why = "this ptopt was built without CUDA headers: the device cannot be probed";
+    return c;
+  }
   c.available = true;
-  c.name = p->name;
-  c.major = p->major;
-  c.minor = p->minor;
-#else
-  c.why = "this ptopt was built without CUDA headers: the device cannot be probed";
-  return c;
-#endif
+  c.name = device->name;
+  c.major = device->major;
+  c.minor = device->minor;
   const std::string sm = fmt::format("sm_{}{}", c.major, c.minor);
   c.nativeFp16 = cudaNativeFp16(c.major, c.minor);
   c.fp16Why = c.nativeFp16 ? sm + ": fp16 tensor cores" : sm + ": no fp16 tensor cores (sm_70 on)";

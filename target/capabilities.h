@@ -28,7 +28,7 @@
 //
 // CUDA: the device's name, compute capability and native fp16 (tensor
 // cores, sm_70 on) and bf16 (sm_80 on), through at::cuda when this LibTorch
-// has CUDA (PTOPT_WITH_CUDA), else "not available".
+// has CUDA (ir/torch_compat.h), else "not available".
 #pragma once
 
 #include <cstdint>

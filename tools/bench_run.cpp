@@ -5,10 +5,7 @@
 #include "ir/model.h"
 
 #include <torch/cuda.h>
-
-#ifdef PTOPT_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#endif
+#include "ir/torch_compat.h"
 
 namespace ptopt::tools {
 
@@ -25,20 +22,12 @@ class Timer {
       f();
       return sw.ms();
     }
-#ifdef PTOPT_WITH_CUDA
-    at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
-    start.record();
-    f();
-    stop.record();
-    stop.synchronize();
-    return static_cast<double>(start.elapsed_time(stop));
-#else
+    if (compat::cudaCompiledIn()) return *compat::cudaEventMs(f);
     torch::cuda::synchronize();
     Stopwatch sw;
     f();
     torch::cuda::synchronize();
     return sw.ms();
-#endif
   }
 
  private:
@@ -49,11 +38,8 @@ class Timer {
 
 std::string timingMethod(c10::Device device) {
   if (!device.is_cuda()) return "steady_clock";
-#ifdef PTOPT_WITH_CUDA
-  return "CUDA events";
-#else
-  return "device synchronize + steady_clock (this ptopt was built without CUDA headers)";
-#endif
+  return compat::cudaCompiledIn() ? "CUDA events"
+                                  : "device synchronize + steady_clock (this ptopt was built without CUDA headers)";
 }
 
 BenchResult benchModels(torch::jit::Module& a, torch::jit::Module* b, const std::vector<c10::IValue>& inputs,

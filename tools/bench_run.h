@@ -5,7 +5,7 @@
 // With a second model the two run interleaved (A B A B ...), so drift of the
 // machine hits both, and the median ratio B/A comes with a bootstrap
 // confidence interval. On CUDA each run is timed with CUDA events when built
-// against a CUDA LibTorch (PTOPT_WITH_CUDA), otherwise by a device
+// against a CUDA LibTorch (ir/torch_compat.h), otherwise by a device
 // synchronize and the wall clock.
 #pragma once
 

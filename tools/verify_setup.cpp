@@ -3,6 +3,7 @@
 #include "tools/commands.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in <fmt/format.h> only before fmt 11)
 
 #include <filesystem>
 #include <iostream>

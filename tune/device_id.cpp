@@ -3,9 +3,7 @@
 #include "target/capabilities.h"
 
 #include <torch/version.h>
-#ifdef PTOPT_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
+#include "ir/torch_compat.h"
 #include <cstdlib>
 
 namespace ptopt::tune {
@@ -35,15 +33,13 @@ DeviceIdentity deviceIdentity(c10::Device device) {
   DeviceIdentity id;
   if (device.is_cuda()) {
     id.kind = "cuda";
-#ifdef PTOPT_WITH_CUDA
-    const int index = device.has_index() ? device.index() : 0;
-    const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
-    id.name = p->name;
-    id.isa = "sm_" + std::to_string(p->major) + std::to_string(p->minor);
-#else
-    id.name = "CUDA device";
-    id.isa = "unknown";
-#endif
+    if (const auto p = compat::cudaDeviceInfo(device.has_index() ? device.index() : 0)) {
+      id.name = p->name;
+      id.isa = "sm_" + std::to_string(p->major) + std::to_string(p->minor);
+    } else {
+      id.name = "CUDA device";
+      id.isa = "unknown";
+    }
     return id;
   }
   id.kind = "cpu";

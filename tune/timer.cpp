@@ -1,22 +1,19 @@
 #include "tune/timer.h"
 
+#include "ir/torch_compat.h"
+
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
 #include <algorithm>
 #include <ctime>
-#ifdef PTOPT_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 namespace ptopt::tune {
 
 SteadyTimer::SteadyTimer(c10::Device device) : device_(device), start_(std::chrono::steady_clock::now()) {}
 
 void SteadyTimer::sync() const {
-#ifdef PTOPT_WITH_CUDA
-  if (device_.is_cuda()) c10::cuda::device_synchronize();
-#endif
+  if (device_.is_cuda()) compat::cudaSynchronize();
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 namespace ptopt::tune {
 
@@ -36,6 +37,7 @@ nlohmann::json DecisionRecord::toJson() const {
                       {"candidates", candidates}, {"ratio", ratio}, {"low", low}, {"high", high},
                       {"rounds", rounds}, {"seconds", seconds}, {"source", src}, {"challenger", challenger}};
   if (!note.empty()) j["note"] = note;
+  for (const auto& [name, why] : out) j["out"][name] = why;
   return j;
 }
 
@@ -76,6 +78,15 @@ std::string TuneResult::summary() const {
     if (d.node == "model" || d.kind == "channels-last" || d.kind == "fuse-cudnn" ||
         (d.rewrites() && d.kind != "conv-kernel" && d.kind != "precision"))
       s += "tune: " + d.line() + "\n";
+  // Candidates that cannot run here, once per kind, candidate and reason.
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> outHere;
+  for (const auto& d : decisions)
+    for (const auto& [name, why] : d.out) ++outHere[{d.kind, name, why}];
+  for (const auto& [key, count] : outHere) {
+    const auto& [kind, name, why] = key;
+    s += fmt::format("tune: {} '{}' is out on this machine ({} {}): {}\n", kind, name, count,
+                     count == 1 ? "decision" : "decisions", why);
+  }
   s += fmt::format("tune: cache {} ({})\n", cachePath.empty() ? "(none)" : cachePath, context);
   for (const auto& w : warnings) s += "tune: warning: " + w + "\n";
   return s;
@@ -118,6 +129,9 @@ void eraseOption(PipelineElement& e, const std::string& key) {
   e.options.erase(std::remove_if(e.options.begin(), e.options.end(), [&](const auto& kv) { return kv.first == key; }),
                   e.options.end());
 }
+
+// The first line of an error (c10 errors carry a backtrace after it).
+std::string firstLine(const std::string& what) { return what.substr(0, what.find('\n')); }
 
 // The name of a set of channels-last regions as a candidate: "off" or
 // "regions=a;b" (the option it becomes).
@@ -274,6 +288,8 @@ class Session {
     d.low = c.results[shown].low;
     d.high = c.results[shown].high;
     d.note = c.summary();
+    for (size_t i = 1; i < c.results.size(); ++i)
+      if (c.results[i].verdict == CandidateResult::Verdict::Failed) d.out.emplace_back(c.results[i].name, c.results[i].error);
     ++result_.measured;
     store(d);
     return record(std::move(d));
@@ -301,7 +317,20 @@ class Session {
     if (!sig) return skipped(kind, node, names.front(), why).rewrites();
     if (!context.empty()) *sig += " " + context;
     if (auto hit = fromCache(kind, node, *sig, names)) return hit->rewrites();
-    auto candidates = make(why);
+    std::optional<std::vector<Candidate>> candidates;
+    try {
+      candidates = make(why);
+    } catch (const std::exception& e) {
+      // Building the alternatives ran a kernel this machine lacks (a bf16
+      // oneDNN primitive on a CPU without AVX-512, say): they are out.
+      DecisionRecord d;
+      d.kind = kind;
+      d.node = node;
+      d.choice = names.front();
+      d.candidates = names;
+      for (size_t i = 1; i < names.size(); ++i) d.out.emplace_back(names[i], firstLine(e.what()));
+      return skip(std::move(d), "cannot run on this machine: " + firstLine(e.what())).rewrites();
+    }
     if (!candidates) return skipped(kind, node, names.front(), why).rewrites();
     return decide(kind, node, *sig, *candidates).rewrites();
   }

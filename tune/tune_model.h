@@ -103,6 +103,10 @@ struct DecisionRecord {
   double seconds = 0;
   enum class Source { Measured, Cached, Skipped } source = Source::Measured;
   std::string note;  // skipped: why; measured: the tuner's summary
+  // Candidates that cannot run on this machine (they threw when built or
+  // timed: a kernel this CPU lacks), each with its first error line. They
+  // are out of the decision, never an error of the run.
+  std::vector<std::pair<std::string, std::string>> out;
   bool rewrites() const { return !candidates.empty() && choice != candidates.front(); }
   nlohmann::json toJson() const;
   std::string line() const;  // one line for progress and --explain-like output

@@ -1,6 +1,7 @@
 #include "verify/input_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in <fmt/format.h> only before fmt 11)
 
 namespace ptopt::verify {
 

@@ -4,6 +4,7 @@
 
 #include <ATen/Context.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in <fmt/format.h> only before fmt 11)
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>

@@ -6,6 +6,11 @@ ptopt=$1; fx=$2; py=$3
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
+# --version names the LibTorch built against (the one this test's Python runs)
+# and whether CUDA was compiled in.
+torch_mm=$("$py" -W ignore -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
+expect 0 "^ptopt [0-9.]+ \(LibTorch ${torch_mm//./\\.}\.[0-9]+, (CUDA [0-9.]+ compiled in|CPU only: no CUDA compiled in)\)$" -- "$ptopt" --version
+
 # The empty pipeline writes a model that loads; verification is bitwise.
 expect 0 "bitwise equal" -- "$ptopt" "$fx/resnet18_script.pt" "$work/r.pt" --passes '' --input-shape 1,3,64,64
 [ -s "$work/r.pt" ] || fail "no output written"

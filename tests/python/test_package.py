@@ -68,6 +68,46 @@ def ops(module):
     return ptopt.show(module).op_counts
 
 
+# ---------------------------------------------------------------- the torch it runs with
+
+
+def test_built_against_names_this_torch():
+    # "LibTorch 2.15.0, CUDA 13.0 compiled in" / "LibTorch 1.13.0, CPU only ..."
+    assert ptopt.built_against.startswith("LibTorch ")
+    built = ptopt.built_against.split()[1]
+    assert built.split(".")[:2] == torch.__version__.split("+")[0].split(".")[:2]
+    assert (", CUDA " in ptopt.built_against) == (torch.version.cuda is not None)
+
+
+def test_torchscript_deprecation_is_said_once():
+    # torch 2.10 on warns on every torch.jit call; with ptopt imported the user
+    # gets ptopt's one note instead (PTOPT_TORCHSCRIPT_WARNINGS=all keeps torch's).
+    code = textwrap.dedent("""
+        import warnings, torch
+        warnings.simplefilter("default")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import ptopt
+            m = torch.jit.script(torch.nn.ReLU())
+            for _ in range(3):
+                torch.jit.save(m, "/dev/null")
+        print(sum("deprecat" in str(w.message) for w in caught))
+        print(sum("ptopt" in str(w.message) for w in caught))
+    """)
+    major_minor = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    for env in ({}, {"PTOPT_TORCHSCRIPT_WARNINGS": "all"}):
+        environ = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+        environ.update(env)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True)
+        deprecations, from_ptopt = (int(n) for n in out.stdout.split())
+        if major_minor < (2, 10):
+            assert (deprecations, from_ptopt) == (0, 0), out.stdout  # 1.13 to 2.9: nothing to say
+        elif not env:
+            assert (deprecations, from_ptopt) == (1, 1), out.stdout  # ptopt's note, and nothing per call
+        else:
+            assert deprecations >= 4 and from_ptopt == 0, out.stdout  # torch's own, per call
+
+
 # ---------------------------------------------------------------- optimize
 
 

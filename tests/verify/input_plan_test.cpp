@@ -28,7 +28,7 @@ TEST_CASE("planning: given shapes become seeded specs, with the seed, count and 
   CHECK(plan.source->seed == 5);
   CHECK(plan.source->iterations == 2);
   CHECK(plan.source->executor == verify::Executor::Optimizing);
-  CHECK_FALSE(plan.source->fixed);
+  CHECK_FALSE(plan.source->fixed.has_value());
 }
 
 TEST_CASE("planning: without shapes a conv model's input is assumed from its first conv, and says so") {

@@ -20,4 +20,5 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ptoptConfig.cmake.in
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ptoptConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ptoptConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/ptoptConfigVersion.cmake
+        ${PROJECT_SOURCE_DIR}/cmake/torch_world.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ptopt)

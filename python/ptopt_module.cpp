@@ -143,6 +143,21 @@ torch::jit::Module toModule(const py::handle& obj) { return py::cast<torch::jit:
 
 py::object fromModule(const torch::jit::Module& m) { return py::cast(m); }
 
+// A Python value as an IValue, its TorchScript type inferred as the tracer
+// infers it (torch._C._jit_try_infer_type, then torch::jit::toIValue). Not
+// pybind_utils.h's inline toTypeInferredIValue: it calls a function that
+// libtorch_python exports in 1.13 but not in 2.x (undefined symbol at import).
+c10::IValue inferredIValue(const py::handle& v) {
+  const py::object inferred = py::module_::import("torch._C").attr("_jit_try_infer_type")(v);
+  if (inferred.attr("success")().cast<bool>())
+    return torch::jit::toIValue(v, inferred.attr("type")().cast<c10::TypePtr>());
+  // A scripted module passed as a value (its object).
+  const py::object scripted = py::module_::import("torch.jit").attr("ScriptModule");
+  if (py::isinstance(v, scripted)) return toModule(v.attr("_c"))._ivalue();
+  throw std::invalid_argument("cannot pass " + py::repr(v).cast<std::string>().substr(0, 80) +
+                              " to a TorchScript model: " + inferred.attr("reason")().cast<std::string>());
+}
+
 // (names, values) from Python: values converted by type inference
 // (tensors, numbers, None, lists, tuples, dicts).
 ptopt::verify::InputSet toInputSet(const std::vector<std::string>& names, const py::list& values) {
@@ -150,7 +165,7 @@ ptopt::verify::InputSet toInputSet(const std::vector<std::string>& names, const 
   set.names = names;
   for (const auto& v : values) {
     if (v.is_none()) set.values.emplace_back();
-    else set.values.push_back(torch::jit::toTypeInferredIValue(v));
+    else set.values.push_back(inferredIValue(v));
   }
   return set;
 }
@@ -219,7 +234,7 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
   }
   std::vector<c10::IValue> calibrationValues;  // converted here, under the GIL
   if (!calibration.is_none())
-    for (const auto& batch : calibration.cast<py::list>()) calibrationValues.push_back(torch::jit::toTypeInferredIValue(batch));
+    for (const auto& batch : calibration.cast<py::list>()) calibrationValues.push_back(inferredIValue(batch));
   std::optional<ptopt::OptimizeResult> result;
   std::optional<ptopt::Optimizer> opt;
   if (!given) loading([&] { runOnLargeStack([&] { opt.emplace(ptopt::Optimizer::load(path, importOptions)); }); });

@@ -27,7 +27,8 @@ targets=("$@")
 build=${PTOPT_FUZZ_BUILD_DIR:-build-fuzz}
 
 if [ ! -f "$build/build.ninja" ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  # -g1: line tables, enough for the sanitizers' symbolized reports, and a faster build.
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
     -DPTOPT_FUZZ=ON -DPTOPT_BUILD_TESTS=OFF >/dev/null
 fi
 cmake --build "$build" --target "${targets[@]/%/_fuzz}"

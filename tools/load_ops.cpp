@@ -38,18 +38,17 @@ std::vector<std::string> loadOperatorLibrary(const std::string& path) {
 }
 
 std::string findTorchvisionOpsLibrary() {
-  // The file name carries the Python ABI tag (_C.cpython-311-x86_64-linux-gnu.so).
-  for (const char* pattern : {"/usr/lib/python3/dist-packages/torchvision/_C*.so",
-                              "/usr/local/lib/python3*/dist-packages/torchvision/_C*.so"}) {
-    glob_t found{};
-    if (glob(pattern, 0, nullptr, &found) == 0 && found.gl_pathc > 0) {
-      std::string path = found.gl_pathv[0];
-      globfree(&found);
-      return path;
-    }
-    globfree(&found);
-  }
-  return "";
+  // The torchvision installed beside the torch this build's LibTorch belongs
+  // to (PTOPT_TORCHVISION_DIR, from CMake): another one's library is built
+  // against another LibTorch and crashes when loaded. The file name carries
+  // the Python ABI tag (_C.cpython-311-x86_64-linux-gnu.so) or is
+  // _C_stable.so (torchvision 0.29 on).
+  const std::string pattern = std::string(PTOPT_TORCHVISION_DIR) + "/_C*.so";
+  glob_t found{};
+  std::string path;
+  if (glob(pattern.c_str(), 0, nullptr, &found) == 0 && found.gl_pathc > 0) path = found.gl_pathv[0];
+  globfree(&found);
+  return path;
 }
 
 }  // namespace ptopt

@@ -52,7 +52,7 @@ PY
 
 # A pipeline that makes the model much slower on a CPU: fp16 casts, which
 # LibTorch 1.13 cannot even run on a CPU (verified by emulation; emulated
-# fp16 runs about as fast as fp32 here). OUT is not written; the pipeline
+# fp16 runs about as fast as fp32 here) and 2.x runs in slow fp16 kernels. OUT is not written; the pipeline
 # without its precision and layout passes is (or, should that measure
 # slower on a noisy machine, the input itself).
 mkdir "$work/slow"
@@ -68,7 +68,10 @@ m(torch.randn(1, 3, 64, 64))  # runs on this CPU
 assert {t.dtype for t in m.state_dict().values()} == {torch.float32}, "fp16 left in the fallback"
 r = json.load(open(sys.argv[3]))
 meas = r["measurement"]
-assert meas["candidates"][0]["candidate"] == "output" and "Half" in meas["candidates"][0]["error"], meas
+out = meas["candidates"][0]
+assert out["candidate"] == "output", meas
+# LibTorch 1.13 has no fp16 CPU kernels (OUT cannot run: the error names Half); 2.x runs them, slower.
+assert "Half" in out.get("error", "") or out.get("verdict") == "slower", meas
 if meas["written"] == "fp32 structure":
     assert not [n for n in m.graph.nodes() if n.kind() == "aten::batch_norm"], "not the folded structure"
     assert r["outcome"].startswith("passed; wrote fp32 structure"), r["outcome"]

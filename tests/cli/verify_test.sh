@@ -85,7 +85,13 @@ for f in image_tensor image_tuple image_module; do
 done
 expect 0 "passed.*1 run on 3 input\(s\) from --inputs" -- "$ptopt" "$fx/control_flow.pt" "$work/i_cf.pt" -O1 \
   --inputs "$fx/inputs/control_flow_dict.pt"
-expect 2 "save the tensor itself or a tuple" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i1.pt" --inputs "$fx/inputs/image_list1.pt"
+# A one-element list: read by LibTorch 2.x; 1.13 cannot, and says what to save instead.
+if "$ptopt" --version | grep -q "LibTorch 1\."; then
+  expect 2 "save the tensor itself or a tuple" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i1.pt" --inputs "$fx/inputs/image_list1.pt"
+else
+  expect 0 "passed.*1 run on 1 input\(s\) from --inputs" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i1.pt" -O1 \
+    --inputs "$fx/inputs/image_list1.pt"
+fi
 expect 2 "holds 2 value\(s\), the model takes 1" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i2.pt" --inputs "$fx/inputs/two_images.pt"
 expect 2 "holds neither" -- "$ptopt" "$fx/resnet18_script.pt" "$work/i3.pt" --inputs "$fx/bad/not_a_zip.pt"
 

@@ -358,7 +358,15 @@ TEST_CASE("inputs saved from Python: torch.save tensor, tuple and dict, TorchScr
   auto ordered = verify::orderInputs(dict, {"x", "y", "n"});
   CHECK(ordered[2].toInt() == 3);
   CHECK(at::equal(ordered[0].toTensor(), dict.values[2].toTensor()));
-  CHECK_THROWS_WITH(verify::loadInputsFile(dir + "image_list1.pt"), Catch::Contains("save the tensor itself or a tuple"));
+  // A one-element list: LibTorch 2.x reads it; 1.13's unpickler lacks the
+  // single-item APPEND opcode Python writes for it, and the error says what to save instead.
+  try {
+    auto list1 = verify::loadInputsFile(dir + "image_list1.pt");
+    REQUIRE(list1.values.size() == 1);
+    CHECK(at::equal(list1.values[0].toTensor(), tensor.values[0].toTensor()));
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Catch::Contains("save the tensor itself or a tuple"));
+  }
   CHECK_THROWS_WITH(verify::loadInputsFile(dir + "missing.pt"), Catch::Contains("no such file"));
   CHECK_THROWS_WITH(verify::loadInputsFile(test::fixturesDir() + "/bad/not_a_zip.pt"), Catch::Contains("holds neither"));
 }

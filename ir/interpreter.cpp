@@ -489,8 +489,16 @@ TensorMeta metaOf(const at::Tensor& t) {
   TensorMeta m;
   if (!t.defined()) return m;
   m.dtype = t.scalar_type();
-  m.shape = t.sizes().vec();
   m.device = t.device();
+  // Values whose sizes cannot be asked (the nested tensors of
+  // nn.TransformerEncoder's padded fast path, other opaque tensors) keep an
+  // unknown shape and layout: passes that need them decline, the rest run.
+  if (t.is_nested()) return m;
+  try {
+    m.shape = t.sizes().vec();
+  } catch (const std::exception&) {
+    return m;
+  }
   if (t.layout() == c10::kStrided) {
     if (t.is_contiguous()) m.memoryFormat = c10::MemoryFormat::Contiguous;
     else if (t.is_contiguous(c10::MemoryFormat::ChannelsLast)) m.memoryFormat = c10::MemoryFormat::ChannelsLast;

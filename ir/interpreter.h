@@ -92,7 +92,8 @@ class Interpreter {
 // channels_last_3d when the strides are those, else unset). An undefined
 // tensor (what ATen returns for an output it did not compute, e.g. the
 // attention weights of `_native_multi_head_attention` with need_weights=False)
-// has no dtype, shape or device: its metadata is empty.
+// has no dtype, shape or device: its metadata is empty. A tensor that cannot
+// be sized (a nested tensor, whose sizes() throws) has its dtype and device only.
 TensorMeta metaOf(const at::Tensor& t);
 
 }  // namespace ptopt::ir

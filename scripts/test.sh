@@ -28,5 +28,5 @@ for world in "${worlds[@]}"; do
   ./scripts/build.sh --world "$world"
   [ "$world" = debian ] && ./scripts/link-python.sh  # `import ptopt` for /usr/bin/python3
   echo "== test.sh: the $world world (${dir}/)${cap:+, CPU capped to AVX2}"
-  "${cap[@]}" ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@"
+  "${cap[@]}" ${cap:+--world "$world"} ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@"
 done

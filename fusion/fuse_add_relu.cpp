@@ -2,12 +2,12 @@
 
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
+#include "target/kernel_probes.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <map>
-#include <mutex>
 
 namespace ptopt::fusion {
 
@@ -26,29 +26,11 @@ bool hasAddReluKernel(const std::string& device) {
   return key != c10::DispatchKey::Undefined && op->hasKernelForDispatchKey(key);
 }
 
-// Whether the CPU kernel accepts `dtype`, probed once per dtype with a tiny
-// example (LibTorch 1.13 rejects bf16 and fp16 with an internal assert).
-bool cpuAddReluRuns(c10::ScalarType dtype) {
-  static std::mutex mu;
-  static std::map<c10::ScalarType, bool> probed;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = probed.find(dtype); it != probed.end()) return it->second;
-  bool ok = false;
-  try {
-    const at::Tensor a = at::full({2}, -1.0, at::TensorOptions().dtype(dtype));
-    const at::Tensor b = at::full({2}, 3.0, at::TensorOptions().dtype(dtype));
-    ok = at::_add_relu(a, b).to(at::kFloat).equal(at::full({2}, 2.0));
-  } catch (const std::exception&) {
-    ok = false;
-  }
-  return probed[dtype] = ok;
-}
-
 // The first operand dtype the CPU kernel rejects, if shape-prop knows one.
 std::optional<c10::ScalarType> rejectedDtype(const ir::Node* add) {
   for (size_t i = 0; i < 2 && i < add->numArgs(); ++i) {
     const ir::Value* v = add->arg(i).value();
-    if (v && v->isTensor() && v->meta().dtype && !cpuAddReluRuns(*v->meta().dtype)) return v->meta().dtype;
+    if (v && v->isTensor() && v->meta().dtype && !target::cpuAddReluRuns(*v->meta().dtype)) return v->meta().dtype;
   }
   return std::nullopt;
 }

@@ -232,28 +232,16 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
     // Optimizer::fromModule puts the model in eval mode: never the caller's.
     if (anyTraining(*given)) given = given->clone();
   }
-  std::vector<c10::IValue> calibrationValues;  // converted here, under the GIL
+  // calibration=[batch, ...] for quantize="int8" (the CLI's --calibration),
+  // converted here, under the GIL.
   if (!calibration.is_none())
-    for (const auto& batch : calibration.cast<py::list>()) calibrationValues.push_back(inferredIValue(batch));
+    for (const auto& batch : calibration.cast<py::list>()) req.calibration.push_back(inferredIValue(batch));
   std::optional<ptopt::OptimizeResult> result;
   std::optional<ptopt::Optimizer> opt;
   if (!given) loading([&] { runOnLargeStack([&] { opt.emplace(ptopt::Optimizer::load(path, importOptions)); }); });
   return translating("PipelineError", [&] {
     runOnLargeStack([&] {
       if (!opt) opt.emplace(ptopt::Optimizer::fromModule(*given, importOptions));
-      // calibration=[batch, ...] for quantize="int8" (the CLI's --calibration).
-      std::optional<ptopt::quant::CalibrationScope> calibrationScope;
-      if (!calibrationValues.empty()) {
-        ptopt::quant::CalibrationData data;
-        data.source = "calibration=";
-        try {
-          data.batches = ptopt::quant::splitCalibrationBatches(
-              calibrationValues, opt->model().forward().inputs().size(), nullptr, data.source);
-        } catch (const std::invalid_argument& e) {
-          throw ptopt::ir::InputError(std::string("calibration: ") + e.what());
-        }
-        calibrationScope.emplace(std::move(data));
-      }
       result.emplace(ptopt::optimizeModule(std::move(*opt), req));
     });
     py::dict d;

@@ -8,29 +8,12 @@
 namespace ptopt::quant {
 
 namespace {
-std::optional<CalibrationData>& current() {
-  static std::optional<CalibrationData> data;
-  return data;
-}
-
 std::string shapeText(const at::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
   return s + "]";
 }
 }  // namespace
-
-CalibrationScope::CalibrationScope(CalibrationData data) {
-  hadPrevious_ = current().has_value();
-  previous_ = std::move(current());
-  current() = std::move(data);
-}
-
-CalibrationScope::~CalibrationScope() {
-  current() = hadPrevious_ ? std::move(previous_) : std::nullopt;
-}
-
-const CalibrationData* currentCalibration() { return current() ? &*current() : nullptr; }
 
 std::vector<std::vector<c10::IValue>> splitCalibrationBatches(const std::vector<c10::IValue>& values,
                                                               size_t numInputs,

@@ -2,15 +2,16 @@
 //
 // The data is a list of batches, each one full argument list of the model's
 // forward (tensors, in input order). The CLI loads it from `--calibration
-// FILE` (the `--inputs` formats holding a list of batches) and hands it to
-// the passes it runs through a CalibrationScope; a quantize pass that finds
-// none calibrates on seeded random inputs shaped like PassContext's example
-// inputs, and says loudly that accuracy needs real data.
+// FILE` (the `--inputs` formats holding a list of batches), Python from
+// `calibration=[batch, ...]`; the run's calibration stage (tools/stages.h)
+// checks it and hands it to the passes as side data on their context
+// (`ctx.inputs.set(CalibrationData{...})`, rewriters/side_data.h). A quantize
+// pass that finds none calibrates on seeded random inputs shaped like
+// PassContext's example inputs, and warns that accuracy needs real data.
 #pragma once
 
 #include <ATen/core/ivalue.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,23 +22,6 @@ struct CalibrationData {
   std::string source;  // for messages: the file, or "random"
   bool synthetic = false;
 };
-
-// Makes `data` the calibration set of the quantize passes run while the
-// scope lives (scopes nest; the innermost wins).
-class CalibrationScope {
- public:
-  explicit CalibrationScope(CalibrationData data);
-  ~CalibrationScope();
-  CalibrationScope(const CalibrationScope&) = delete;
-  CalibrationScope& operator=(const CalibrationScope&) = delete;
-
- private:
-  std::optional<CalibrationData> previous_;
-  bool hadPrevious_ = false;
-};
-
-// The calibration set of the innermost scope, or null.
-const CalibrationData* currentCalibration();
 
 // Splits a loaded `--calibration` value into batches: a list or tuple of
 // batches, where a batch is a tensor (one-input model) or a tuple/list of

@@ -124,31 +124,7 @@ void eraseGetAttrIfUnused(ir::Rewriter& rw, ir::Value* v) {
   if (v && !v->hasUses() && v->node() && v->node()->opcode() == ir::Opcode::GetAttr) rw.erase(v->node());
 }
 
-// Whether this LibTorch runs a transposed conv of `rank` spatial dims in
-// `dtype` on the CPU, probed once with a tiny example. LibTorch 1.13 has no
-// bf16 or fp16 transposed conv on the CPU (bf16 fails a shape check), so
-// such ops stay fp32 there.
-bool cpuRunsTransposedConv(int64_t rank, c10::ScalarType dtype) {
-  static std::map<std::pair<int64_t, c10::ScalarType>, bool> probed;
-  auto key = std::make_pair(rank, dtype);
-  if (auto it = probed.find(key); it != probed.end()) return it->second;
-  bool ok = false;
-  try {
-    // 2 channels in, 3 out: a square weight would pass the buggy check.
-    std::vector<int64_t> x{1, 2}, w{2, 3};
-    for (int64_t d = 0; d < rank; ++d) x.push_back(4), w.push_back(3);
-    auto run = [rank](const at::Tensor& xt, const at::Tensor& wt) {
-      return rank == 1 ? at::conv_transpose1d(xt, wt) : rank == 2 ? at::conv_transpose2d(xt, wt) : at::conv_transpose3d(xt, wt);
-    };
-    const at::Tensor xt = at::ones(x), wt = at::ones(w);
-    const at::Tensor expected = run(xt, wt);
-    const at::Tensor y = run(xt.to(dtype), wt.to(dtype));
-    ok = y.scalar_type() == dtype && y.sizes() == expected.sizes() && at::allclose(y.to(at::kFloat), expected);
-  } catch (const std::exception&) {
-    ok = false;
-  }
-  return probed[key] = ok;
-}
+using target::cpuRunsTransposedConv;
 
 class Caster {
  public:

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -52,11 +51,6 @@ std::vector<OptionSpec> QuantizePass::optionSpecs() const {
 }
 
 namespace {
-
-QuantizeReport& report() {
-  static QuantizeReport r;
-  return r;
-}
 
 enum class Kind { Conv, Linear, Add, Cat, LinearDynamic, Rnn };
 
@@ -575,13 +569,10 @@ std::string QuantizeReport::summary() const {
   return s.str();
 }
 
-const QuantizeReport& lastQuantizeReport() { return report(); }
-void resetQuantizeReport() { report() = QuantizeReport{}; }
-
 PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   const bool dynamic = options().getString("mode") == "dynamic";
-  QuantizeReport& rep = report();
+  QuantizeReport& rep = ctx.reports.getOrCreate<QuantizeReport>();
   rep = QuantizeReport{};
   rep.ran = true;
   rep.mode = options().getString("mode");
@@ -622,7 +613,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
 
   // Calibration data.
   std::vector<std::vector<c10::IValue>> batches;
-  if (const CalibrationData* cal = currentCalibration()) {
+  if (const CalibrationData* cal = ctx.inputs.find<CalibrationData>()) {
     batches = cal->batches;
     rep.calibrationSource = cal->source;
     rep.syntheticCalibration = cal->synthetic;
@@ -631,8 +622,8 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     rep.calibrationSource = "seeded random inputs";
     rep.syntheticCalibration = true;
     if (!dynamic)
-      std::cerr << "ptopt: WARNING: quantize: no --calibration data; calibrating int8 on seeded RANDOM inputs of the "
-                   "--input-shape. Accuracy needs real data: pass --calibration FILE (a list of input batches).\n";
+      ctx.warn(name(), "no --calibration data; calibrating int8 on seeded RANDOM inputs of the --input-shape. "
+                       "Accuracy needs real data: pass --calibration FILE (a list of input batches).");
   } else {
     rep.declined = "no calibration data and no example inputs";
     ctx.decline(name(), graph.block()->outputNode(), "no calibration data (--calibration FILE) and no --input-shape to draw inputs from");

@@ -56,7 +56,7 @@ class QuantizePass : public rewriters::Pass {
       "file loads and runs in stock PyTorch; its sequence output's SQNR is reported and the fallback may keep it "
       "fp32 like any op (quant/quantize_rnn.h). An LSTM/GRU inside control flow, or whose weights are computed or "
       "written, is declined with the reason. "
-      "Calibration data: quant::currentCalibration() (the CLI's --calibration FILE); without it, seeded random "
+      "Calibration data: quant::CalibrationData on the context's side data (the CLI's --calibration FILE); without it, seeded random "
       "batches shaped like the example inputs (--input-shape), with a loud warning; without either the pass "
       "declines. Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
       "Counters: quantized, fallback, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "

@@ -1,6 +1,8 @@
-// What the last quantize pass run measured: held-out cosine and top-1
-// agreement against fp32, and the SQNR of every quantized op (for the CLI's
-// summary and --report). A light header: tools include it without the pass.
+// What a quantize pass run measured: held-out cosine and top-1 agreement
+// against fp32, and the SQNR of every quantized op (for the CLI's summary and
+// --report). The pass leaves it on its context's side data
+// (`ctx.reports.find<QuantizeReport>()`, rewriters/side_data.h). A light
+// header: tools include it without the pass.
 #pragma once
 
 #include <limits>
@@ -10,7 +12,6 @@
 
 namespace ptopt::quant {
 
-// What the last quantize run measured (for the CLI's summary and --report).
 struct QuantizeOpReport {
   std::string op;       // `%x.3 = aten::conv2d`
   std::string kind;     // conv2d, conv2d_relu, linear, add, add_relu, cat, linear_dynamic
@@ -32,7 +33,5 @@ struct QuantizeReport {
   std::string declined;  // why nothing was applied
   std::string summary() const;  // a few lines for the console
 };
-const QuantizeReport& lastQuantizeReport();
-void resetQuantizeReport();
 
 }  // namespace ptopt::quant

@@ -83,6 +83,20 @@ bool PassContext::declineOnce(const std::string& pass, const ir::Node* node, con
   return true;
 }
 
+void PassContext::warn(const std::string& pass, const std::string& text) {
+  warnings_.push_back(pass + ": " + text);
+  if (onWarning) onWarning(warnings_.back());
+}
+
+PassContext PassContext::forTrial() const {
+  PassContext trial;
+  trial.exampleInputs = exampleInputs;
+  trial.targetDevice = targetDevice;
+  trial.preferBf16 = preferBf16;
+  trial.inputs = inputs;
+  return trial;
+}
+
 void Pass::configure(const std::map<std::string, std::string>& given) {
   const auto specs = optionSpecs();
   std::map<std::string, std::string> values;

@@ -12,10 +12,12 @@
 
 #include "ir/ir.h"
 #include "ir/rewriter.h"
+#include "rewriters/side_data.h"
 
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +84,19 @@ class PassContext {
   // Every edit of every pass, in order (ir/rewriter.h). Passes edit through
   // `ir::Rewriter rw(graph, edits, name())`.
   ir::EditLog edits;
+  // What the front end hands to passes, by type (quant::CalibrationData).
+  SideData inputs;
+  // What passes hand back, by type (quant::QuantizeReport); the front end
+  // clears it before a run and reads it after.
+  SideData reports;
+  // Called with each warning as it is recorded (the front end prints it:
+  // the CLI on stderr, Python as a note); none: only recorded.
+  std::function<void(const std::string&)> onWarning;
+
+  // A context for a trial run of passes (the tuner's working copy): what
+  // passes consult (example inputs, target, preferBf16, inputs), none of
+  // what they record (edits, declines, reports, warnings, explain).
+  PassContext forTrial() const;
 
   // Records (and with `explain`, prints) why `pass` leaves `node` alone.
   // A pass in a fixpoint meets the same node every round: a decline already
@@ -92,7 +107,13 @@ class PassContext {
   bool declineOnce(const std::string& pass, const ir::Node* node, const std::string& why);
   const std::vector<std::string>& declines() const { return declines_; }
 
+  // A warning the user must see although the pass goes on (calibrating on
+  // random inputs): recorded as "PASS: TEXT" and handed to onWarning.
+  void warn(const std::string& pass, const std::string& text);
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
  private:
+  std::vector<std::string> warnings_;
   std::vector<std::string> declines_;
   std::set<std::string> declineSet_;
 };

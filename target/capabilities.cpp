@@ -364,34 +364,4 @@ AutoPrecision autoPrecision(const std::string& targetDevice, bool preferBf16) {
   return {D::Fp32, g.name + " has no fp16 or bf16 tensor cores (" + g.fp16Why + "): the graph stays fp32"};
 }
 
-bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why) {
-  const bool cuda = targetDevice == "cuda";
-  if (cuda && !torch::cuda::is_available()) return true;  // cuDNN 8 computes every conv kind in channels-last
-  static std::mutex mutex;
-  static std::map<std::tuple<bool, bool, int64_t>, bool> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(cuda, transposed, rank);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    at::NoGradGuard noGrad;
-    const auto format = rank == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
-    std::vector<int64_t> shape = {1, 4, 6, 6}, kernel = {4, 4, 3, 3};
-    if (rank == 5) {
-      shape.push_back(6);
-      kernel.push_back(3);
-    }
-    const auto options = at::TensorOptions().device(cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU));
-    at::Tensor x = at::ones(shape, options).contiguous(format);  // not randn: the global RNG stays untouched
-    at::Tensor w = at::ones(kernel, options).contiguous(format);
-    at::Tensor y;
-    if (rank == 4) y = transposed ? at::conv_transpose2d(x, w) : at::conv2d(x, w);
-    else y = transposed ? at::conv_transpose3d(x, w) : at::conv3d(x, w);
-    it = cache.emplace(key, y.is_contiguous(format) && !y.is_contiguous()).first;
-  }
-  if (!it->second && why)
-    *why = cuda ? "cuDNN on this device computes this conv kind in the contiguous format only (probed)"
-                : "this LibTorch computes this conv kind in the contiguous format only on a CPU (probed)";
-  return it->second;
-}
-
 }  // namespace ptopt::target

@@ -31,6 +31,8 @@
 // has CUDA (ir/torch_compat.h), else "not available".
 #pragma once
 
+#include "target/kernel_probes.h"  // convRunsChannelsLast, the kernel probes
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -167,13 +169,5 @@ struct AutoPrecision {
   std::string why;
 };
 AutoPrecision autoPrecision(const std::string& targetDevice, bool preferBf16);
-
-// Whether the target computes a conv kind in channels-last when input and
-// weight are channels-last (rank 4 or 5, transposed or not). CPU: probed
-// once per kind with a tiny conv on this LibTorch (1.13 does conv2d only;
-// the ISA plays no part). CUDA: cuDNN does every kind (probed on the device
-// when CUDA is available here, else by that rule, without touching the
-// CPU). `why` gets one line when false.
-bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why = nullptr);
 
 }  // namespace ptopt::target

@@ -224,7 +224,6 @@ struct Run {
   explicit Run(const OptimizeOptions& options) : o(options) {}
   const OptimizeOptions& o;
   Stages s;                         // plan, load, and every stage after
-  std::optional<quant::CalibrationData> calibration;  // reference: --calibration FILE, checked
   std::unique_ptr<ir::AtomicModuleFile> file;  // export: OUT's temporary file
   Stopwatch total;                  // from load on
 
@@ -282,6 +281,7 @@ StageHooks stageHooks(Run& r) {
   h.say = [&r](const std::string& line) { r.say(line); };
   h.note = [&r](const std::string& note) { r.say("note: " + note + "\n"); };
   h.notice = [](const std::string& note) { std::cout << "note: " << note << "\n"; };
+  h.warning = [](const std::string& w) { std::cerr << "ptopt: WARNING: " << w << "\n"; };
   h.write = [&r](const torch::jit::Module& exported) {
     r.file = std::make_unique<ir::AtomicModuleFile>(r.o.output);
     r.file->write(exported);
@@ -356,30 +356,18 @@ void load(Run& r) {
         o.input, mode.scriptedInTraining ? "scripted and saved with training=True" : "traced in training mode"));
 }
 
-// --calibration FILE: checked before any pass runs (bad data is the user's
-// error: exit 2, nothing written). Without --inputs, verification runs on
-// the last calibration batch, which the quantize pass holds out from
-// calibration (int8 judged on random inputs far from the data it was
-// calibrated on says nothing).
+// --calibration FILE: loaded, then the shared calibration stage checks it
+// before any pass runs (bad data is the user's error: exit 2, nothing
+// written) and, without --inputs, verifies on its held-out last batch.
 void loadCalibration(Run& r, InputPlan& inputs) {
   const OptimizeOptions& o = r.o;
+  verify::InputSet set;
   try {
-    verify::InputSet set = verify::loadInputsFile(o.calibration);
-    quant::CalibrationData data;
-    data.source = o.calibration;
-    std::optional<std::vector<c10::IValue>> expected;
-    if (inputs.source && !inputs.inferred && !inputs.source->fixed) expected = inputs.source->inputsFor(0);
-    data.batches = quant::splitCalibrationBatches(set.values, r.s.opt->model().forward().inputs().size(),
-                                                  expected ? &*expected : nullptr, o.calibration);
-    if (inputs.source && !inputs.source->fixed && data.batches.size() >= 2) {
-      inputs.source->fixed = data.batches.back();
-      inputs.inferred = false;
-      r.say("note: verification runs on the last --calibration batch (held out from calibration)\n");
-    }
-    r.calibration = std::move(data);
+    set = verify::loadInputsFile(o.calibration);
   } catch (const std::invalid_argument& e) {
     throw ir::InputError(std::string("--calibration: ") + e.what());
   }
+  calibrationStage(r.s, set.values, o.calibration, "--calibration", inputs);
 }
 
 // reference: the shared stage (the module the result is compared with, the
@@ -464,8 +452,6 @@ bool run(Run& r) {
     drawings = std::make_unique<DotDirRecorder>(o.dotDir, r.s.opt->model().forward(),
                                                 std::filesystem::path(o.input).filename().string());
   const rewriters::Instrumentation inst = instrumentation(r, progress, blamer ? &*blamer : nullptr, drawings.get());
-  std::optional<quant::CalibrationScope> calibration;
-  if (r.calibration) calibration.emplace(*r.calibration);
   try {
     runStage(r.s, inst);
   } catch (const verify::BlameError& blame) {

@@ -118,6 +118,7 @@ StageHooks stageHooks(Stages& r, OptimizeResult& out, const OptimizeRequest& req
   StageHooks h;
   h.note = [&out](const std::string& note) { out.notes.push_back(note); };
   h.notice = h.note;
+  h.warning = h.note;
   h.write = [&out](const torch::jit::Module& exported) {
     out.serialized.bytes = ir::serializeModule(exported);
     out.serialized.module = ir::loadSerializedModule(out.serialized.bytes);
@@ -139,7 +140,8 @@ StageHooks stageHooks(Stages& r, OptimizeResult& out, const OptimizeRequest& req
 // The reference outputs on the request's inputs: required unless
 // verify=False (then given inputs are still run once).
 void planReference(Stages& r, OptimizeResult& out, const OptimizeRequest& req, const Optimizer::Reference& reference) {
-  const verify::InputPlan inputs = verify::planInputs(req.inputs, r.opt->model().forward());
+  verify::InputPlan inputs = verify::planInputs(req.inputs, r.opt->model().forward());
+  if (!req.calibration.empty()) calibrationStage(r, req.calibration, req.calibrationSource, "calibration", inputs);
   out.inputsInferred = inputs.inferred;
   if (!inputs.source) {
     if (req.verify)

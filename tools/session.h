@@ -77,6 +77,10 @@ struct OptimizeRequest {
   int measureThreads = 1;              // --measure-threads
   std::string inputPath;               // the file the model was loaded from ("": in memory): IN's bytes
   ir::ImportOptions importOptions;     // how the model was imported (for the fp32-structure candidate)
+  // --calibration: the loaded value, a list of batches (a batch is a tensor
+  // or a tuple/list of the inputs); empty: none (tools/stages.h calibrationStage).
+  std::vector<c10::IValue> calibration;
+  std::string calibrationSource = "calibration=";
 };
 
 // The reference fails on the inputs: they do not fit the model (shape,

@@ -5,6 +5,7 @@
 #include "tools/util.h"
 
 #include "ir/model.h"
+#include "quant/calibration.h"
 #include "quant/quantize_report.h"
 #include "target/capabilities.h"
 #include "tune/cache.h"
@@ -33,6 +34,10 @@ void Stages::note(const std::string& s) const {
 }
 void Stages::notice(const std::string& s) const {
   if (hooks.notice) hooks.notice(s);
+}
+
+void Stages::warning(const std::string& s) const {
+  if (hooks.warning) hooks.warning(s);
 }
 
 void countBefore(Stages& r) {
@@ -86,6 +91,7 @@ Optimizer::Reference referenceStage(Stages& r) {
   r.ctx.targetDevice = r.settings.target != "auto" ? r.settings.target : r.settings.device.is_cuda() ? "cuda" : "cpu";
   r.ctx.explain = r.settings.explain;
   r.ctx.preferBf16 = r.settings.preferBf16;
+  r.ctx.onWarning = [&r](const std::string& w) { r.warning(w); };
   recordTarget(r);
   r.tolerances = tolerancesFor(r);
   return reference;
@@ -103,6 +109,26 @@ void referenceOutputs(Stages& r, const Optimizer::Reference& reference, const ve
     r.opt->referenceRunner(reference, once, r.tolerances, r.settings.device);
   }
   if (!inputs.inferred) r.ctx.exampleInputs = inputs.source->inputsFor(0);
+}
+
+void calibrationStage(Stages& r, const std::vector<c10::IValue>& values, const std::string& source,
+                      const std::string& what, verify::InputPlan& inputs) {
+  try {
+    quant::CalibrationData data;
+    data.source = source;
+    std::optional<std::vector<c10::IValue>> expected;
+    if (inputs.source && !inputs.inferred && !inputs.source->fixed) expected = inputs.source->inputsFor(0);
+    data.batches = quant::splitCalibrationBatches(values, r.opt->model().forward().inputs().size(),
+                                                  expected ? &*expected : nullptr, source);
+    if (inputs.source && !inputs.source->fixed && data.batches.size() >= 2) {
+      inputs.source->fixed = data.batches.back();
+      inputs.inferred = false;
+      r.note("verification runs on the last " + what + " batch (held out from calibration)");
+    }
+    r.ctx.inputs.set(std::move(data));
+  } catch (const std::invalid_argument& e) {
+    throw ir::InputError(what + ": " + e.what());
+  }
 }
 
 void tuneStage(Stages& r) {
@@ -126,7 +152,7 @@ void tuneStage(Stages& r) {
 
 void runStage(Stages& r, const rewriters::Instrumentation& inst) {
   Stopwatch sw;
-  quant::resetQuantizeReport();  // a quantize pass of an earlier run must not be reported
+  r.ctx.reports.clear();  // what passes of an earlier run reported is not this run's
   try {
     r.report = r.opt->run(r.pipeline, &r.ctx, inst);
   } catch (...) {
@@ -142,8 +168,8 @@ void runStage(Stages& r, const rewriters::Instrumentation& inst) {
     r.say("precision: " + *note + "\n");
     r.record.sections["precision"] = *note;
   }
-  if (quant::lastQuantizeReport().ran) {
-    r.record.quantize = quant::lastQuantizeReport();
+  if (const quant::QuantizeReport* q = r.ctx.reports.find<quant::QuantizeReport>(); q && q->ran) {
+    r.record.quantize = *q;
     r.say(r.record.quantize->summary());
   }
   // Lower precision: a changed signature takes converted inputs.

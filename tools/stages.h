@@ -6,6 +6,8 @@
 //              passes' context, the tolerances of the pipeline's precision;
 //              referenceOutputs: the reference outputs on the planned inputs
 //              (the front end plans them: flags or an InputRequest);
+//   calibrate  calibrationStage (--calibration / calibration=): the data
+//              checked and handed to the passes, a batch held out to verify on;
 //   tune       tuneStage (--tune / tune=True): measured options for the
 //              machine-dependent passes; the tolerances follow;
 //   run        runStage: the pipeline (the front end gives the instruments),
@@ -78,6 +80,9 @@ struct StageHooks {
   std::function<void(const std::string&)> note;
   // Always shown (the CLI prints it even with -q; Python warns).
   std::function<void(const std::string&)> notice;
+  // A pass's warning ("quantize: no --calibration data; ..."): the CLI
+  // prints "ptopt: WARNING: ..." on stderr (even with -q); Python warns.
+  std::function<void(const std::string&)> warning;
   // export: keeps the bytes of `exported` and returns the module loaded back
   // from them. Throws std::system_error for a failed write.
   std::function<torch::jit::Module(const torch::jit::Module& exported)> write;
@@ -110,6 +115,7 @@ struct Stages {
   void say(const std::string& s) const;
   void note(const std::string& s) const;
   void notice(const std::string& s) const;
+  void warning(const std::string& s) const;
 };
 
 // The counts before (record.opsBefore, parameter bytes, nodesBefore) of the
@@ -124,6 +130,17 @@ Optimizer::Reference referenceStage(Stages& r);
 // The passes get given inputs as example inputs. Throws verify::ReferenceError
 // when the reference fails on them.
 void referenceOutputs(Stages& r, const Optimizer::Reference& reference, const verify::InputPlan& inputs);
+
+// calibration (--calibration FILE / calibration=[...]): `values` split into
+// batches and checked against the model's inputs (and the given example
+// shapes), then handed to the passes (r.ctx.inputs). With planned inputs
+// that are not fixed values and two batches or more, verification runs on
+// the last batch, which the quantize pass holds out from calibration (int8
+// judged on random inputs far from the data it was calibrated on says
+// nothing). `what` names the data in messages ("--calibration",
+// "calibration"). Throws ir::InputError for bad data.
+void calibrationStage(Stages& r, const std::vector<c10::IValue>& values, const std::string& source,
+                      const std::string& what, verify::InputPlan& inputs);
 
 // tune: throws std::invalid_argument without example inputs.
 void tuneStage(Stages& r);

@@ -147,10 +147,7 @@ class Session {
  public:
   Session(const ir::Model& model, const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
           const TuneOptions& o)
-      : registry_(registry), o_(o), work_(model.clone()) {
-    ctx_.exampleInputs = base.exampleInputs;
-    ctx_.targetDevice = base.targetDevice;
-    ctx_.preferBf16 = base.preferBf16;
+      : registry_(registry), o_(o), work_(model.clone()), ctx_(base.forTrial()) {
     if (!o.timer) ownTimer_ = std::make_unique<SteadyTimer>(o.device);
     timer_ = o.timer ? o.timer : ownTimer_.get();
     start_ = timer_->elapsedSeconds();
@@ -213,10 +210,7 @@ class Session {
   void runOn(ir::Model& m, const PipelineElement& e) {
     Pipeline p;
     p.elements.push_back(e);
-    rewriters::PassContext ctx;
-    ctx.exampleInputs = ctx_.exampleInputs;
-    ctx.targetDevice = ctx_.targetDevice;
-    ctx.preferBf16 = ctx_.preferBf16;
+    rewriters::PassContext ctx = ctx_.forTrial();  // its reports and warnings are not the run's
     ctx.edits.setKeepText(false);
     rewriters::PassManager(registry_, p).run(m, ctx);
   }

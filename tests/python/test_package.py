@@ -19,6 +19,7 @@ import torch.nn.functional as F
 import ptopt
 
 FIXTURES = os.environ.get("PTOPT_FIXTURES_DIR", "build/fixtures")
+QUANT_FIXTURES = os.environ.get("PTOPT_QUANT_FIXTURES_DIR", "build/quant_fixtures")
 
 
 class ConvBnRelu(nn.Module):
@@ -319,11 +320,11 @@ def test_optimize_never_slower_stage_reports_its_verdict(scripted, tmp_path, mon
 def test_optimize_int8_with_calibration_batches():
     """quantize="int8" with calibration=[...] (the CLI's --quantize int8 --calibration FILE): quantized convs,
     close to fp32 on held-out inputs; bad calibration data is an InputError naming the problem."""
-    path = os.path.join(FIXTURES, "quant_cnn.pt")
+    path = os.path.join(QUANT_FIXTURES, "quant_cnn.pt")
     if not os.path.exists(path):
         pytest.skip("quant fixtures not generated")
-    calib = torch.load(os.path.join(FIXTURES, "quant_cnn_calib.pt"))
-    heldout = torch.load(os.path.join(FIXTURES, "quant_cnn_heldout.pt"))
+    calib = torch.load(os.path.join(QUANT_FIXTURES, "quant_cnn_calib.pt"))
+    heldout = torch.load(os.path.join(QUANT_FIXTURES, "quant_cnn_heldout.pt"))
     original = torch.jit.load(path)
     report = {}
     q = ptopt.optimize(path, "-O2", (heldout[0],), quantize="int8", calibration=calib, report=report)

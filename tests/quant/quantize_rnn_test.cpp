@@ -38,6 +38,12 @@ struct QuantRun {
   rewriters::RunReport report;
   rewriters::PassContext ctx;
   int64_t counter(const std::string& name) const { return test::counter(report, "quantize", name); }
+  // What the quantize pass left on its context.
+  const quant::QuantizeReport& quantReport() const {
+    const quant::QuantizeReport* q = ctx.reports.find<quant::QuantizeReport>();
+    REQUIRE(q);
+    return *q;
+  }
   bool declined(const std::string& text) const {
     for (const auto& d : ctx.declines())
       if (d.find(text) != std::string::npos) return true;
@@ -62,7 +68,7 @@ QuantRun runQuantize(const std::string& model, std::vector<std::vector<c10::IVal
   quant::CalibrationData data;
   data.batches = std::move(batches);
   data.source = model + " batches";
-  quant::CalibrationScope scope(std::move(data));
+  r.ctx.inputs.set(std::move(data));
   rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize" + options, defaultRegistry()),
                             test::checkedInstrumentation());
   r.report = pm.run(r.opt.model(), r.ctx);
@@ -169,7 +175,7 @@ TEST_CASE("quantize: scripted and traced LSTM/GRU become dynamic int8 RNN ops", 
       if (n->opcode() == ir::Opcode::GetAttr) CHECK(n->target().find("_flat_weights") == std::string::npos);
     });
     // The sensitivity report has the RNN op with its SQNR.
-    const auto& rep = quant::lastQuantizeReport();
+    const auto& rep = r.quantReport();
     REQUIRE(rep.ops.size() == 2);
     CHECK(rep.ops[0].kind == c.op.substr(6) + "_dynamic");
     CHECK(rep.ops[0].sqnrDb > 20.0);
@@ -255,11 +261,11 @@ TEST_CASE("quantize: the fallback and fp32-ops treat the RNN op like the other o
   // loses the most SQNR, the GRU (its input is exact, the head's is the
   // GRU's int8 output).
   QuantRun all = runQuantize("quant_gru.pt", batches, "{mode=dynamic}");
-  const double allCosine = quant::lastQuantizeReport().cosine;
+  const double allCosine = all.quantReport().cosine;
   REQUIRE(allCosine < 1.0);
   const double asked = allCosine + (1.0 - allCosine) / 2;
   QuantRun fb = runQuantize("quant_gru.pt", batches, fmt::format("{{mode=dynamic,min-cosine={:.9f}}}", asked));
-  const auto& rep = quant::lastQuantizeReport();
+  const auto& rep = fb.quantReport();
   INFO(rep.summary());
   CHECK(fb.counter("fallback") == 1);
   REQUIRE(rep.ops.size() == 2);

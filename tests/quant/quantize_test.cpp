@@ -29,6 +29,12 @@ struct QuantRun {
   rewriters::RunReport report;
   rewriters::PassContext ctx;
   int64_t counter(const std::string& name) const { return test::counter(report, "quantize", name); }
+  // What the quantize pass left on its context.
+  const quant::QuantizeReport& quantReport() const {
+    const quant::QuantizeReport* q = ctx.reports.find<quant::QuantizeReport>();
+    REQUIRE(q);
+    return *q;
+  }
   bool declined(const std::string& text) const {
     for (const auto& d : ctx.declines())
       if (d.find(text) != std::string::npos) return true;
@@ -42,12 +48,11 @@ QuantRun runQuantize(const std::string& model, const std::string& calib, const s
   QuantRun r{Optimizer::load(quantFixture(model)), {}, {}};
   r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn(shape)};
   r.opt.run("-O1", &r.ctx);
-  std::optional<quant::CalibrationScope> scope;
   if (!calib.empty()) {
     quant::CalibrationData data;
     data.batches = loadBatches(calib, 1);
     data.source = calib;
-    scope.emplace(std::move(data));
+    r.ctx.inputs.set(std::move(data));
   }
   rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize" + options, defaultRegistry()),
                             test::checkedInstrumentation());
@@ -104,7 +109,7 @@ TEST_CASE("quantize: conv/linear/add/cat become int8 with one entry and one exit
   for (const auto& [name, v] : r.opt.model().constants->entries())
     if (v.isObject() || v.isCustomClass()) ++packed;
   CHECK(packed == 6);
-  const auto& rep = quant::lastQuantizeReport();
+  const auto& rep = r.quantReport();
   CHECK(rep.applied);
   CHECK(rep.ops.size() == 8);
   for (const auto& op : rep.ops) CHECK(op.sqnrDb > 10.0);
@@ -118,13 +123,13 @@ TEST_CASE("quantize: numerics within the int8 criterion on held-out data, after 
     auto [cosine, top1] = heldOutAgreement(r, "quant_cnn.pt", "quant_cnn_heldout.pt");
     CHECK(cosine >= 0.99);
     CHECK(top1 >= 0.9);
-    CHECK(quant::lastQuantizeReport().cosine >= 0.99);
+    CHECK(r.quantReport().cosine >= 0.99);
   }
 }
 
 TEST_CASE("quantize: the fallback keeps the one sensitive layer in fp32", "[quantize]") {
   QuantRun r = runQuantize("quant_sensitive.pt", "quant_cnn_calib.pt", "", {4, 3, 32, 32});
-  const auto& rep = quant::lastQuantizeReport();
+  const auto& rep = r.quantReport();
   INFO(rep.summary());
   CHECK(rep.applied);
   CHECK(r.counter("fallback") == 1);
@@ -182,8 +187,28 @@ TEST_CASE("quantize: must not fire on a model without a quantizable op", "[quant
 
 TEST_CASE("quantize: random calibration when no data is given", "[quantize]") {
   QuantRun r = runQuantize("quant_cnn.pt", "", "", {4, 3, 32, 32});
-  CHECK(quant::lastQuantizeReport().syntheticCalibration);
-  CHECK(quant::lastQuantizeReport().calibrationSource == "seeded random inputs");
+  CHECK(r.quantReport().syntheticCalibration);
+  CHECK(r.quantReport().calibrationSource == "seeded random inputs");
+  // The warning goes to the context's sink (the front end prints it), not to stderr.
+  REQUIRE(r.ctx.warnings().size() == 1);
+  CHECK(r.ctx.warnings()[0].rfind("quantize: no --calibration data; calibrating int8 on seeded RANDOM", 0) == 0);
+}
+
+TEST_CASE("quantize: each run's report and calibration are its own context's (no process-wide state)", "[quantize]") {
+  // Two runs, one calibrated and one not: each context keeps its own report,
+  // and a derived trial context (the tuner's) neither sees the other's report
+  // nor writes into its parent.
+  QuantRun real = runQuantize("quant_cnn.pt", "quant_cnn_calib.pt", "", {4, 3, 32, 32});
+  QuantRun random = runQuantize("quant_cnn.pt", "", "", {4, 3, 32, 32});
+  CHECK_FALSE(real.quantReport().syntheticCalibration);
+  CHECK(real.quantReport().calibrationSource == "quant_cnn_calib.pt");
+  CHECK(real.ctx.warnings().empty());
+  CHECK(random.quantReport().syntheticCalibration);
+  rewriters::PassContext trial = real.ctx.forTrial();
+  CHECK(trial.reports.find<quant::QuantizeReport>() == nullptr);
+  REQUIRE(trial.inputs.find<quant::CalibrationData>() != nullptr);  // the calibration data carries over
+  trial.reports.getOrCreate<quant::QuantizeReport>().declined = "trial";
+  CHECK(real.quantReport().declined.empty());
 }
 
 TEST_CASE("quantize: bad calibration data is refused with a clear message", "[quantize]") {

@@ -1,0 +1,84 @@
+#include "target/kernel_probes.h"
+
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+namespace ptopt::target {
+
+namespace {
+
+// The one memo of every probe: key -> answer, under one lock. A probe that
+// throws answers false (the kernel does not run in that form).
+using ProbeKey = std::tuple<std::string, int64_t, int64_t, int64_t>;  // probe, and up to three parameters
+
+bool probeOnce(const ProbeKey& key, const std::function<bool()>& probe) {
+  static std::mutex mutex;
+  static std::map<ProbeKey, bool> answers;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = answers.find(key); it != answers.end()) return it->second;
+  bool ok = false;
+  try {
+    at::NoGradGuard noGrad;
+    ok = probe();
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  return answers[key] = ok;
+}
+
+}  // namespace
+
+bool cpuRunsTransposedConv(int64_t rank, c10::ScalarType dtype) {
+  return probeOnce({"conv_transpose", rank, static_cast<int64_t>(dtype), 0}, [rank, dtype] {
+    // 2 channels in, 3 out: a square weight would pass the buggy check.
+    std::vector<int64_t> x{1, 2}, w{2, 3};
+    for (int64_t d = 0; d < rank; ++d) x.push_back(4), w.push_back(3);
+    auto run = [rank](const at::Tensor& xt, const at::Tensor& wt) {
+      return rank == 1 ? at::conv_transpose1d(xt, wt) : rank == 2 ? at::conv_transpose2d(xt, wt) : at::conv_transpose3d(xt, wt);
+    };
+    const at::Tensor xt = at::ones(x), wt = at::ones(w);
+    const at::Tensor expected = run(xt, wt);
+    const at::Tensor y = run(xt.to(dtype), wt.to(dtype));
+    return y.scalar_type() == dtype && y.sizes() == expected.sizes() && at::allclose(y.to(at::kFloat), expected);
+  });
+}
+
+bool cpuAddReluRuns(c10::ScalarType dtype) {
+  return probeOnce({"add_relu", static_cast<int64_t>(dtype), 0, 0}, [dtype] {
+    const at::Tensor a = at::full({2}, -1.0, at::TensorOptions().dtype(dtype));
+    const at::Tensor b = at::full({2}, 3.0, at::TensorOptions().dtype(dtype));
+    return at::_add_relu(a, b).to(at::kFloat).equal(at::full({2}, 2.0));
+  });
+}
+
+bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why) {
+  const bool cuda = targetDevice == "cuda";
+  if (cuda && !torch::cuda::is_available()) return true;  // cuDNN 8 computes every conv kind in channels-last
+  const bool ok = probeOnce({"conv_channels_last", cuda, transposed, rank}, [cuda, transposed, rank] {
+    const auto format = rank == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
+    std::vector<int64_t> shape = {1, 4, 6, 6}, kernel = {4, 4, 3, 3};
+    if (rank == 5) {
+      shape.push_back(6);
+      kernel.push_back(3);
+    }
+    const auto options = at::TensorOptions().device(cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU));
+    at::Tensor x = at::ones(shape, options).contiguous(format);  // not randn: the global RNG stays untouched
+    at::Tensor w = at::ones(kernel, options).contiguous(format);
+    at::Tensor y;
+    if (rank == 4) y = transposed ? at::conv_transpose2d(x, w) : at::conv2d(x, w);
+    else y = transposed ? at::conv_transpose3d(x, w) : at::conv3d(x, w);
+    return y.is_contiguous(format) && !y.is_contiguous();
+  });
+  if (!ok && why)
+    *why = cuda ? "cuDNN on this device computes this conv kind in the contiguous format only (probed)"
+                : "this LibTorch computes this conv kind in the contiguous format only on a CPU (probed)";
+  return ok;
+}
+
+}  // namespace ptopt::target

@@ -1,0 +1,34 @@
+// Kernel probes: whether this LibTorch's kernels accept an operator in a
+// given form, learned by running it once on a tiny example (never by the
+// version number), memoized per key under one lock (passes may run on
+// several threads: the Python package releases the GIL around a run).
+//
+// Every probe of a kernel lives here, so that a pass asks target/ what the
+// machine and its LibTorch can do, and the answers are cached in one place.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ptopt::target {
+
+// Whether a transposed conv of `rank` (1, 2, 3) spatial dims runs on the CPU
+// in `dtype` and gives the fp32 result (LibTorch 1.13 has no bf16 or fp16
+// transposed conv on the CPU: bf16 fails a shape check).
+bool cpuRunsTransposedConv(int64_t rank, c10::ScalarType dtype);
+
+// Whether aten::_add_relu's CPU kernel accepts `dtype` (LibTorch 1.13
+// rejects bf16 and fp16 with an internal assert).
+bool cpuAddReluRuns(c10::ScalarType dtype);
+
+// Whether the target computes a conv kind in channels-last when input and
+// weight are channels-last (rank 4 or 5, transposed or not). CPU: probed
+// once per kind with a tiny conv on this LibTorch (1.13 does conv2d only;
+// the ISA plays no part). CUDA: cuDNN does every kind (probed on the device
+// when CUDA is available here, else by that rule, without touching the
+// CPU). `why` gets one line when false.
+bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why = nullptr);
+
+}  // namespace ptopt::target

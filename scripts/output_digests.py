@@ -21,7 +21,9 @@ import tempfile
 
 LEVELS = ["-O0", "-O1", "-O2", "-O3", "-O1 --quantize int8"]
 # Lines whose content depends on the clock or on temporary paths.
-VOLATILE = re.compile(r"(\d+(\.\d+)?\s*(ms|s|us|%)|/tmp/|wall|elapsed|speed)", re.I)
+# Also: the model's own warnings as LibTorch logs them (timestamped, and as
+# many as the measure stage ran the model) and the measure stage's verdict.
+VOLATILE = re.compile(r"(\d+(\.\d+)?\s*(ms|s|us|%)|/tmp/|wall|elapsed|speed|^W\d{8} |measurably slower)", re.I)
 
 
 def input_args(spec):

@@ -327,7 +327,7 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
       device = ptopt::verify::describeDevice(dev);
       timing = ptopt::tools::timingMethod(dev);
     });
-    auto stats = [](const ptopt::tools::TimingStats& s) {
+    auto stats = [](const ptopt::measure::TimingStats& s) {
       py::dict d;
       d["runs"] = s.runs;
       d["min_ms"] = s.minMs;

@@ -4,12 +4,13 @@
 // both a minimum time and a minimum count are reached (or exactly `iters`).
 // With a second model the two run interleaved (A B A B ...), so drift of the
 // machine hits both, and the median ratio B/A comes with a bootstrap
-// confidence interval. On CUDA each run is timed with CUDA events when built
-// against a CUDA LibTorch (ir/torch_compat.h), otherwise by a device
-// synchronize and the wall clock.
+// confidence interval. The loop, the clock and the statistics are the
+// measuring library's (measure/): on a CPU each run is timed by the steady
+// clock, on CUDA by CUDA events when built against a CUDA LibTorch,
+// otherwise by a device synchronize and the wall clock.
 #pragma once
 
-#include "tools/bench_stats.h"
+#include "measure/stats.h"
 
 #include <torch/script.h>
 
@@ -27,9 +28,9 @@ struct BenchSettings {
 };
 
 struct BenchResult {
-  TimingStats a;
-  std::optional<TimingStats> b;
-  std::optional<RatioEstimate> ratio;  // median(b) / median(a)
+  measure::TimingStats a;
+  std::optional<measure::TimingStats> b;
+  std::optional<measure::RatioEstimate> ratio;  // median(b) / median(a)
   bool noisy = false;                  // a CV above kNoisyCv
   std::vector<double> samplesA, samplesB;
 };

@@ -11,12 +11,12 @@
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
 #include "tools/bench_run.h"
-#include "tools/bench_stats.h"
 #include "tools/commands.h"
 #include "tools/report.h"
 #include "tools/util.h"
 
 #include "ir/model.h"
+#include "measure/verdict.h"
 #include "verify/runner.h"
 
 #include <ATen/Context.h>
@@ -28,6 +28,10 @@
 #include <sstream>
 
 namespace ptopt::tools {
+
+using measure::kNoisyCv;
+using measure::RatioEstimate;
+using measure::TimingStats;
 
 void registerBenchOptions(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("model", o.model, "The model to time (A)")->required();
@@ -51,8 +55,13 @@ void registerBenchOptions(CLI::App& cmd, BenchOptions& o) {
 
 namespace {
 
+std::string verdictLine(measure::Verdict v) {
+  return v == measure::Verdict::Faster ? ": B is faster" : v == measure::Verdict::Slower ? ": B is slower" : ": no clear difference";
+}
+
 // "65 runs: min 32.200  median 34.651 ... ms, CV 3.5%"; p99 only from 100
 // runs on (below that it is just the maximum).
+
 std::string statsLine(const TimingStats& s) {
   std::string line = fmt::format("{:>5} runs: min {:8.3f}  median {:8.3f}  mean {:8.3f}  p90 {:8.3f}", s.runs,
                                  s.minMs, s.medianMs, s.meanMs, s.p90Ms);
@@ -123,7 +132,7 @@ int runBench(const BenchOptions& o) {
       std::cout << fmt::format(
           "B/A median ratio {:.3f}x (95% CI {:.3f}-{:.3f}, bootstrap of {} resamples of {} interleaved pairs){}\n",
           r.median, r.low, r.high, r.resamples, ta.size(),
-          r.high < 1 ? ": B is faster" : r.low > 1 ? ": B is slower" : ": no clear difference");
+          verdictLine(measure::judge(r, 0.0)));  // the one verdict rule, with no margin: what the interval says
       entry["b"] = {{"model", o.vs}, {"stats", statsJson(sb)}};
       entry["ratio"] = {{"median", r.median}, {"ci95", {r.low, r.high}}, {"resamples", r.resamples}};
     }

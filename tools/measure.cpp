@@ -1,26 +1,15 @@
 #include "tools/measure.h"
 
 #include "ir/model.h"
+#include "measure/sampler.h"
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
-#include <chrono>
-#include <ctime>
 #include <stdexcept>
 
 namespace ptopt {
-
-std::string verdictName(SpeedVerdict v) {
-  switch (v) {
-    case SpeedVerdict::Faster: return "faster";
-    case SpeedVerdict::Slower: return "slower";
-    case SpeedVerdict::NoClearDifference: break;
-  }
-  return "no clear difference";
-}
 
 std::string SpeedMeasurement::line() const {
   return fmt::format("{:.3f}x (95% CI {:.3f}-{:.3f}; {} interleaved pairs, {} thread{}, median {:.3f} vs {:.3f} ms)",
@@ -28,46 +17,29 @@ std::string SpeedMeasurement::line() const {
                      a.medianMs);
 }
 
-SpeedVerdict judge(const tools::RatioEstimate& r, double margin) {
-  if (r.low > 1 + margin) return SpeedVerdict::Slower;
-  if (r.high < 1 - margin) return SpeedVerdict::Faster;
-  return SpeedVerdict::NoClearDifference;
-}
-
-double steadyNowMs() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-SpeedMeasurement measurePair(const std::function<double()>& timeA, const std::function<double()>& timeB,
-                             const MeasureOptions& o, const std::function<double()>& nowMs) {
-  const double start = nowMs();
-  const double budgetMs = o.budgetSeconds * 1000;
-  for (int i = 0; i < o.warmupRuns; ++i) {
-    timeA();
-    timeB();
-  }
-  // The warm-up's cost predicts a pair's: stop before a pair would overrun
-  // the budget by much (slow models get fewer pairs, at least minPairs).
-  std::vector<double> ta, tb;
-  while (ta.size() < o.maxPairs) {
-    const double elapsed = nowMs() - start;
-    if (ta.size() >= o.minPairs && elapsed >= budgetMs) break;
-    if (o.earlyStop && ta.size() >= 20 && ta.size() % 10 == 0) {
-      const tools::RatioEstimate r = tools::bootstrapMedianRatio(ta, tb, 400);
-      const bool clear = r.low > 1 + o.margin || r.high < 1 - o.margin ||
-                         (r.low >= 1 - o.margin && r.high <= 1 + o.margin);
-      if (clear) break;
-    }
-    ta.push_back(timeA());
-    tb.push_back(timeB());
-  }
+SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& b, const MeasureOptions& o,
+                             measure::Clock& clock) {
+  measure::SamplingPlan plan;
+  plan.warmupRounds = o.warmupRuns;
+  plan.minRounds = static_cast<int>(o.minPairs);
+  plan.maxRounds = static_cast<int>(o.maxPairs);
+  plan.budgetSeconds = o.budgetSeconds;  // the warm-up counts against it
+  // Stop before the budget once the verdict is settled: from 20 pairs on, every 10.
+  plan.checkFrom = 20;
+  plan.checkEvery = 10;
+  auto settled = [&o](const measure::Sampling& s) {
+    return measure::verdictSettled(measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 400), o.margin);
+  };
+  const measure::Sampling s =
+      measure::sampleInterleaved(clock, {a, b}, plan, o.earlyStop ? std::function<bool(const measure::Sampling&)>(settled)
+                                                                    : std::function<bool(const measure::Sampling&)>());
   SpeedMeasurement m;
-  m.pairs = ta.size();
-  m.a = tools::summarize(ta);
-  m.b = tools::summarize(tb);
-  m.ratio = tools::bootstrapMedianRatio(ta, tb);
-  m.verdict = judge(m.ratio, o.margin);
-  m.seconds = (nowMs() - start) / 1000;
+  m.pairs = s.ms[0].size();
+  m.a = measure::summarize(s.ms[0]);
+  m.b = measure::summarize(s.ms[1]);
+  m.ratio = measure::bootstrapMedianRatio(s.ms[0], s.ms[1]);
+  m.verdict = measure::judge(m.ratio, o.margin);
+  m.seconds = s.seconds;
   m.threads = o.threads;
   return m;
 }
@@ -77,28 +49,6 @@ ScopedThreads::ScopedThreads(int threads) : previous_(at::get_num_threads()) {
 }
 ScopedThreads::~ScopedThreads() {
   if (at::get_num_threads() != previous_) at::set_num_threads(previous_);
-}
-
-SpeedMeasurement measureModules(torch::jit::Module a, torch::jit::Module b, const std::vector<c10::IValue>& inputsA,
-                                const std::vector<c10::IValue>& inputsB, c10::Device device,
-                                const MeasureOptions& options) {
-  ScopedThreads threads(options.threads);
-  torch::NoGradGuard noGrad;
-  torch::jit::GraphOptimizerEnabledGuard optimizer(options.optimizingExecutor);
-  a.eval();
-  b.eval();
-  const bool cuda = device.is_cuda();
-  auto timer = [cuda, &inputsA, &inputsB](torch::jit::Module& m, bool isB) {
-    return [&m, cuda, isB, &inputsA, &inputsB] {
-      const double t0 = steadyNowMs();
-      m.forward(isB ? inputsB : inputsA);
-      if (cuda) torch::cuda::synchronize();
-      return steadyNowMs() - t0;
-    };
-  };
-  SpeedMeasurement m = measurePair(timer(a, false), timer(b, true), options, steadyNowMs);
-  m.threads = at::get_num_threads();
-  return m;
 }
 
 namespace {
@@ -113,21 +63,21 @@ std::string shortError(const std::exception& e) {
 }
 }  // namespace
 
-NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std::vector<Candidate>& candidates,
-                                const MeasureOptions& options, const std::function<double()>& nowMs) {
+NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Candidate>& candidates,
+                                const MeasureOptions& options, measure::Clock& clock) {
   if (candidates.empty()) throw std::invalid_argument("pickNotSlower: no candidates");
   NeverSlowerResult result;
   for (size_t i = 0; i < candidates.size(); ++i) {
     CandidateOutcome outcome{candidates[i].name, std::nullopt, ""};
     const bool last = i + 1 == candidates.size();
     try {
-      std::function<double()> timeIt = candidates[i].build();
+      const measure::Subject candidate = candidates[i].build();
       if (last) {
         result.tried.push_back(outcome);
         result.chosen = i;
         return result;
       }
-      outcome.measurement = measurePair(timeIn, timeIt, options, nowMs);
+      outcome.measurement = measurePair(in, candidate, options, clock);
     } catch (const std::exception& e) {
       outcome.error = shortError(e);
       if (last) throw;  // the input itself must be writable
@@ -142,29 +92,11 @@ NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std
   return result;  // not reached: the last candidate returns or throws
 }
 
-namespace {
-
-double threadCpuNowMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-}  // namespace
-
-std::function<double()> moduleTimer(torch::jit::Module module, std::vector<c10::IValue> inputs, c10::Device device) {
+measure::Subject moduleSubject(std::string name, torch::jit::Module module, std::vector<c10::IValue> inputs,
+                               c10::Device device) {
   module.eval();
   module.to(device);
-  return [module, inputs = std::move(inputs), device]() mutable {
-    // One intra-op thread on a CPU: every kernel runs on this thread, and
-    // its CPU time is the call's latency without the time other processes
-    // held the core (as the tuner's timer, tune/timer.h).
-    const bool cpuTime = device.is_cpu() && at::get_num_threads() == 1;
-    const double t0 = cpuTime ? threadCpuNowMs() : steadyNowMs();
-    module.forward(inputs);
-    if (device.is_cuda()) torch::cuda::synchronize();
-    return (cpuTime ? threadCpuNowMs() : steadyNowMs()) - t0;
-  };
+  return {std::move(name), [module, inputs = std::move(inputs)]() mutable { module.forward(inputs); }};
 }
 
 std::string StructurePipeline::description() const {

@@ -3,25 +3,29 @@
 // slower (DESIGN.md: no preset may hand back a model slower than its input
 // on the machine that ran it).
 //
-// The timing reuses `ptopt bench`'s statistics (tools/bench_stats.h): runs
-// alternate IN, OUT, IN, OUT ... so that drift of the machine hits both,
-// after a warm-up (TorchScript's profiling executor specializes a graph over
-// its first runs), and the median ratio OUT/IN gets a bootstrap 95%
-// confidence interval. OUT is measurably slower when the interval's lower
-// bound is above 1 + margin (default 2%): noise alone does not reject a
-// model, and a model that is slower only within noise is kept.
+// The timing is the measuring library's (measure/): its sampler runs IN,
+// OUT, IN, OUT ... so that drift of the machine hits both, after a warm-up
+// (TorchScript's profiling executor specializes a graph over its first
+// runs), and the median ratio OUT/IN gets a bootstrap 95% confidence
+// interval, judged by its one verdict rule: OUT is measurably slower when
+// the interval's lower bound is above 1 + margin (default 2%): noise alone
+// does not reject a model, and a model that is slower only within noise is
+// kept.
 //
 // The decision is made by pickNotSlower over candidates in order of
 // preference (OUT, then e.g. the same pipeline without its precision and
 // layout passes, then the input itself): the first one not measurably
-// slower than IN is written; the last is taken without timing. Clocks and
-// runs are plain functions, so tests drive the logic with a fake timer.
+// slower than IN is written; the last is taken without timing. Runs are
+// measure::Subjects timed on a measure::Clock, so tests drive the logic with
+// a fake clock.
 // `ptopt IN OUT` runs this as its `measure` stage (tools/cmd_optimize.cpp);
 // the Python package can call measureModules / pickNotSlower as well.
 #pragma once
 
 #include "tools/api.h"
-#include "tools/bench_stats.h"
+#include "measure/clock.h"
+#include "measure/stats.h"
+#include "measure/verdict.h"
 
 #include "rewriters/pipeline.h"
 
@@ -56,13 +60,14 @@ struct MeasureOptions {
   bool optimizingExecutor = false;
 };
 
-enum class SpeedVerdict { Faster, NoClearDifference, Slower };
-std::string verdictName(SpeedVerdict v);  // "faster", "no clear difference", "slower"
+// The one verdict rule (measure/verdict.h).
+using SpeedVerdict = measure::Verdict;
+using measure::verdictName;
 
 // OUT (b) against IN (a).
 struct SpeedMeasurement {
-  tools::RatioEstimate ratio;  // median(b) / median(a), 95% CI
-  tools::TimingStats a, b;
+  measure::RatioEstimate ratio;  // median(b) / median(a), 95% CI
+  measure::TimingStats a, b;
   size_t pairs = 0;
   int threads = 0;
   double seconds = 0;  // wall time of the comparison, warm-up included
@@ -71,33 +76,20 @@ struct SpeedMeasurement {
   std::string line() const;
 };
 
-// Faster when the CI's upper bound is below 1 - margin, Slower when its
-// lower bound is above 1 + margin, else no clear difference.
-SpeedVerdict judge(const tools::RatioEstimate& r, double margin);
+// The timing loop: warm-up runs of each, then pairs a, b on `clock` until
+// the budget is spent (warm-up included; at least minPairs) or, with
+// earlyStop, the verdict is settled (measure/verdict.h). Threads are not
+// touched here (the measure stage does that).
+SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& b, const MeasureOptions& options,
+                             measure::Clock& clock);
 
-// The timing loop: `timeA` and `timeB` each run their model once and return
-// its time in ms; `nowMs` is a monotonic clock. Warm-up runs of each, then
-// pairs a, b until the budget is spent (at least minPairs) or, with
-// earlyStop, the answer is clear. Threads are not
-// touched here (measureModules does that).
-SpeedMeasurement measurePair(const std::function<double()>& timeA, const std::function<double()>& timeB,
-                             const MeasureOptions& options, const std::function<double()>& nowMs);
-
-// Real modules on `device` (CPU: steady clock; CUDA: synchronized), with
-// options.threads intra-op threads (restored afterwards), under NoGrad.
-// `inputsB` are the inputs for `b` (a changed signature), else inputsA.
-// Throws what a model throws when it fails on its inputs.
-SpeedMeasurement measureModules(torch::jit::Module a, torch::jit::Module b, const std::vector<c10::IValue>& inputsA,
-                                const std::vector<c10::IValue>& inputsB, c10::Device device,
-                                const MeasureOptions& options);
-
-// One candidate to write: `build` makes it and returns a function that times
-// one run of it (ms); it throws when the candidate cannot be built, verified
+// One candidate to write: `build` makes it and returns the subject that runs
+// it once; it throws when the candidate cannot be built, verified
 // or run (the reason is recorded and the next one tried).
 struct Candidate {
   std::string name;         // "output", "fp32 structure", "input"
   std::string description;  // for messages
-  std::function<std::function<double()>()> build;
+  std::function<measure::Subject()> build;
 };
 struct CandidateOutcome {
   std::string name;
@@ -108,18 +100,19 @@ struct NeverSlowerResult {
   size_t chosen = 0;  // index into candidates
   std::vector<CandidateOutcome> tried;  // in order, up to and including the chosen one
 };
-// Tries the candidates in order against IN (`timeIn`): the first that is
+// Tries the candidates in order against IN (`in`): the first that is
 // not measurably slower is chosen; the last one is taken without timing
 // (it should be the input itself). Throws std::invalid_argument without
 // candidates.
-NeverSlowerResult pickNotSlower(const std::function<double()>& timeIn, const std::vector<Candidate>& candidates,
-                                const MeasureOptions& options, const std::function<double()>& nowMs);
+NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Candidate>& candidates,
+                                const MeasureOptions& options, measure::Clock& clock);
 
 // ---- The candidates `ptopt IN OUT` falls back to
 
-// A function that runs `module` once on `inputs` on `device` (moved there
-// first) and returns its time in ms (CUDA: synchronized).
-std::function<double()> moduleTimer(torch::jit::Module module, std::vector<c10::IValue> inputs, c10::Device device);
+// A subject that runs `module` once on `inputs` on `device` (moved there
+// first; time it on a measure::DeviceClock of that device).
+measure::Subject moduleSubject(std::string name, torch::jit::Module module, std::vector<c10::IValue> inputs,
+                               c10::Device device);
 
 // The pipeline without its precision and layout passes (cast, quantize,
 // channels-last): the fp32 structure of a run. nullopt when the pipeline
@@ -142,9 +135,6 @@ struct BuiltCandidate {
 };
 BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::ImportOptions& importOptions,
                               const rewriters::Pipeline& pipeline, const rewriters::PassContext& like);
-
-// A monotonic clock in ms (std::chrono::steady_clock).
-double steadyNowMs();
 
 // Sets LibTorch's intra-op thread count for a scope (threads <= 0: leaves
 // it), restoring the previous count.

@@ -370,23 +370,23 @@ void measureStage(Stages& r, bool ok) {
 
   Stopwatch sw;
   // IN as given (a copy on CUDA: the original stays on the CPU for imports).
-  const std::function<double()> timeIn =
-      moduleTimer(s.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, s.device);
+  const measure::Subject in =
+      moduleSubject("IN", s.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, s.device);
 
   // The candidates, best first; each is built only when the one before it
   // was measurably slower (force: OUT alone).
   std::vector<Candidate> candidates;
-  candidates.push_back({"output", "the optimized model", [&] { return moduleTimer(r.result, outInputs, s.device); }});
+  candidates.push_back({"output", "the optimized model", [&] { return moduleSubject("output", r.result, outInputs, s.device); }});
   const std::optional<StructurePipeline> structure = fp32StructurePipeline(r.pipeline);
   std::optional<BuiltCandidate> built;
   if (structure && !s.force)
     candidates.push_back({"fp32 structure", structure->description(), [&] {
                             built = buildCandidate(r.opt->original(), s.importOptions, structure->pipeline, r.ctx);
                             if (r.runner) checkFp32(r, built->result.module);  // verified like OUT
-                            return moduleTimer(built->result.module, inputs, s.device);
+                            return moduleSubject("fp32 structure", built->result.module, inputs, s.device);
                           }});
   if (!s.force)
-    candidates.push_back({"input", "the input model itself", [] { return std::function<double()>([] { return 0.0; }); }});
+    candidates.push_back({"input", "the input model itself", [] { return measure::Subject{"input", [] {}}; }});
 
   std::optional<VerdictCache> vc = openVerdictCache(r, mo, inputs);
   std::optional<NeverSlowerResult> fromCache;
@@ -399,9 +399,10 @@ void measureStage(Stages& r, bool ok) {
       ScopedThreads threads(mo.threads);
       torch::NoGradGuard noGrad;
       torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
-      picked = pickNotSlower(timeIn, candidates, mo, steadyNowMs);
+      measure::DeviceClock clock(s.device);  // thread CPU time at one thread; CUDA events
+      picked = pickNotSlower(in, candidates, mo, clock);
       if (candidates.size() == 1) {  // force: OUT is written whatever it measures; time it anyway
-        picked.tried.back().measurement = measurePair(timeIn, candidates[0].build(), mo, steadyNowMs);
+        picked.tried.back().measurement = measurePair(in, candidates[0].build(), mo, clock);
         picked.tried.back().measurement->threads = at::get_num_threads();
       }
     } catch (const std::exception& e) {

@@ -11,7 +11,7 @@
 #include "tune/cache.h"
 #include "tune/device_id.h"
 #include "tune/signature.h"
-#include "tune/timer.h"
+#include "measure/clock.h"
 #include "tune/tuned_kernels.h"
 
 #include <fmt/format.h>
@@ -148,7 +148,7 @@ class Session {
   Session(const ir::Model& model, const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
           const TuneOptions& o)
       : registry_(registry), o_(o), work_(model.clone()), ctx_(base.forTrial()) {
-    if (!o.timer) ownTimer_ = std::make_unique<SteadyTimer>(o.device);
+    if (!o.timer) ownTimer_ = std::make_unique<measure::DeviceClock>(o.device, measure::DeviceClock::Options{true, true});
     timer_ = o.timer ? o.timer : ownTimer_.get();
     start_ = timer_->elapsedSeconds();
     result_.budgetSeconds = o.budgetSeconds;

@@ -86,7 +86,7 @@ struct TuneOptions {
   c10::Device device = c10::kCPU;
   std::ostream* progress = nullptr;
   TuneLimits limits;        // per decision; maxSeconds is set from the budget
-  Timer* timer = nullptr;   // nullptr: a SteadyTimer on `device`
+  Timer* timer = nullptr;   // nullptr: a measure::DeviceClock on `device`
 };
 
 struct DecisionRecord {

@@ -1,6 +1,8 @@
 #include "tune/tuner.h"
 
-#include "tune/stats.h"
+#include "measure/sampler.h"
+#include "measure/stats.h"
+#include "measure/verdict.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,113 +36,59 @@ std::string Choice::summary() const {
                      results.empty() ? "" : results[0].name, rounds, outOfTime ? ", out of time" : "");
 }
 
-namespace {
-
-using Verdict = CandidateResult::Verdict;
-
-// One sample of candidate `c`, or the error it threw.
-bool sample(Timer& timer, const Candidate& c, int calls, double& ms, std::string& error) {
-  try {
-    ms = timer.timeMs(c, calls);
-    return true;
-  } catch (const std::exception& e) {
-    error = e.what();
-    const size_t nl = error.find('\n');  // c10 errors carry a backtrace after the first line
-    if (nl != std::string::npos) error.resize(nl);
-    return false;
-  }
-}
-
-}  // namespace
-
 Choice Tuner::choose(const std::vector<Candidate>& candidates, const TuneLimits& limits) const {
+  using Verdict = CandidateResult::Verdict;
   if (candidates.empty()) throw std::invalid_argument("Tuner::choose: no candidates");
-  const double start = timer_.elapsedSeconds();
-  auto spent = [&] { return timer_.elapsedSeconds() - start; };
-  Choice choice;
   const size_t n = candidates.size();
+  Choice choice;
+  choice.name = candidates[0].name;
   choice.results.resize(n);
-  std::vector<std::vector<double>> samples(n);
-  std::vector<bool> alive(n, true);
   for (size_t i = 0; i < n; ++i) choice.results[i].name = candidates[i].name;
   choice.results[0].verdict = Verdict::Baseline;
 
-  // Warm-up: one call each (first calls pay for allocation, oneDNN primitive
-  // creation, cuDNN's algorithm search), then the calls per sample from the
-  // slowest warm call of the second pass.
-  double slowest = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < n; ++i) {
-      if (!alive[i]) continue;
-      double ms = 0;
-      if (!sample(timer_, candidates[i], 1, ms, choice.results[i].error)) {
-        alive[i] = false;
-        choice.results[i].verdict = Verdict::Failed;
-        continue;
-      }
-      if (pass == 1) slowest = std::max(slowest, ms);
-    }
-  }
-  choice.name = candidates[0].name;
-  if (!alive[0]) {
-    choice.baselineFailed = true;
-    choice.seconds = spent();
-    return choice;
-  }
-  if (slowest > 0 && slowest < limits.minSampleMs)
-    choice.callsPerSample = std::min(limits.maxCallsPerSample, static_cast<int>(std::ceil(limits.minSampleMs / slowest)));
-
-  auto decideAll = [&] {
+  // Each alternative against the baseline by the one verdict rule: won when
+  // Faster, lost when it can no longer be; true when every one is decided.
+  auto decideAll = [&](const measure::Sampling& s) {
     bool undecided = false;
     for (size_t i = 1; i < n; ++i) {
-      if (!alive[i]) continue;
+      if (s.failed(i)) continue;
       CandidateResult& r = choice.results[i];
-      const RatioEstimate e = bootstrapMedianRatio(samples[0], samples[i], 1000, 7 + i);
+      const measure::RatioEstimate e = measure::bootstrapMedianRatio(s.ms[0], s.ms[i], 1000, 7 + i);
       r.ratio = e.median;
       r.low = e.low;
       r.high = e.high;
-      const double bar = 1.0 - limits.margin;
-      if (e.high < bar) r.verdict = Verdict::Won;
-      else if (e.low > bar) r.verdict = Verdict::Lost;
+      if (measure::judge(e, limits.margin) == measure::Verdict::Faster) r.verdict = Verdict::Won;
+      else if (!measure::couldStillBe(measure::Verdict::Faster, e, limits.margin)) r.verdict = Verdict::Lost;
       else r.verdict = Verdict::WithinNoise, undecided = true;
     }
     return !undecided;
   };
 
-  bool settled = false;
-  for (int round = 0; round < limits.maxRounds; ++round) {
-    // Rotated order: round k starts with candidate k mod n.
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = (k + static_cast<size_t>(round)) % n;
-      if (!alive[i]) continue;
-      double ms = 0;
-      if (!sample(timer_, candidates[i], choice.callsPerSample, ms, choice.results[i].error)) {
-        alive[i] = false;
-        choice.results[i].verdict = Verdict::Failed;
-        continue;
-      }
-      samples[i].push_back(ms);
-    }
-    if (!alive[0]) {  // the baseline failed after warming up: keep it, decide nothing
-      choice.baselineFailed = true;
-      break;
-    }
-    // A candidate that failed mid-round has fewer samples: drop it from the pairing.
-    for (size_t i = 1; i < n; ++i)
-      if (!alive[i]) samples[i].clear();
-    choice.rounds = round + 1;
-    if (choice.rounds >= limits.minRounds) {
-      settled = decideAll();
-      if (settled) break;
-    }
-    if (spent() >= limits.maxSeconds) {
-      break;
-    }
-  }
-  if (choice.rounds > 0 && choice.rounds < limits.minRounds && !choice.baselineFailed) decideAll();
-  choice.outOfTime = !settled && choice.rounds < limits.maxRounds && !choice.baselineFailed;
+  measure::SamplingPlan plan;
+  plan.warmupRounds = 2;
+  plan.minSampleMs = limits.minSampleMs;
+  plan.maxCallsPerSample = limits.maxCallsPerSample;
+  plan.maxRounds = limits.maxRounds;
+  plan.budgetSeconds = limits.maxSeconds;
+  plan.rotate = true;
+  plan.keepGoingOnFailure = true;
+  plan.checkFrom = limits.minRounds;
+  const measure::Sampling s = measure::sampleInterleaved(timer_, candidates, plan, decideAll);
+
   for (size_t i = 0; i < n; ++i)
-    if (!samples[i].empty()) choice.results[i].medianMs = percentile(samples[i], 0.5);
+    if (s.failed(i)) {
+      choice.results[i].verdict = Verdict::Failed;
+      choice.results[i].error = s.errors[i];
+    }
+  choice.rounds = s.rounds;
+  choice.callsPerSample = s.callsPerSample;
+  choice.seconds = s.seconds;
+  choice.baselineFailed = s.baselineFailed;
+  if (s.baselineFailed) return choice;
+  if (s.rounds > 0 && s.rounds < limits.minRounds) decideAll(s);  // the slice ran out first
+  choice.outOfTime = !s.settled && s.rounds < limits.maxRounds;
+  for (size_t i = 0; i < n; ++i)
+    if (!s.ms[i].empty()) choice.results[i].medianMs = measure::percentile(s.ms[i], 0.5);
   // Too few rounds for an interval: nothing wins.
   if (choice.rounds < 2)
     for (size_t i = 1; i < n; ++i)
@@ -151,7 +99,6 @@ Choice Tuner::choose(const std::vector<Candidate>& candidates, const TuneLimits&
       best = i;
   choice.index = best;
   choice.name = candidates[best].name;
-  choice.seconds = spent();
   return choice;
 }
 

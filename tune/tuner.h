@@ -2,25 +2,27 @@
 //
 // Contract. `Tuner::choose` gets candidates that compute the same thing
 // (candidate 0 is the baseline: what the graph does without the rewrite) and
-// a Timer. It times them interleaved on the target device: a warm-up call of
-// each (also calibrating how many calls make one sample, so that a sample of
-// a microsecond op is at least `minSampleMs` long), then rounds, each round one
+// a Timer (a measure::Clock). It times them with the measuring library's
+// sampler (measure/sampler.h): two warm-up calls of each (the second also
+// calibrating how many calls make one sample, so that a sample of a
+// microsecond op is at least `minSampleMs` long), then rounds, each round one
 // sample of every candidate in a rotated order, so that a drift of the machine
 // (another process, the clock) hits all of them alike. After `minRounds`
 // rounds and after every round from then on, each alternative gets the median
 // of its samples over the baseline's, with a 95% bootstrap interval over the
-// paired rounds (tune/stats.h): the noise estimate. An alternative *wins* when
-// the whole interval lies below 1 - margin (faster beyond noise and by more
-// than the margin), *loses* when the interval's low end is above 1 - margin
-// (it cannot win by the margin). The rounds stop when every alternative has
-// won or lost, after `maxRounds`, or when the decision's time slice
-// (`maxSeconds`, on the Timer's clock) is spent; then the fastest (lowest
-// median) winner is chosen, else the baseline: within noise the graph stays
-// as it is. A candidate that throws is out (its message is kept); when the
-// baseline throws nothing is chosen. The decision never depends on wall-clock
-// time except through the Timer, so tests drive it with a deterministic fake
-// (tests/tune/fake_timer.h).
+// paired rounds, judged by the one verdict rule (measure/verdict.h): an
+// alternative *wins* when it is Faster (the whole interval below 1 - margin),
+// *loses* when it can no longer be Faster (the interval's low end above
+// 1 - margin). The rounds stop when every alternative has won or lost, after
+// `maxRounds`, or when the decision's time slice (`maxSeconds`, on the Timer's
+// clock) is spent; then the fastest (lowest median) winner is chosen, else the
+// baseline: within noise the graph stays as it is. A candidate that throws is
+// out (its message is kept); when the baseline throws nothing is chosen. The
+// decision never depends on wall-clock time except through the Timer, so tests
+// drive it with a deterministic fake (tests/tune/fake_timer.h).
 #pragma once
+
+#include "measure/clock.h"
 
 #include <functional>
 #include <string>
@@ -28,21 +30,12 @@
 
 namespace ptopt::tune {
 
-struct Candidate {
-  std::string name;          // "conv2d", "mkldnn", "bf16", "channels-last=on"
-  std::function<void()> run;  // one call (for CUDA: enqueues; the Timer synchronizes)
-};
-
-// Measures calls. The real one (SteadyTimer, tune/timer.h) reads a steady
-// clock; tests use a fake one whose times are scripted.
-class Timer {
- public:
-  virtual ~Timer() = default;
-  // Milliseconds per call of `c.run` over `calls` back-to-back calls.
-  virtual double timeMs(const Candidate& c, int calls) = 0;
-  // Seconds on this timer's clock since it was made (budgets are measured on it).
-  virtual double elapsedSeconds() const = 0;
-};
+// A candidate is a measured subject ("conv2d", "mkldnn", "bf16",
+// "channels-last=on" and one call); the Timer is the measuring library's
+// clock: the real one is measure::DeviceClock (under InferenceMode), tests
+// script a fake one.
+using Candidate = measure::Subject;
+using Timer = measure::Clock;
 
 struct TuneLimits {
   int minRounds = 5;

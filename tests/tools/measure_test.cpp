@@ -5,6 +5,8 @@
 #include "tools/api.h"
 #include "rewriters/pipeline.h"
 
+#include "tests/measure/fake_clock.h"
+
 #include <catch2/catch.hpp>
 
 #include <stdexcept>
@@ -13,22 +15,7 @@ using namespace ptopt;
 
 namespace {
 
-struct FakeClock {
-  double now = 0;
-  std::function<double()> clock() {
-    return [this] { return now; };
-  }
-  // A run that takes `ms` plus a repeating jitter of up to +-jitter ms.
-  std::function<double()> run(double ms, double jitter = 0, int* calls = nullptr) {
-    return [this, ms, jitter, calls, i = 0]() mutable {
-      static const double pattern[] = {0.0, 0.7, -0.4, 1.0, -1.0, 0.3, -0.7, 0.5};
-      const double t = ms + jitter * pattern[i++ % 8];
-      now += t;
-      if (calls) ++*calls;
-      return t;
-    };
-  }
-};
+using test::FakeClock;
 
 MeasureOptions options(double budgetSeconds = 1.0, bool earlyStop = true) {
   MeasureOptions o;
@@ -41,35 +28,35 @@ MeasureOptions options(double budgetSeconds = 1.0, bool earlyStop = true) {
 
 TEST_CASE("measurePair calls a clearly slower candidate slower, a faster one faster, an equal one neither") {
   FakeClock c;
-  const auto slower = measurePair(c.run(10, 1), c.run(15, 1), options(), c.clock());
+  const auto slower = measurePair(c.run(10, 1), c.run(15, 1), options(), c);
   CHECK(slower.verdict == SpeedVerdict::Slower);
   CHECK(slower.ratio.median == Approx(1.5).epsilon(0.05));
   CHECK(slower.ratio.low <= slower.ratio.median);
   CHECK(slower.ratio.high >= slower.ratio.median);
 
-  const auto faster = measurePair(c.run(10, 1), c.run(6, 1), options(), c.clock());
+  const auto faster = measurePair(c.run(10, 1), c.run(6, 1), options(), c);
   CHECK(faster.verdict == SpeedVerdict::Faster);
   CHECK(faster.ratio.high < 1);
 
   // Equal within noise (and within the 2% margin): kept.
-  const auto equal = measurePair(c.run(10, 2), c.run(10, 2), options(), c.clock());
+  const auto equal = measurePair(c.run(10, 2), c.run(10, 2), options(), c);
   CHECK(equal.verdict == SpeedVerdict::NoClearDifference);
   // 1% slower is below the margin: not "measurably slower".
-  const auto slightly = measurePair(c.run(10, 0.5), c.run(10.1, 0.5), options(), c.clock());
+  const auto slightly = measurePair(c.run(10, 0.5), c.run(10.1, 0.5), options(), c);
   CHECK(slightly.verdict != SpeedVerdict::Slower);
 }
 
 TEST_CASE("judge uses the confidence interval and the margin") {
-  CHECK(judge({1.10, 1.05, 1.15, 100}, 0.02) == SpeedVerdict::Slower);
-  CHECK(judge({1.10, 1.01, 1.20, 100}, 0.02) == SpeedVerdict::NoClearDifference);  // the CI reaches 1.01
-  CHECK(judge({0.80, 0.75, 0.85, 100}, 0.02) == SpeedVerdict::Faster);
-  CHECK(judge({0.99, 0.985, 0.99, 100}, 0.02) == SpeedVerdict::NoClearDifference);
+  CHECK(measure::judge({1.10, 1.05, 1.15, 100}, 0.02) == SpeedVerdict::Slower);
+  CHECK(measure::judge({1.10, 1.01, 1.20, 100}, 0.02) == SpeedVerdict::NoClearDifference);  // the CI reaches 1.01
+  CHECK(measure::judge({0.80, 0.75, 0.85, 100}, 0.02) == SpeedVerdict::Faster);
+  CHECK(measure::judge({0.99, 0.985, 0.99, 100}, 0.02) == SpeedVerdict::NoClearDifference);
 }
 
 TEST_CASE("measurePair stays within its budget, with at least minPairs pairs") {
   FakeClock c;
   int callsA = 0, callsB = 0;
-  const auto m = measurePair(c.run(10, 0, &callsA), c.run(15, 0, &callsB), options(1.0, false), c.clock());
+  const auto m = measurePair(c.run(10, 0, &callsA), c.run(15, 0, &callsB), options(1.0, false), c);
   // Three warm-up pairs (75 ms), then pairs of 25 ms until 1 s has passed.
   CHECK(m.pairs == 37);
   CHECK(callsA == 40);
@@ -79,27 +66,25 @@ TEST_CASE("measurePair stays within its budget, with at least minPairs pairs") {
 
   // A model slower than the whole budget still gets minPairs pairs.
   FakeClock slow;
-  const auto s = measurePair(slow.run(800), slow.run(900), options(0.5), slow.clock());
+  const auto s = measurePair(slow.run(800), slow.run(900), options(0.5), slow);
   CHECK(s.pairs == 5);
   CHECK(s.verdict == SpeedVerdict::Slower);
 
   // With early stopping, a clear answer ends the timing at 20 pairs.
   FakeClock clear;
-  const auto e = measurePair(clear.run(10, 0.5), clear.run(15, 0.5), options(1.0), clear.clock());
+  const auto e = measurePair(clear.run(10, 0.5), clear.run(15, 0.5), options(1.0), clear);
   CHECK(e.pairs == 20);
   CHECK(e.verdict == SpeedVerdict::Slower);
   FakeClock same;
-  CHECK(measurePair(same.run(10, 0.5), same.run(10, 0.5), options(1.0), same.clock()).pairs == 20);
+  CHECK(measurePair(same.run(10, 0.5), same.run(10, 0.5), options(1.0), same).pairs == 20);
   // A noisy ratio (a wide CI around 1) runs to the budget.
   FakeClock unclear;
   int i = 0;
-  auto noisy = [&unclear, &i] {  // 10 ms +- 5, out of step with A's pattern
+  auto noisy = unclear.custom([&i] {  // 10 ms +- 5, out of step with A's pattern
     static const double pattern[] = {0.9, -0.6, 0.1, -1.0, 0.5, -0.2, 0.8};
-    const double t = 10 + 5 * pattern[i++ % 7];
-    unclear.now += t;
-    return t;
-  };
-  const auto u = measurePair(unclear.run(10, 5), noisy, options(1.0), unclear.clock());
+    return 10 + 5 * pattern[i++ % 7];
+  });
+  const auto u = measurePair(unclear.run(10, 5), noisy, options(1.0), unclear);
   CHECK(u.pairs > 20);
   CHECK(unclear.now >= 1000);
 }
@@ -112,7 +97,7 @@ TEST_CASE("pickNotSlower keeps OUT unless it is measurably slower") {
       {"fp32 structure", "", [&] { ++built; return c.run(9, 0.5); }},
       {"input", "", [&] { ++built; return c.run(10, 0.5); }},
   };
-  const NeverSlowerResult r = pickNotSlower(c.run(10, 0.5), candidates, options(), c.clock());
+  const NeverSlowerResult r = pickNotSlower(c.run(10, 0.5), candidates, options(), c);
   CHECK(r.chosen == 0);
   REQUIRE(r.tried.size() == 1);
   CHECK(r.tried[0].measurement->verdict == SpeedVerdict::Faster);
@@ -126,7 +111,7 @@ TEST_CASE("pickNotSlower falls back to the first candidate that is not slower") 
       {"fp32 structure", "", [&] { return c.run(9.5, 1); }},  // faster
       {"input", "", [&] { return c.run(10, 1); }},
   };
-  const NeverSlowerResult r = pickNotSlower(c.run(10, 1), candidates, options(), c.clock());
+  const NeverSlowerResult r = pickNotSlower(c.run(10, 1), candidates, options(), c);
   CHECK(r.chosen == 1);
   REQUIRE(r.tried.size() == 2);
   CHECK(r.tried[0].measurement->verdict == SpeedVerdict::Slower);
@@ -138,10 +123,10 @@ TEST_CASE("pickNotSlower writes the input itself when every built candidate is s
   int inputTimed = 0;
   std::vector<Candidate> candidates = {
       {"output", "", [&] { return c.run(30, 1); }},
-      {"fp32 structure", "", []() -> std::function<double()> { throw std::runtime_error("fails verification"); }},
+      {"fp32 structure", "", []() -> measure::Subject { throw std::runtime_error("fails verification"); }},
       {"input", "", [&] { return c.run(10, 0, &inputTimed); }},
   };
-  const NeverSlowerResult r = pickNotSlower(c.run(10, 1), candidates, options(), c.clock());
+  const NeverSlowerResult r = pickNotSlower(c.run(10, 1), candidates, options(), c);
   CHECK(r.chosen == 2);
   REQUIRE(r.tried.size() == 3);
   CHECK(r.tried[1].error == "fails verification");
@@ -150,11 +135,11 @@ TEST_CASE("pickNotSlower writes the input itself when every built candidate is s
 
   // A slower fallback is passed over as well.
   candidates[1].build = [&] { return c.run(12, 0.2); };
-  const NeverSlowerResult r2 = pickNotSlower(c.run(10, 0.2), candidates, options(), c.clock());
+  const NeverSlowerResult r2 = pickNotSlower(c.run(10, 0.2), candidates, options(), c);
   CHECK(r2.chosen == 2);
   CHECK(r2.tried[1].measurement->verdict == SpeedVerdict::Slower);
 
-  CHECK_THROWS_AS(pickNotSlower(c.run(10), {}, options(), c.clock()), std::invalid_argument);
+  CHECK_THROWS_AS(pickNotSlower(c.run(10), {}, options(), c), std::invalid_argument);
 }
 
 // ---- The verdict in the tuning cache (tools/measure_cache.h): a warm --tune
@@ -194,8 +179,8 @@ CachedVerdict measuredVerdict(FakeClock& c, int* timedRuns, bool force = false) 
   };
   if (force) candidates.resize(1);
   CachedVerdict v;
-  v.picked = pickNotSlower(c.run(10, 1, timedRuns), candidates, options(), c.clock());
-  if (force) v.picked.tried.back().measurement = measurePair(c.run(10, 1), candidates[0].build(), options(), c.clock());
+  v.picked = pickNotSlower(c.run(10, 1, timedRuns), candidates, options(), c);
+  if (force) v.picked.tried.back().measurement = measurePair(c.run(10, 1), candidates[0].build(), options(), c);
   for (const auto& cand : candidates) v.names.push_back(cand.name);
   v.writtenDigest = force ? "" : "fp32-digest";
   v.forced = force;
@@ -205,9 +190,9 @@ CachedVerdict measuredVerdict(FakeClock& c, int* timedRuns, bool force = false) 
 std::vector<Candidate> namesOnly(std::initializer_list<const char*> names, int* built) {
   std::vector<Candidate> out;
   for (const char* n : names)
-    out.push_back({n, "", [built]() -> std::function<double()> {
+    out.push_back({n, "", [built]() -> measure::Subject {
                      ++*built;
-                     return [] { return 1.0; };
+                     return {"noop", [] {}};
                    }});
   return out;
 }

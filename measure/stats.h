@@ -1,4 +1,5 @@
-// Timing statistics shared by `ptopt bench` and the tuner (tune/tuner.h):
+// Timing statistics of the measuring library (measure/): `ptopt bench`, the
+// never-slower stage and the tuner read their samples through these:
 // order statistics, spread, and a bootstrap confidence interval for the
 // median ratio of two interleaved series. No LibTorch: plain numbers in,
 // plain numbers out.
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ptopt::tune {
+namespace ptopt::measure {
 
 struct TimingStats {
   size_t runs = 0;
@@ -34,4 +35,4 @@ struct RatioEstimate {
 RatioEstimate bootstrapMedianRatio(const std::vector<double>& a, const std::vector<double>& b, int resamples = 2000,
                                    uint64_t seed = 1);
 
-}  // namespace ptopt::tune
+}  // namespace ptopt::measure

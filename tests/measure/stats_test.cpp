@@ -1,9 +1,9 @@
-// Statistics behind `ptopt bench`.
-#include "tools/bench_stats.h"
+// The measuring library's statistics (measure/stats.h).
+#include "measure/stats.h"
 
 #include <catch2/catch.hpp>
 
-using namespace ptopt::tools;
+using namespace ptopt::measure;
 
 TEST_CASE("order statistics and the coefficient of variation") {
   std::vector<double> x{5, 1, 4, 2, 3};

@@ -1,4 +1,4 @@
-#include "tune/stats.h"
+#include "measure/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace ptopt::tune {
+namespace ptopt::measure {
 
 double percentile(std::vector<double> samples, double q) {
   if (samples.empty()) throw std::invalid_argument("percentile of no samples");
@@ -56,4 +56,4 @@ RatioEstimate bootstrapMedianRatio(const std::vector<double>& a, const std::vect
   return r;
 }
 
-}  // namespace ptopt::tune
+}  // namespace ptopt::measure

@@ -1,0 +1,33 @@
+// The one verdict rule of ptopt's measurements: whether B is faster or
+// slower than A, from the 95% bootstrap interval of median(B)/median(A)
+// (measure/stats.h) and a margin m (2% by default):
+//   Faster              the whole interval lies below 1 - m
+//   Slower              the whole interval lies above 1 + m
+//   NoClearDifference   otherwise: noise alone never decides
+// and when more samples cannot change the answer to a question (the
+// sampler's early stop, measure/sampler.h): B can still turn out Faster only
+// while the interval's low end is at or below 1 - m, Slower only while its
+// high end is at or above 1 + m. The never-slower stage asks "is OUT
+// slower?", the tuner "is this candidate faster than the baseline?"; `ptopt
+// bench` prints the same verdict.
+#pragma once
+
+#include "measure/stats.h"
+
+#include <string>
+
+namespace ptopt::measure {
+
+enum class Verdict { Faster, NoClearDifference, Slower };
+std::string verdictName(Verdict v);  // "faster", "no clear difference", "slower"
+
+Verdict judge(const RatioEstimate& r, double margin);
+
+// Whether more samples could still make the verdict `v` (Faster or Slower).
+bool couldStillBe(Verdict v, const RatioEstimate& r, double margin);
+
+// Whether neither Faster nor Slower can still change: the verdict is
+// already one of them, or the interval lies within 1 +- m.
+bool verdictSettled(const RatioEstimate& r, double margin);
+
+}  // namespace ptopt::measure

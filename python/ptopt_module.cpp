@@ -10,7 +10,7 @@
 // graph executor recurses about once per node on a graph's first run), then
 // converts the results.
 #include "tools/api.h"
-#include "tools/bench_run.h"
+#include "tools/latency.h"
 #include "tools/op_table.h"
 #include "tools/render.h"
 #include "tools/session.h"

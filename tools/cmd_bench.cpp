@@ -10,7 +10,7 @@
 // when this ptopt was built against a CUDA LibTorch (otherwise by a device
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
-#include "tools/bench_run.h"
+#include "tools/latency.h"
 #include "tools/commands.h"
 #include "tools/report.h"
 #include "tools/util.h"

@@ -1,7 +1,7 @@
 #include "tools/measure_cache.h"
 
 #include "ir/version.h"
-#include "tune/device_id.h"
+#include "tune/measuring_device.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -143,7 +143,7 @@ std::string VerdictKey::signature() const {
 VerdictKey verdictKey(c10::Device device, const MeasureOptions& o, std::string inDigest, std::string outDigest,
                       const std::vector<c10::IValue>& inputs) {
   VerdictKey k;
-  k.device = tune::deviceIdentity(device).str();
+  k.device = tune::measuringDevice(device).str();
   k.threads = o.threads > 0 ? o.threads : at::get_num_threads();
   k.inDigest = std::move(inDigest);
   k.outDigest = std::move(outDigest);

@@ -5,7 +5,7 @@
 // default, dominated it).
 //
 // Contract. A verdict is stored in the tuning cache (tune/cache.h) under the
-// context of the measurement (the device's identity, tune/device_id.h; the
+// context of the measurement (the device's identity, tune/measuring_device.h; the
 // LibTorch version; the intra-op thread count the timing ran with) and a
 // signature made of
 //   - a digest of IN's bytes and a digest of the bytes of the OUT archive
@@ -54,7 +54,7 @@ SpeedMeasurement speedFromJson(const nlohmann::json& j);
 std::string describeInputs(const std::vector<c10::IValue>& inputs);
 
 struct VerdictKey {
-  std::string device;   // tune::deviceIdentity(device).str()
+  std::string device;   // tune::measuringDevice(device).str()
   int threads = 1;      // intra-op threads while timing
   std::string inDigest, outDigest;
   std::string inputs;   // describeInputs

@@ -1,7 +1,7 @@
 #include "tune/cache.h"
 
 #include "ir/version.h"
-#include "tune/device_id.h"
+#include "tune/measuring_device.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -50,9 +50,9 @@ std::string CacheContext::key() const {
   return fmt::format("{} | libtorch {} | ptopt {} | {} threads", device, libtorch, ptopt, threads);
 }
 
-CacheContext CacheContext::current(const std::string& deviceIdentity) {
+CacheContext CacheContext::current(const std::string& device) {
   CacheContext c;
-  c.device = deviceIdentity;
+  c.device = device;
   c.libtorch = libtorchVersion();
   c.ptopt = ptoptVersion();
   c.threads = at::get_num_threads();

@@ -4,7 +4,7 @@
 // but across runs.
 //
 // Contract. A decision is stored under a context (the device's identity,
-// tune/device_id.h; the LibTorch version; ptopt's own version, since a newer
+// tune/measuring_device.h; the LibTorch version; ptopt's own version, since a newer
 // ptopt may build other candidates; the intra-op thread count) and its
 // op signature (tune/signature.h: op, shapes, dtypes, memory formats,
 // arguments; or, for a whole-model decision, a digest of the graph and its
@@ -37,13 +37,13 @@ class CacheError : public std::runtime_error {
 };
 
 struct CacheContext {
-  std::string device;    // DeviceIdentity::str()
+  std::string device;    // MeasuringDevice::str()
   std::string libtorch;  // "1.13.0"
   std::string ptopt;     // ptoptVersion(): a newer ptopt re-tunes
   int threads = 1;
   std::string key() const;  // "<device> | libtorch <v> | ptopt <v> | <n> threads"
-  // The context of this process on `deviceIdentity`: this LibTorch and ptopt, at::get_num_threads().
-  static CacheContext current(const std::string& deviceIdentity);
+  // The context of this process on `device` (MeasuringDevice::str()): this LibTorch and ptopt, at::get_num_threads().
+  static CacheContext current(const std::string& device);
 };
 
 struct CachedDecision {

@@ -7,9 +7,9 @@
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 #include "rewriters/pass_manager.h"
-#include "tune/bench.h"
+#include "tune/candidates.h"
 #include "tune/cache.h"
-#include "tune/device_id.h"
+#include "tune/measuring_device.h"
 #include "tune/signature.h"
 #include "measure/clock.h"
 #include "tune/tuned_kernels.h"
@@ -143,9 +143,9 @@ std::string regionSetName(const std::set<std::string>& on) {
 // shares of the budget.
 constexpr double kWholeModelWeight = 10.0;
 
-class Session {
+class PipelineTuning {
  public:
-  Session(const ir::Model& model, const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
+  PipelineTuning(const ir::Model& model, const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
           const TuneOptions& o)
       : registry_(registry), o_(o), work_(model.clone()), ctx_(base.forTrial()) {
     if (!o.timer) ownTimer_ = std::make_unique<measure::DeviceClock>(o.device, measure::DeviceClock::Options{true, true});
@@ -153,7 +153,7 @@ class Session {
     start_ = timer_->elapsedSeconds();
     result_.budgetSeconds = o.budgetSeconds;
     result_.cachePath = o.cachePath;
-    context_ = CacheContext::current(deviceIdentity(o.device).str());
+    context_ = CacheContext::current(measuringDevice(o.device).str());
     result_.context = context_.key();
     try {
       cache_ = TuningCache::open(o.cachePath);
@@ -891,7 +891,7 @@ class Session {
 TuneResult tunePipeline(const ir::Model& model, const rewriters::Pipeline& pipeline,
                         const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
                         const TuneOptions& options) {
-  return Session(model, registry, base, options).run(pipeline);
+  return PipelineTuning(model, registry, base, options).run(pipeline);
 }
 
 }  // namespace ptopt::tune

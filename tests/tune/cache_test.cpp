@@ -3,7 +3,7 @@
 // merges with what another run wrote, a damaged file is refused by name.
 #include "ir/version.h"
 #include "tune/cache.h"
-#include "tune/device_id.h"
+#include "tune/measuring_device.h"
 
 #include <catch2/catch.hpp>
 
@@ -127,7 +127,7 @@ TEST_CASE("the default cache lives under XDG_CACHE_HOME or else ~/.cache") {
 }
 
 TEST_CASE("the device identity names the CPU and its ISA level") {
-  const tune::DeviceIdentity id = tune::deviceIdentity(c10::kCPU);
+  const tune::MeasuringDevice id = tune::measuringDevice(c10::kCPU);
   CHECK(id.kind == "cpu");
   CHECK_FALSE(id.name.empty());
   CHECK_FALSE(id.isa.empty());

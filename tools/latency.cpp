@@ -1,4 +1,4 @@
-#include "tools/bench_run.h"
+#include "tools/latency.h"
 
 #include "ir/model.h"
 

@@ -1,4 +1,4 @@
-#include "tune/device_id.h"
+#include "tune/measuring_device.h"
 
 #include "target/capabilities.h"
 
@@ -27,10 +27,10 @@ std::string libtorchVersion() {
          std::to_string(TORCH_VERSION_PATCH);
 }
 
-std::string DeviceIdentity::str() const { return kind + ": " + name + " [" + isa + "]"; }
+std::string MeasuringDevice::str() const { return kind + ": " + name + " [" + isa + "]"; }
 
-DeviceIdentity deviceIdentity(c10::Device device) {
-  DeviceIdentity id;
+MeasuringDevice measuringDevice(c10::Device device) {
+  MeasuringDevice id;
   if (device.is_cuda()) {
     id.kind = "cuda";
     if (const auto p = compat::cudaDeviceInfo(device.has_index() ? device.index() : 0)) {

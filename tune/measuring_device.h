@@ -16,14 +16,14 @@
 
 namespace ptopt::tune {
 
-struct DeviceIdentity {
+struct MeasuringDevice {
   std::string kind;   // "cpu" or "cuda"
   std::string name;   // "AMD EPYC 9654 96-Core Processor", "NVIDIA H200"
   std::string isa;    // "avx512_bf16", "avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2)", "sm_90"
   // "cpu: <name> [<isa>]".
   std::string str() const;
 };
-DeviceIdentity deviceIdentity(c10::Device device);
+MeasuringDevice measuringDevice(c10::Device device);
 
 // The CPU's ISA level as LibTorch uses it, with the caps of this process.
 std::string isaLevel();

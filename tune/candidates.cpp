@@ -1,4 +1,4 @@
-#include "tune/bench.h"
+#include "tune/candidates.h"
 
 #include "ir/literal.h"
 #include "ir/op_views.h"

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ptopt {
@@ -67,6 +68,9 @@ NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Ca
                                 const MeasureOptions& options, measure::Clock& clock) {
   if (candidates.empty()) throw std::invalid_argument("pickNotSlower: no candidates");
   NeverSlowerResult result;
+  // One budget for the whole choice: a fallback gets what the comparisons
+  // (and builds) before it left, and at least minPairs pairs.
+  const double start = clock.elapsedSeconds();
   for (size_t i = 0; i < candidates.size(); ++i) {
     CandidateOutcome outcome{candidates[i].name, std::nullopt, ""};
     const bool last = i + 1 == candidates.size();
@@ -77,7 +81,9 @@ NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Ca
         result.chosen = i;
         return result;
       }
-      outcome.measurement = measurePair(in, candidate, options, clock);
+      MeasureOptions left = options;
+      left.budgetSeconds = std::max(0.0, options.budgetSeconds - (clock.elapsedSeconds() - start));
+      outcome.measurement = measurePair(in, candidate, left, clock);
     } catch (const std::exception& e) {
       outcome.error = shortError(e);
       if (last) throw;  // the input itself must be writable

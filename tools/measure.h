@@ -42,7 +42,7 @@
 namespace ptopt {
 
 struct MeasureOptions {
-  double budgetSeconds = 2.0;  // per comparison: warm-up and timed pairs together (--measure-budget)
+  double budgetSeconds = 2.0;  // warm-up and timed pairs together (--measure-budget); pickNotSlower: for all its candidates
   int threads = 1;             // intra-op threads while timing (0: leave LibTorch's setting)
   size_t minPairs = 5;         // timed pairs at least, even past the budget
   size_t maxPairs = 100;       // enough for a tight interval; fast models stop here
@@ -102,8 +102,9 @@ struct NeverSlowerResult {
 };
 // Tries the candidates in order against IN (`in`): the first that is
 // not measurably slower is chosen; the last one is taken without timing
-// (it should be the input itself). Throws std::invalid_argument without
-// candidates.
+// (it should be the input itself). The budget is the whole choice's: each
+// comparison gets what the ones before it (and the builds) left, and at
+// least minPairs pairs. Throws std::invalid_argument without candidates.
 NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Candidate>& candidates,
                                 const MeasureOptions& options, measure::Clock& clock);
 

@@ -118,6 +118,22 @@ TEST_CASE("pickNotSlower falls back to the first candidate that is not slower") 
   CHECK(r.tried[1].measurement->verdict != SpeedVerdict::Slower);
 }
 
+TEST_CASE("pickNotSlower: one budget for every candidate, each fallback gets what is left") {
+  // OUT (30 ms) against IN (10 ms): 3 warm-up pairs and 22 timed pairs spend the 1 s budget
+  // (no early stop); the fp32 structure then has none left and gets minPairs.
+  FakeClock c;
+  std::vector<Candidate> candidates = {
+      {"output", "", [&] { return c.run(30, 1); }},
+      {"fp32 structure", "", [&] { return c.run(9.5, 1); }},
+      {"input", "", [&] { return c.run(10, 1); }},
+  };
+  const NeverSlowerResult r = pickNotSlower(c.run(10, 1), candidates, options(1.0, false), c);
+  REQUIRE(r.tried.size() == 2);
+  CHECK(r.tried[0].measurement->pairs == 22);
+  CHECK(r.tried[1].measurement->pairs == 5);
+  CHECK(c.now < 1200);  // past the budget only by the fallback's 3 warm-up and 5 timed pairs (8 x 19.5 ms)
+}
+
 TEST_CASE("pickNotSlower writes the input itself when every built candidate is slower or unusable") {
   FakeClock c;
   int inputTimed = 0;

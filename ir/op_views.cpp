@@ -27,6 +27,12 @@ const Names kReshapeNames = {"self", "shape"};
 const Names kPermuteNames = {"self", "dims"};
 const Names kFlattenNames = {"self", "start_dim", "end_dim"};
 const Names kTransposeNames = {"self", "dim0", "dim1"};
+const Names kMkldnnConvNames = {"self", "weight", "bias", "padding", "stride", "dilation", "groups"};
+const Names kConvPrepackNames = {"W", "B", "stride", "padding", "dilation", "groups", "input_size", "attr"};
+const Names kAddNames = {"self", "other", "alpha"};
+const Names kCatNames = {"tensors", "dim"};
+const Names kHardtanhNames = {"self", "min_val", "max_val"};
+const Names kClampNames = {"self", "min", "max"};
 
 bool isOneOf(const std::string& t, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -179,6 +185,83 @@ std::optional<LayoutOp> LayoutOp::match(Node* n) {
                                                 : nullptr;
   if (!names) return std::nullopt;
   return LayoutOp(n, names);
+}
+
+// ----- the kernels of the lowering passes -----
+
+std::optional<Conv2dKernelOp> Conv2dKernelOp::match(Node* n) {
+  if (!n->isCall() || n->numArgs() != 7) return std::nullopt;
+  if (n->is("aten::conv2d") && n->overload().empty()) return Conv2dKernelOp(n, &kConvNames);
+  if (n->is("aten::mkldnn_convolution")) return Conv2dKernelOp(n, &kMkldnnConvNames);
+  return std::nullopt;
+}
+
+bool Conv2dKernelOp::hasLiteralGeometry() const {
+  return intListArg("stride") && intListArg("padding") && intListArg("dilation") && intArg("groups");
+}
+
+std::vector<Arg> Conv2dKernelOp::mkldnnConvolutionArgs(std::optional<Arg> in, std::optional<Arg> w) const {
+  return {in ? *in : input(), w ? *w : weight(), bias(), padding(), stride(), dilation(), groups()};
+}
+
+std::vector<size_t> Conv2dKernelOp::mkldnnConvolutionOrder() const {
+  return {inputIndex(), index("weight"), index("bias"), index("padding"), index("stride"), index("dilation"),
+          index("groups")};
+}
+
+std::vector<size_t> Conv2dKernelOp::prepackOrder() const {
+  return {index("weight"), index("bias"), index("stride"), index("padding"), index("dilation"), index("groups")};
+}
+
+std::vector<Arg> Conv2dKernelOp::reorderGeometry() const { return {padding(), stride(), dilation(), groups()}; }
+
+std::optional<ConvPrepackOp> ConvPrepackOp::match(Node* n) {
+  if (!n->is("mkldnn_prepacked::conv2d_prepack") || n->numArgs() != kConvPrepackNames.size()) return std::nullopt;
+  return ConvPrepackOp(n, &kConvPrepackNames);
+}
+
+std::optional<std::string> ConvPrepackOp::attr() const {
+  const Literal* l = literal("attr");
+  if (!l || !l->is<std::string>()) return std::nullopt;
+  return l->as<std::string>();
+}
+
+std::optional<AddOp> AddOp::match(Node* n) {
+  if (!n->isCall() || !isOneOf(n->target(), {"aten::add", "aten::add_", "aten::_add_relu", "aten::_add_relu_"}))
+    return std::nullopt;
+  if (!n->overload().empty() && n->overload() != "Tensor") return std::nullopt;
+  return AddOp(n, &kAddNames);
+}
+
+std::optional<double> AddOp::alpha() const {
+  if (!has("alpha")) return 1.0;
+  return floatArg("alpha");
+}
+
+std::optional<CatOp> CatOp::match(Node* n) {
+  if (!n->is("aten::cat")) return std::nullopt;
+  return CatOp(n, &kCatNames);
+}
+
+std::optional<ClampOp> ClampOp::match(Node* n) {
+  if (!n->isCall()) return std::nullopt;
+  if (isOneOf(n->target(), {"aten::hardtanh", "aten::hardtanh_"})) return ClampOp(n, &kHardtanhNames);
+  if (isOneOf(n->target(), {"aten::clamp", "aten::clamp_"}) && (n->overload().empty() || n->overload() == "Scalar"))
+    return ClampOp(n, &kClampNames);
+  return std::nullopt;
+}
+
+std::optional<std::pair<double, double>> ClampOp::bounds() const {
+  const bool hardtanh = target().rfind("aten::hardtanh", 0) == 0;
+  const char* lo = hardtanh ? "min_val" : "min";
+  const char* hi = hardtanh ? "max_val" : "max";
+  auto bound = [&](const char* name, double dflt) -> std::optional<double> {
+    if (!has(name)) return hardtanh ? std::optional<double>(dflt) : std::nullopt;
+    return floatArg(name);
+  };
+  auto a = bound(lo, -1.0), b = bound(hi, 1.0);
+  if (!a || !b) return std::nullopt;
+  return std::make_pair(*a, *b);
 }
 
 }  // namespace ptopt::ir

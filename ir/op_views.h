@@ -19,12 +19,21 @@
 //                (and their in-place `_` forms)
 //   ToOp         aten::to (every overload), aten::type_as
 //   LayoutOp     aten::contiguous, view, reshape, permute, flatten, transpose
+//   Conv2dKernelOp  aten::conv2d and aten::mkldnn_convolution: the same seven
+//                arguments in two orders, read by name and written in either
+//                op's order (no pass spells the order)
+//   ConvPrepackOp   mkldnn_prepacked::conv2d_prepack
+//   AddOp        aten::add / add_ (Tensor overloads, alpha), aten::_add_relu / _add_relu_
+//   CatOp        aten::cat
+//   ClampOp      aten::hardtanh / hardtanh_ (min_val, max_val), aten::clamp /
+//                clamp_ (min, max): the bounds when they are literals
 // Any other op: OpView::of(n) gives the same named getters over its schema.
 #pragma once
 
 #include "ir/ir.h"
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -186,6 +195,107 @@ class LayoutOp : public OpView {
   std::optional<int64_t> endDim() const { return intArg("end_dim"); }
   std::optional<int64_t> dim0() const { return intArg("dim0"); }                     // transpose
   std::optional<int64_t> dim1() const { return intArg("dim1"); }
+
+ private:
+  using OpView::OpView;
+};
+
+// aten::conv2d(input, weight, bias, stride, padding, dilation, groups) (the
+// default overload) and aten::mkldnn_convolution(self, weight, bias,
+// padding, stride, dilation, groups), with all seven arguments.
+class Conv2dKernelOp : public OpView {
+ public:
+  static std::optional<Conv2dKernelOp> match(Node* n);
+  static std::optional<Conv2dKernelOp> match(const Node* n) { return match(const_cast<Node*>(n)); }
+  bool isMkldnn() const { return target() == "aten::mkldnn_convolution"; }
+  const Arg& input() const { return arg(isMkldnn() ? "self" : "input"); }
+  const Arg& weight() const { return arg("weight"); }
+  const Arg& bias() const { return arg("bias"); }
+  const Arg& stride() const { return arg("stride"); }
+  const Arg& padding() const { return arg("padding"); }
+  const Arg& dilation() const { return arg("dilation"); }
+  const Arg& groups() const { return arg("groups"); }
+  // Stride, padding and dilation are int-list literals, groups an int literal.
+  bool hasLiteralGeometry() const;
+  // This node's argument positions in aten::mkldnn_convolution's order
+  // (input, weight, bias, padding, stride, dilation, groups), and in
+  // mkldnn_prepacked::conv2d_prepack's (weight, bias, stride, padding,
+  // dilation, groups): for callers that hold the arguments as values.
+  std::vector<size_t> mkldnnConvolutionOrder() const;
+  std::vector<size_t> prepackOrder() const;
+  size_t inputIndex() const { return index(isMkldnn() ? "self" : "input"); }
+  // The arguments in aten::mkldnn_convolution's order, with `input` and
+  // `weight` replaced where given.
+  std::vector<Arg> mkldnnConvolutionArgs(std::optional<Arg> input = std::nullopt,
+                                         std::optional<Arg> weight = std::nullopt) const;
+  // mkldnn_reorder_conv2d_weight(weight, padding, stride, dilation, groups)'s
+  // arguments after the weight.
+  std::vector<Arg> reorderGeometry() const;
+
+ private:
+  using OpView::OpView;
+};
+
+// mkldnn_prepacked::conv2d_prepack(W, B, stride, padding, dilation, groups,
+// input_size, attr).
+class ConvPrepackOp : public OpView {
+ public:
+  static std::optional<ConvPrepackOp> match(Node* n);
+  static std::optional<ConvPrepackOp> match(const Node* n) { return match(const_cast<Node*>(n)); }
+  const Arg& weight() const { return arg("W"); }
+  const Arg& bias() const { return arg("B"); }
+  const Arg& stride() const { return arg("stride"); }
+  const Arg& padding() const { return arg("padding"); }
+  const Arg& dilation() const { return arg("dilation"); }
+  const Arg& groups() const { return arg("groups"); }
+  // The fused post-op ("none", "relu"), when it is a literal.
+  std::optional<std::string> attr() const;
+
+ private:
+  using OpView::OpView;
+};
+
+// aten::add / add_ (Tensor overloads: self, other, alpha) and aten::_add_relu
+// / _add_relu_ (the same arguments).
+class AddOp : public OpView {
+ public:
+  static std::optional<AddOp> match(Node* n);
+  static std::optional<AddOp> match(const Node* n) { return match(const_cast<Node*>(n)); }
+  Value* self() const { return value("self"); }
+  Value* other() const { return value("other"); }
+  // alpha: 1 when absent (the default); nullopt when it is not a literal.
+  std::optional<double> alpha() const;
+  bool inPlace() const { return !target().empty() && target().back() == '_'; }
+  bool fusedRelu() const { return target().rfind("aten::_add_relu", 0) == 0; }
+
+ private:
+  using OpView::OpView;
+};
+
+// aten::cat(tensors, dim).
+class CatOp : public OpView {
+ public:
+  static std::optional<CatOp> match(Node* n);
+  static std::optional<CatOp> match(const Node* n) { return match(const_cast<Node*>(n)); }
+  Value* tensors() const { return value("tensors"); }
+  const Arg& dimArg() const { return arg("dim"); }
+  std::optional<int64_t> dim() const { return intArg("dim"); }
+
+ private:
+  using OpView::OpView;
+};
+
+// aten::hardtanh / hardtanh_ (self, min_val, max_val) and aten::clamp /
+// clamp_ (self, min, max; the Scalar overload).
+class ClampOp : public OpView {
+ public:
+  static std::optional<ClampOp> match(Node* n);
+  static std::optional<ClampOp> match(const Node* n) { return match(const_cast<Node*>(n)); }
+  Value* self() const { return value("self"); }
+  // Both bounds as literal numbers (hardtanh's defaults -1, 1 when absent);
+  // nullopt when either is computed or None.
+  std::optional<std::pair<double, double>> bounds() const;
+  bool inPlace() const { return !target().empty() && target().back() == '_'; }
 
  private:
   using OpView::OpView;

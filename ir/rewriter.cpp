@@ -348,6 +348,16 @@ Value* Rewriter::call(Node* before, const std::string& qualifiedTarget, std::vec
   return insertCall(before, qualifiedTarget, std::move(args), {std::move(outputType)})->output();
 }
 
+Value* Rewriter::createLike(Node* like, const std::string& qualifiedTarget, std::vector<Arg> args,
+                           const std::string& provenance, c10::TypePtr outputType) {
+  Node* n = g_.createCall(qualifiedTarget, std::move(args), {std::move(outputType)});
+  n->setScope(like->scope());
+  if (like->numOutputs() == 1) n->output()->meta() = like->output()->meta();
+  n->setProvenance(provenance.empty() ? pass_ : provenance);
+  insert(n, like);
+  return n->output();
+}
+
 Node* Rewriter::insert(Node* detached, Node* before) {
   detached->insertBefore(before);
   logInsert(detached, "");
@@ -376,6 +386,22 @@ Value* Rewriter::addConstant(const std::string& base, const at::Tensor& t, Node*
   logInsert(n, "constant " + name);
   return n->output();
 }
+
+Value* Rewriter::addConstant(const std::string& base, const c10::IValue& value, c10::TypePtr type, Node* before) {
+  const std::string name = storeConstant(base, value);
+  Node* n = g_.createGetAttr(name, std::move(type));
+  n->insertBefore(before);
+  logInsert(n, "constant " + name);
+  return n->output();
+}
+
+std::string Rewriter::storeConstant(const std::string& base, const c10::IValue& value) {
+  const std::string name = g_.constants().uniqueName(base);
+  g_.constants().set(name, value);
+  return name;
+}
+
+void Rewriter::dropConstant(const std::string& name) { g_.constants().erase(name); }
 
 Value* Rewriter::getAttr(const std::string& name, c10::TypePtr type, Node* before) {
   Node* n = g_.createGetAttr(name, std::move(type));

@@ -117,6 +117,12 @@ class Rewriter {
   // insertCall with one output; returns the output.
   Value* call(Node* before, const std::string& qualifiedTarget, std::vector<Arg> args,
               c10::TypePtr outputType = c10::TensorType::get());
+  // A call that takes the place of `like`: inserted before it, with its
+  // scope, `provenance` (default: this pass) and, on its one output,
+  // `like`'s output metadata, all set before the logged insert. `like`
+  // stays for the caller to replace.
+  Value* createLike(Node* like, const std::string& qualifiedTarget, std::vector<Arg> args,
+                    const std::string& provenance = "", c10::TypePtr outputType = c10::TensorType::get());
   // Inserts a detached node made with graph().createNode / createCall.
   Node* insert(Node* detached, Node* before);
   Node* insertAfter(Node* detached, Node* after);
@@ -124,8 +130,19 @@ class Rewriter {
   // Registers `t` as a new constant named after `base` (`base`, `base.1`,
   // ...) and inserts its get_attr before `before`; returns the value.
   Value* addConstant(const std::string& base, const at::Tensor& t, Node* before);
+  // The same for any constant value of `type` (packed weights, RNN cell
+  // parameters: script objects).
+  Value* addConstant(const std::string& base, const c10::IValue& value, c10::TypePtr type, Node* before);
   // A get_attr for an existing constant, inserted before `before`.
   Value* getAttr(const std::string& name, c10::TypePtr type, Node* before);
+  // The constant table's writes belong to the rewriter, so that no pass
+  // touches the table directly. storeConstant: a new entry named after
+  // `base` holding `value`, for a get_attr the caller creates (its metadata
+  // set first) and inserts through this rewriter: that insert is the logged
+  // edit. dropConstant: the entry of a constant this pass made, once the
+  // get_attr reading it was erased through this rewriter.
+  std::string storeConstant(const std::string& base, const c10::IValue& value);
+  void dropConstant(const std::string& name);
 
   // ----- editing -----
   void setArg(Node* n, size_t i, Arg a);

@@ -2,6 +2,7 @@
 
 #include "ir/ir.h"
 #include "ir/literal.h"
+#include "ir/op_views.h"
 #include "ir/rewriter.h"
 #include "ir/mutation.h"
 #include "rewriters/constants.h"
@@ -26,18 +27,6 @@ std::vector<rewriters::OptionSpec> OneDnnBlockedPass::optionSpecs() const {
 
 namespace {
 
-const ir::Literal* literalArg(const ir::Node* n, size_t i) {
-  return i < n->numArgs() && n->arg(i).isLiteral() ? &n->arg(i).literal() : nullptr;
-}
-bool isIntList(const ir::Node* n, size_t i) {
-  const ir::Literal* l = literalArg(n, i);
-  return l && l->is<std::vector<int64_t>>();
-}
-bool isInt(const ir::Node* n, size_t i, std::optional<int64_t> want = std::nullopt) {
-  const ir::Literal* l = literalArg(n, i);
-  return l && l->is<int64_t>() && (!want || l->as<int64_t>() == *want);
-}
-
 // A 4-D float32/bfloat16 CPU tensor as shape-prop saw it.
 std::optional<c10::ScalarType> cpuFloat4d(const ir::Value* v) {
   if (!v || !v->isTensor()) return std::nullopt;
@@ -48,30 +37,23 @@ std::optional<c10::ScalarType> cpuFloat4d(const ir::Value* v) {
   return m.dtype;
 }
 
-// The argument positions of the two conv forms this pass converts.
-struct ConvLayout {
-  size_t stride, padding;  // input 0, weight 1, bias 2, dilation 5, groups 6 in both
-};
-std::optional<ConvLayout> convLayout(const ir::Node* n) {
-  if (n->is("aten::conv2d") && n->overload().empty()) return ConvLayout{3, 4};
-  if (n->is("aten::mkldnn_convolution")) return ConvLayout{4, 3};
-  return std::nullopt;
-}
-
-// Why conv `n` cannot run on oneDNN tensors with a packed weight, or "".
-std::string convIneligible(const ir::Node* n, const ConvLayout& c) {
-  if (n->numArgs() < 7) return "the conv has defaulted arguments";
-  if (!isIntList(n, c.stride) || !isIntList(n, c.padding) || !isIntList(n, 5) || !isInt(n, 6))
-    return "its stride/padding/dilation/groups are not literals";
-  const auto w = rewriters::constantTensor(n->arg(1).value());
+// Why conv `c` cannot run on oneDNN tensors with a packed weight, or "".
+std::string convIneligible(const ir::Conv2dKernelOp& c) {
+  if (!c.hasLiteralGeometry()) return "its stride/padding/dilation/groups are not literals";
+  const auto w = c.weight().isValue() ? rewriters::constantTensor(c.weight().value()) : std::nullopt;
   if (!w || w->dim() != 4 || !w->device().is_cpu() || w->layout() != c10::kStrided)
     return "its weight is not a constant 4-D CPU tensor";
-  const ir::Arg& bias = n->arg(2);
-  if (bias.isValue() && !rewriters::constantTensor(bias.value())) return "its bias is not a constant";
-  const auto dtype = cpuFloat4d(n->arg(0).value());
+  if (c.bias().isValue() && !rewriters::constantTensor(c.bias().value())) return "its bias is not a constant";
+  const auto dtype = c.input().isValue() ? cpuFloat4d(c.input().value()) : std::nullopt;
   if (!dtype) return "its input is not known to be a 4-D float32 or bfloat16 CPU tensor (run shape-prop)";
   if (*dtype != w->scalar_type()) return "its weight's dtype differs from its input's";
   return "";
+}
+
+// A conv form this pass converts (aten::conv2d, aten::mkldnn_convolution),
+// with or without all its arguments.
+bool isConv2dForm(const ir::Node* n) {
+  return (n->is("aten::conv2d") && n->overload().empty()) || n->is("aten::mkldnn_convolution");
 }
 
 // `args` followed by the defaults of the schema's remaining arguments, so a
@@ -119,12 +101,13 @@ class Converter {
     for (ir::Node* n : order) {
       if (!n->isCall() || n->numOutputs() != 1 || !n->blocks().empty()) continue;
       std::optional<size_t> joined;
-      if (auto c = convLayout(n)) {
-        if (std::string why = convIneligible(n, *c); !why.empty()) {
+      if (isConv2dForm(n)) {
+        const auto c = ir::Conv2dKernelOp::match(n);
+        if (std::string why = c ? convIneligible(*c) : "the conv has defaulted arguments"; !why.empty()) {
           ctx_.decline(pass_, n, why);
           continue;
         }
-        joined = regionOfValue(n->arg(0).value());
+        joined = regionOfValue(c->input().value());
         if (!joined) {
           joined = parent.size();
           parent.push_back(*joined);
@@ -157,7 +140,7 @@ class Converter {
     std::set<const ir::Node*> converted;
     for (auto& [root, nodes] : members) {
       int64_t convs = 0;
-      for (ir::Node* n : nodes) convs += convLayout(n) ? 1 : 0;
+      for (ir::Node* n : nodes) convs += isConv2dForm(n) ? 1 : 0;
       if (convs < minConvs_) {
         ctx_.decline(pass_, nodes.front(),
                      fmt::format("a region of {} conv{} (min-convs={}): the entry and exit reorders cost more",
@@ -180,8 +163,8 @@ class Converter {
     for (ir::Node* n : order) {
       if (!converted.count(n)) continue;
       auto isBlocked = [&](const ir::Value* v) { return v && v->node() && converted.count(v->node()); };
-      if (auto c = convLayout(n)) {
-        ir::Value* x = n->arg(0).value();
+      if (auto c = ir::Conv2dKernelOp::match(n)) {
+        ir::Value* x = c->input().value();
         if (!isBlocked(x)) {
           // One entry per dense value, unless it is written in place
           // (then each conv converts it where it reads it).
@@ -195,12 +178,11 @@ class Converter {
           }
           x = e;
         }
-        ir::Value* w = n->arg(1).value();
-        ir::Value* wm = rw.call(n, "aten::to_mkldnn", withDefaults("aten::to_mkldnn", {w}));
-        ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight",
-                                    {wm, n->arg(c->padding), n->arg(c->stride), n->arg(5), n->arg(6)});
-        ir::Node* k = g_.createCall("aten::mkldnn_convolution",
-                                    {x, packed, n->arg(2), n->arg(c->padding), n->arg(c->stride), n->arg(5), n->arg(6)},
+        ir::Value* wm = rw.call(n, "aten::to_mkldnn", withDefaults("aten::to_mkldnn", {c->weight()}));
+        std::vector<ir::Arg> reorderArgs{wm};
+        for (const ir::Arg& a : c->reorderGeometry()) reorderArgs.push_back(a);
+        ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight", std::move(reorderArgs));
+        ir::Node* k = g_.createCall("aten::mkldnn_convolution", c->mkldnnConvolutionArgs(ir::Arg(x), ir::Arg(packed)),
                                     {c10::TensorType::get()});
         k->setScope(n->scope());
         k->output()->meta() = n->output()->meta();
@@ -211,9 +193,10 @@ class Converter {
         retarget(rw, n, k->output(), converted);
       } else if (n->is("aten::_add_relu") || n->is("aten::_add_relu_")) {
         // add then relu (in place when it was): oneDNN tensors have no fused _add_relu.
-        const bool inPlace = n->is("aten::_add_relu_");
-        std::vector<ir::Arg> addArgs{n->arg(0), n->arg(1)};
-        if (n->numArgs() > 2) addArgs.push_back(n->arg(2));
+        const auto add = ir::AddOp::match(n);
+        const bool inPlace = add->inPlace();
+        std::vector<ir::Arg> addArgs{add->arg("self"), add->arg("other")};
+        if (add->has("alpha")) addArgs.push_back(add->arg("alpha"));
         ir::Value* sum = rw.call(n, inPlace ? "aten::add_" : "aten::add", std::move(addArgs));
         sum->meta() = n->output()->meta();
         converted.insert(sum->node());
@@ -247,45 +230,40 @@ class Converter {
   // The tensor inputs of `n` when it is an op oneDNN tensors support and its
   // other arguments fit; nullopt otherwise.
   std::optional<std::vector<const ir::Value*>> memberInputs(const ir::Node* n) const {
-    auto tensor = [&](size_t i) -> const ir::Value* {
-      return i < n->numArgs() && n->arg(i).isValue() && cpuFloat4d(n->arg(i).value()) ? n->arg(i).value() : nullptr;
+    const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(n));
+    auto tensor = [&](const char* name) -> const ir::Value* {
+      const ir::Value* v = op.has(name) ? op.value(name) : nullptr;
+      return cpuFloat4d(v) ? v : nullptr;
     };
-    auto onlyUser = [&](size_t i) { return tensor(i) && tensor(i)->uses().size() == 1; };
+    auto onlyUser = [&](const char* name) { return tensor(name) && tensor(name)->uses().size() == 1; };
+    auto allOnes = [](const std::optional<std::vector<int64_t>>& l) {
+      return l && std::all_of(l->begin(), l->end(), [](int64_t d) { return d == 1; });
+    };
     if (n->is("aten::relu") || n->is("aten::sigmoid")) {
-      if (tensor(0)) return std::vector<const ir::Value*>{tensor(0)};
+      if (tensor("self")) return std::vector<const ir::Value*>{tensor("self")};
     } else if (n->is("aten::relu_")) {
-      if (onlyUser(0)) return std::vector<const ir::Value*>{tensor(0)};
+      if (onlyUser("self")) return std::vector<const ir::Value*>{tensor("self")};
     } else if (n->is("aten::gelu")) {
-      const ir::Literal* approx = literalArg(n, 1);
-      if (tensor(0) && (n->numArgs() == 1 || (approx && approx->is<std::string>() && approx->as<std::string>() == "none")))
-        return std::vector<const ir::Value*>{tensor(0)};
-    } else if (n->is("aten::add") || n->is("aten::add_") || n->is("aten::_add_relu") || n->is("aten::_add_relu_")) {
-      if (n->overload() != "Tensor" && !n->overload().empty()) return std::nullopt;
-      const bool inPlace = n->is("aten::add_") || n->is("aten::_add_relu_");
-      if (tensor(0) && tensor(1) && sameShape(tensor(0), tensor(1)) && (n->numArgs() < 3 || isInt(n, 2, 1)) &&
-          (!inPlace || onlyUser(0)))
-        return std::vector<const ir::Value*>{tensor(0), tensor(1)};
+      const ir::Literal* approx = op.literal("approximate");
+      if (tensor("self") && (!op.has("approximate") ||
+                             (approx && approx->is<std::string>() && approx->as<std::string>() == "none")))
+        return std::vector<const ir::Value*>{tensor("self")};
+    } else if (auto add = ir::AddOp::match(n)) {
+      if (tensor("self") && tensor("other") && sameShape(tensor("self"), tensor("other")) && add->alpha() == 1.0 &&
+          (!add->inPlace() || onlyUser("self")))
+        return std::vector<const ir::Value*>{tensor("self"), tensor("other")};
     } else if (n->is("aten::mul")) {
-      if ((n->overload() == "Tensor" || n->overload().empty()) && tensor(0) && tensor(1) &&
-          sameShape(tensor(0), tensor(1)))
-        return std::vector<const ir::Value*>{tensor(0), tensor(1)};
+      if ((n->overload() == "Tensor" || n->overload().empty()) && tensor("self") && tensor("other") &&
+          sameShape(tensor("self"), tensor("other")))
+        return std::vector<const ir::Value*>{tensor("self"), tensor("other")};
     } else if (n->is("aten::max_pool2d")) {
-      // (self, kernel_size, stride, padding, dilation, ceil_mode)
-      const ir::Literal* dil = literalArg(n, 4);
-      const bool unitDilation = n->numArgs() < 5 ||
-                                (dil && dil->is<std::vector<int64_t>>() &&
-                                 std::all_of(dil->as<std::vector<int64_t>>().begin(),
-                                             dil->as<std::vector<int64_t>>().end(), [](int64_t d) { return d == 1; }));
-      if (tensor(0) && unitDilation) return std::vector<const ir::Value*>{tensor(0)};
+      if (tensor("self") && (!op.has("dilation") || allOnes(op.intListArg("dilation"))))
+        return std::vector<const ir::Value*>{tensor("self")};
     } else if (n->is("aten::adaptive_avg_pool2d")) {
       // Global pooling only: on oneDNN tensors the input's size must be a
       // multiple of the output's (alexnet's 6x6 after a 1x1 map fails), and
       // only 1x1 divides every size the model may be run with.
-      const ir::Literal* size = literalArg(n, 1);
-      if (tensor(0) && size && size->is<std::vector<int64_t>>() &&
-          std::all_of(size->as<std::vector<int64_t>>().begin(), size->as<std::vector<int64_t>>().end(),
-                      [](int64_t d) { return d == 1; }))
-        return std::vector<const ir::Value*>{tensor(0)};
+      if (tensor("self") && allOnes(op.intListArg("output_size"))) return std::vector<const ir::Value*>{tensor("self")};
     }
     return std::nullopt;
   }

@@ -638,10 +638,9 @@ class Caster {
       at::Tensor converted = t.to(cfg_.target);
       if (cfg_.emulate) converted = converted.to(kFloat);
       const char* suffix = cfg_.target == c10::ScalarType::Half ? "_fp16" : "_bf16";
-      newName = g_.constants().uniqueName(name + suffix);
       // Dense, in the layout it had: channels-last weights (from the
       // channels-last pass) stay channels-last, or every conv would convert.
-      g_.constants().set(newName, converted.contiguous(t.suggest_memory_format()));
+      newName = rw_.storeConstant(name + suffix, converted.contiguous(t.suggest_memory_format()));
       ++weights_;
     }
     ir::Node* get = g_.createGetAttr(newName, c10::TensorType::get());

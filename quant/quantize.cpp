@@ -77,13 +77,6 @@ bool onlyUser(const ir::Value* v, const ir::Node* n) {
   return !v->uses().empty();
 }
 
-std::optional<double> literalDouble(const ir::Arg& a) {
-  if (!a.isLiteral()) return std::nullopt;
-  if (a.literal().is<double>()) return a.literal().as<double>();
-  if (a.literal().is<int64_t>()) return static_cast<double>(a.literal().as<int64_t>());
-  return std::nullopt;
-}
-
 // relu / relu_ / hardtanh(0, v) / hardtanh_ (the only user of `v`).
 ir::Node* fusableActivation(ir::Value* v) {
   if (v->uses().size() != 1) return nullptr;
@@ -91,8 +84,8 @@ ir::Node* fusableActivation(ir::Value* v) {
   if (u->owningBlock() != v->node()->owningBlock() || v->uses()[0].argIndex != 0) return nullptr;
   if (u->is("aten::relu") || u->is("aten::relu_")) return u;
   if ((u->is("aten::hardtanh") || u->is("aten::hardtanh_")) && u->numArgs() == 3) {
-    auto lo = literalDouble(u->arg(1)), hi = literalDouble(u->arg(2));
-    if (lo && hi && *lo == 0.0 && *hi > 0) return u;
+    const auto bounds = ir::ClampOp::match(u)->bounds();
+    if (bounds && bounds->first == 0.0 && bounds->second > 0) return u;
   }
   return nullptr;
 }
@@ -151,23 +144,19 @@ std::vector<Candidate> findCandidates(ir::Graph& g, bool dynamic, PassContext* c
       if (!isFloatTensor(lin->input())) { decline(n, "input is not float32"); continue; }
       c.kind = Kind::Linear;
       c.kindName = "linear";
-    } else if (n->is("aten::add") || n->is("aten::add_") || n->is("aten::_add_relu") || n->is("aten::_add_relu_")) {
-      if (n->numArgs() < 2 || !n->arg(0).isValue() || !n->arg(1).isValue()) continue;
-      ir::Value* a = n->argValue(0);
-      ir::Value* b = n->argValue(1);
+    } else if (auto add = ir::AddOp::match(n)) {
+      ir::Value* a = add->self();
+      ir::Value* b = add->other();
+      if (!a || !b) continue;
       if (!a->isTensor() || !b->isTensor() || !isFloatTensor(a) || !isFloatTensor(b)) continue;
-      if (n->numArgs() >= 3) {
-        auto alpha = literalDouble(n->arg(2));
-        if (!alpha || *alpha != 1.0) { decline(n, "alpha is not 1"); continue; }
-      }
+      if (add->alpha() != 1.0) { decline(n, "alpha is not 1"); continue; }
       if (!sameKnownShape(a, b)) { decline(n, "operand shapes are unknown or differ (no broadcasting int8 add)"); continue; }
-      const bool inPlace = n->target().back() == '_';
-      if (inPlace && !onlyUser(a, n)) { decline(n, "in-place add whose target has other users"); continue; }
+      if (add->inPlace() && !onlyUser(a, n)) { decline(n, "in-place add whose target has other users"); continue; }
       c.kind = Kind::Add;
-      c.kindName = n->target().find("relu") != std::string::npos ? "add_relu" : "add";
-    } else if (n->is("aten::cat")) {
-      if (n->numArgs() != 2 || !n->arg(0).isValue() || !n->arg(1).isLiteral()) continue;
-      ir::Value* list = n->argValue(0);
+      c.kindName = add->fusedRelu() ? "add_relu" : "add";
+    } else if (auto cat = ir::CatOp::match(n)) {
+      if (n->numArgs() != 2 || !cat->tensors() || !cat->dimArg().isLiteral()) continue;
+      ir::Value* list = cat->tensors();
       ir::Node* lc = list->node();
       if (!lc || !lc->is("prim::ListConstruct") || list->uses().size() != 1) { decline(n, "its list is not built for it alone"); continue; }
       bool ok = lc->numArgs() > 0;
@@ -196,12 +185,21 @@ std::vector<Candidate> findCandidates(ir::Graph& g, bool dynamic, PassContext* c
   return out;
 }
 
+// The tensors an add (self, other) or a cat (its list's elements) reads.
+std::vector<ir::Value*> addOrCatInputs(ir::Node* n) {
+  if (auto add = ir::AddOp::match(n)) return {add->self(), add->other()};
+  std::vector<ir::Value*> xs;
+  for (const auto& a : ir::CatOp::match(n)->tensors()->node()->args()) xs.push_back(a.value());
+  return xs;
+}
+
 // Ops that run on a quantized tensor and keep its quantization.
 bool isPassThrough(const ir::Node* n) {
   static const std::set<std::string> ops = {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
                                             "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d",
                                             "aten::flatten", "aten::reshape", "aten::contiguous"};
-  return n->isCall() && ops.count(n->target()) && n->numArgs() >= 1 && n->arg(0).isValue() && n->numOutputs() == 1;
+  return n->isCall() && ops.count(n->target()) && ir::OpView::of(const_cast<ir::Node*>(n)).value("self") &&
+         n->numOutputs() == 1;
 }
 
 c10::IValue callOp(const char* name, const char* overload, std::vector<c10::IValue> args) {
@@ -290,10 +288,7 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
       if (fp32.count(idx)) continue;
       // An add or cat is worth int8 only inside a region: when an input is int8 already.
       if (c.kind == Kind::Add || c.kind == Kind::Cat) {
-        std::vector<ir::Value*> xs;
-        if (c.kind == Kind::Add) xs = {n->argValue(0), n->argValue(1)};
-        else
-          for (const auto& a : n->argValue(0)->node()->args()) xs.push_back(a.value());
+        const std::vector<ir::Value*> xs = addOrCatInputs(n);
         const bool anyQuantized = std::any_of(xs.begin(), xs.end(), [&](ir::Value* x) { return qOf.count(x) != 0; });
         if (!anyQuantized) continue;
       }
@@ -331,9 +326,7 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
         } else {
           packed = callOp("quantized::linear_prepack", "", {wq, b ? c10::IValue(*b) : c10::IValue()});
         }
-        const std::string name = g.constants().uniqueName(baseName(weight, "quantized") + "_packed");
-        g.constants().set(name, packed);
-        ir::Value* pv = rw.getAttr(name, packed.type(), before);
+        ir::Value* pv = rw.addConstant(baseName(weight, "quantized") + "_packed", packed, packed.type(), before);
         if (c.kind == Kind::LinearDynamic) {
           ir::Value* y = rw.call(before, "quantized::linear_dynamic", {input, pv, reduceRange});
           rw.setMeta(y, c.out->meta());
@@ -355,17 +348,19 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
         qv = rw.call(before, target, {qx, pv, q.scale, q.zeroPoint});
       } else if (c.kind == Kind::Add) {
         const QParams q = qp(c.out);
-        ir::Value* qa = quantized(n->argValue(0), before);
-        ir::Value* qb = quantized(n->argValue(1), before);
+        const auto add = ir::AddOp::match(n);
+        ir::Value* qa = quantized(add->self(), before);
+        ir::Value* qb = quantized(add->other(), before);
         const bool relu = c.kindName == "add_relu";
         qv = rw.call(before, relu ? "quantized::add_relu" : "quantized::add", {qa, qb, q.scale, q.zeroPoint});
       } else if (c.kind == Kind::Cat) {
         const QParams q = qp(c.out);
-        ir::Node* lc = n->argValue(0)->node();
+        const auto cat = ir::CatOp::match(n);
+        ir::Node* lc = cat->tensors()->node();
         std::vector<ir::Arg> items;
         for (const auto& a : lc->args()) items.emplace_back(quantized(a.value(), before));
         ir::Value* list = rw.call(before, "prim::ListConstruct", items, c10::ListType::ofTensors());
-        qv = rw.call(before, "quantized::cat", {list, n->arg(1), q.scale, q.zeroPoint});
+        qv = rw.call(before, "quantized::cat", {list, cat->dimArg(), q.scale, q.zeroPoint});
         erase.insert(erase.begin(), lc);
       }
       rw.setName(qv, c.out->name() + "_int8");
@@ -375,18 +370,21 @@ BuildResult build(ir::Graph& g, const std::vector<Candidate>& cands, const std::
       continue;
     }
     // Shape queries read the quantized tensor (no dequantize needed for them).
-    if ((n->is("aten::size") || n->is("aten::dim")) && n->numArgs() >= 1 && n->arg(0).isValue()) {
-      if (auto it = qOf.find(n->argValue(0)); it != qOf.end()) rw.setArg(n, 0, it->second);
+    if (n->is("aten::size") || n->is("aten::dim")) {
+      const ir::OpView query = ir::OpView::of(n);
+      if (ir::Value* self = query.value("self"))
+        if (auto it = qOf.find(self); it != qOf.end()) rw.setArg(n, query.index("self"), it->second);
       continue;
     }
     if (isPassThrough(n)) {
-      ir::Value* x = n->argValue(0);
+      const size_t selfIndex = ir::OpView::of(n).index("self");
+      ir::Value* x = n->argValue(selfIndex);
       auto it = qOf.find(x);
       if (it == qOf.end()) continue;
       const bool inPlace = n->target().back() == '_';
       if (inPlace && !onlyUser(x, n)) continue;
       std::vector<ir::Arg> args = n->args();
-      args[0] = it->second;
+      args[selfIndex] = it->second;
       std::string target = n->qualifiedTarget();
       if (inPlace) target = n->target().substr(0, n->target().size() - 1);
       ir::Node* before = n->next();
@@ -436,9 +434,7 @@ std::vector<ir::Value*> tensorInputs(const Candidate& c) {
   if (c.kind == Kind::Conv) xs.push_back(ir::ConvOp::match(c.op)->input());
   else if (c.kind == Kind::Linear || c.kind == Kind::LinearDynamic) xs.push_back(ir::LinearOp::match(c.op)->input());
   else if (c.kind == Kind::Rnn) xs.push_back(rnnSequenceInput(c.op));
-  else if (c.kind == Kind::Add) xs = {c.op->argValue(0), c.op->argValue(1)};
-  else
-    for (const auto& a : c.op->argValue(0)->node()->args()) xs.push_back(a.value());
+  else xs = addOrCatInputs(c.op);
   return xs;
 }
 

@@ -207,7 +207,6 @@ ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange, RnnW
   ir::Value* list = view.value("params");
   std::vector<ir::Value*> elements;
   const std::vector<at::Tensor> w = *constantWeights(list, &elements);
-  ir::Graph& g = rw.graph();
   const std::string module = weightsModule(list, elements);
 
   // One CellParamsBase per layer and direction, in the order of the flat weights.
@@ -223,10 +222,8 @@ ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange, RnnW
       c10::IValue packedHh = callOp("quantized::linear_prepack", "", {quantizeRnnWeight(wHh, weights), bHh});
       c10::IValue cell = callOp("quantized::make_quantized_cell_params_dynamic", "",
                                 {packedIh, packedHh, bIh, bHh, reduceRange});
-      const std::string name =
-          g.constants().uniqueName(fmt::format("{}.cell_params_l{}{}", module, layer, dir == 1 ? "_reverse" : ""));
-      g.constants().set(name, cell);
-      cells.emplace_back(rw.getAttr(name, cell.type(), n));
+      cells.emplace_back(rw.addConstant(fmt::format("{}.cell_params_l{}{}", module, layer, dir == 1 ? "_reverse" : ""),
+                                        cell, cell.type(), n));
     }
   }
   const c10::TypePtr cellType = cells.front().value()->type();

@@ -208,8 +208,7 @@ class Folder {
     for (const auto& a : args) collectTensors(a, inputs);
     for (const at::Tensor& in : inputs) copy = copy || t.is_alias_of(in);
     t = copy ? t.detach().clone(at::MemoryFormat::Preserve) : t.detach();
-    const std::string name = g_.constants().uniqueName(foldedName(sourceConstantName(n)));
-    g_.constants().set(name, t);
+    const std::string name = rw_.storeConstant(foldedName(sourceConstantName(n)), t);
     created_.insert(name);
     ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
     getAttr->output()->meta() = out->meta();
@@ -270,7 +269,7 @@ class Folder {
       // table is not part of the graph's text: only the get_attr's erase is
       // an edit).
       if (d->opcode() == ir::Opcode::GetAttr && created_.count(d->target())) {
-        g_.constants().erase(d->target());
+        rw_.dropConstant(d->target());
         created_.erase(d->target());
       }
       destroy(d);

@@ -57,11 +57,8 @@ std::optional<std::vector<Candidate>> convKernelCandidates(const ir::Node& conv,
   if (!why.empty()) return std::nullopt;
   auto args = benchArguments(conv, device, why);
   if (!args) return std::nullopt;
-  const auto view = ir::ConvOp::match(&conv);
-  auto arg = [&](const char* name) { return (*args)[view->index(name)]; };
-  // mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups)
-  std::vector<c10::IValue> mk{arg("input"),  arg("weight"),   arg("bias"),  arg("padding"),
-                              arg("stride"), arg("dilation"), arg("groups")};
+  std::vector<c10::IValue> mk;  // the same values in mkldnn_convolution's order
+  for (size_t i : ir::Conv2dKernelOp::match(&conv)->mkldnnConvolutionOrder()) mk.push_back((*args)[i]);
   return std::vector<Candidate>{boxed("conv2d", "aten::conv2d", "", *args),
                                 boxed("mkldnn", "aten::mkldnn_convolution", "", std::move(mk))};
 }
@@ -70,17 +67,16 @@ std::optional<std::vector<Candidate>> convPrepackCandidates(const ir::Node& conv
   auto args = prepackArguments(conv, device, prepackIneligible(conv), why);
   if (!args) return std::nullopt;
   const auto& a = *args;
-  // conv2d(x, w, b, stride, padding, dilation, groups) or
-  // mkldnn_convolution(x, w, b, padding, stride, dilation, groups)
-  const bool isConv2d = conv.is("aten::conv2d");
-  const c10::IValue& stride = a[isConv2d ? 3 : 4];
-  const c10::IValue& padding = a[isConv2d ? 4 : 3];
+  const auto view = ir::Conv2dKernelOp::match(&conv);  // conv2d or mkldnn_convolution (prepackIneligible checked)
+  const c10::IValue& input = a[view->inputIndex()];
   // The pack is made once, as the file's load makes it; only the run is timed.
-  torch::jit::Stack pack{a[1], a[2], stride, padding, a[5], a[6], c10::IValue(a[0].toTensor().sizes().vec()),
-                         c10::IValue(std::string("none"))};
+  torch::jit::Stack pack;
+  for (size_t i : view->prepackOrder()) pack.push_back(a[i]);
+  pack.emplace_back(input.toTensor().sizes().vec());
+  pack.emplace_back(std::string("none"));
   c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_prepack", "").callBoxed(&pack);
   return std::vector<Candidate>{boxed("dense", qualified(conv), "", a),
-                                boxed("prepacked", "mkldnn_prepacked::conv2d_run", "", {a[0], pack.at(0)})};
+                                boxed("prepacked", "mkldnn_prepacked::conv2d_run", "", {input, pack.at(0)})};
 }
 
 std::optional<std::vector<Candidate>> linearPrepackCandidates(const ir::Node& linear, c10::Device device,

@@ -818,8 +818,8 @@ class PipelineTuning {
     std::vector<ir::Node*> ops;
     work_.forward().walk([&](ir::Node* n) {
       if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution") || n->is("aten::linear")) &&
-          n->owningBlock() == work_.forward().block() && n->numArgs() > 1 && n->arg(1).isValue() &&
-          rewriters::constantTensor(n->arg(1).value()))
+          n->owningBlock() == work_.forward().block() && ir::OpView::of(n).value("weight") &&
+          rewriters::constantTensor(ir::OpView::of(n).value("weight")))
         ops.push_back(n);
     });
     std::set<std::string> convs, linears;

@@ -21,21 +21,6 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
 
 namespace {
 
-// The arguments of a conv in either form, by name: aten::conv2d(input,
-// weight, bias, stride, padding, dilation, groups) or
-// aten::mkldnn_convolution(input, weight, bias, padding, stride, dilation, groups).
-struct ConvArgs {
-  ir::Arg input, weight, bias, stride, padding, dilation, groups;
-};
-std::optional<ConvArgs> convArgs(const ir::Node& n) {
-  if (n.numArgs() != 7) return std::nullopt;
-  if (n.is("aten::conv2d") && n.overload().empty())
-    return ConvArgs{n.arg(0), n.arg(1), n.arg(2), n.arg(3), n.arg(4), n.arg(5), n.arg(6)};
-  if (n.is("aten::mkldnn_convolution"))
-    return ConvArgs{n.arg(0), n.arg(1), n.arg(2), n.arg(4), n.arg(3), n.arg(5), n.arg(6)};
-  return std::nullopt;
-}
-
 // Why an op with weight `w` on an input shape-prop saw as `m` (its shape
 // checked by the caller) cannot run on oneDNN, or "".
 std::string dtypeIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
@@ -54,8 +39,6 @@ std::string inputIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
   return dtypeIneligible(m, w);
 }
 
-bool isIntListLiteral(const ir::Arg& a) { return a.isLiteral() && a.literal().is<std::vector<int64_t>>(); }
-
 }  // namespace
 
 bool hasPrepackedConvs() {
@@ -63,32 +46,30 @@ bool hasPrepackedConvs() {
 }
 
 std::string prepackIneligible(const ir::Node& n) {
-  auto c = convArgs(n);
+  auto c = ir::Conv2dKernelOp::match(&n);
   if (!c) return "not an aten::conv2d (int-list padding) or aten::mkldnn_convolution with all its arguments";
-  if (!isIntListLiteral(c->stride) || !isIntListLiteral(c->padding) || !isIntListLiteral(c->dilation) ||
-      !(c->groups.isLiteral() && c->groups.literal().is<int64_t>()))
-    return "the conv's stride/padding/dilation/groups are not literals";
-  const auto w = c->weight.isValue() ? rewriters::constantTensor(c->weight.value()) : std::nullopt;
+  if (!c->hasLiteralGeometry()) return "the conv's stride/padding/dilation/groups are not literals";
+  const auto w = c->weight().isValue() ? rewriters::constantTensor(c->weight().value()) : std::nullopt;
   if (!w || w->dim() != 4 || !w->device().is_cpu() || w->layout() != c10::kStrided)
     return "the conv's weight is not a constant 4-D CPU tensor";
-  if (rewriters::isWrittenAnywhere(c->weight.value())) return "the conv's weight is written in place";
-  if (c->bias.isValue() && !rewriters::constantTensor(c->bias.value())) return "the conv's bias is not a constant";
-  return c->input.isValue() ? inputIneligible(c->input.value()->meta(), *w) : "the input is not a value";
+  if (rewriters::isWrittenAnywhere(c->weight().value())) return "the conv's weight is written in place";
+  if (c->bias().isValue() && !rewriters::constantTensor(c->bias().value())) return "the conv's bias is not a constant";
+  return c->input().isValue() ? inputIneligible(c->input().value()->meta(), *w) : "the input is not a value";
 }
 
 std::string linearPrepackIneligible(const ir::Node& n) {
-  if (!n.is("aten::linear") || n.numArgs() != 3 || n.numOutputs() != 1)
-    return "not an aten::linear with all its arguments";
-  const auto w = n.arg(1).isValue() ? rewriters::constantTensor(n.arg(1).value()) : std::nullopt;
+  const auto linear = ir::LinearOp::match(&n);
+  if (!linear || n.numArgs() != 3 || n.numOutputs() != 1) return "not an aten::linear with all its arguments";
+  const auto w = linear->weight() ? rewriters::constantTensor(linear->weight()) : std::nullopt;
   if (!w || w->dim() != 2 || !w->device().is_cpu() || w->layout() != c10::kStrided)
     return "the linear's weight is not a constant 2-D CPU tensor";
   // The pack is made once, at load: a weight written later would not reach it.
-  if (rewriters::isWrittenAnywhere(n.arg(1).value())) return "the linear's weight is written in place";
-  const ir::Arg& bias = n.arg(2);
+  if (rewriters::isWrittenAnywhere(linear->weight())) return "the linear's weight is written in place";
+  const ir::Arg& bias = linear->arg("bias");
   if (bias.isValue() ? !rewriters::constantTensor(bias.value()) : !(bias.isLiteral() && bias.literal().isNone()))
     return "the linear's bias is not a constant";
-  if (!n.arg(0).isValue()) return "the input is not a value";
-  const ir::TensorMeta& m = n.arg(0).value()->meta();
+  if (!linear->input()) return "the input is not a value";
+  const ir::TensorMeta& m = linear->input()->meta();
   // [N, C] runs as [N, C, 1, 1], [N, T, C] as [N, C, 1, T] and [N, H, W, C]
   // (ConvNeXt's MLP) as [N, C, H, W]: channels-last views of its memory.
   if (!m.shape || m.shape->size() < 2 || m.shape->size() > 4)
@@ -144,17 +125,9 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
       if (ctx.declineOnce(name(), n, why)) r.count("declined");
       continue;
     }
-    const auto conv = ir::ConvOp::match(n);
-    // mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups)
-    std::vector<ir::Arg> args{conv->arg("input"),   conv->arg("weight"),   conv->arg("bias"),
-                              conv->arg("padding"), conv->arg("stride"),   conv->arg("dilation"),
-                              conv->arg("groups")};
-    ir::Node* k = graph.createCall("aten::mkldnn_convolution", std::move(args), {c10::TensorType::get()});
-    k->setScope(n->scope());
-    k->output()->meta() = n->output()->meta();
-    k->setProvenance("tuned-kernels(mkldnn)");
-    rw.insert(k, n);
-    rw.replace(n, k->output());
+    const auto conv = ir::Conv2dKernelOp::match(n);
+    ir::Value* k = rw.createLike(n, "aten::mkldnn_convolution", conv->mkldnnConvolutionArgs(), "tuned-kernels(mkldnn)");
+    rw.replace(n, k);
     r.count("mkldnn");
   }
   r.changed = rw.changed();
@@ -182,23 +155,19 @@ void TunedKernelsPass::packConvs(ir::Graph& graph, PassContext& ctx, ir::Rewrite
       r.count("prepacked-linear");
       continue;
     }
-    const ConvArgs c = *convArgs(*n);
+    const auto c = ir::Conv2dKernelOp::match(n);
     // conv2d_prepack(W, B, stride, padding, dilation, groups, input_size, attr)
-    ir::Node* pack = graph.createCall(
-        "mkldnn_prepacked::conv2d_prepack",
-        {c.weight, c.bias, c.stride, c.padding, c.dilation, c.groups,
-         ir::Arg(ir::Literal(*c.input.value()->meta().shape)), ir::Arg(ir::Literal("none"))},
-        {contextType});
+    std::vector<ir::Arg> packArgs;
+    for (size_t i : c->prepackOrder()) packArgs.push_back(n->arg(i));
+    packArgs.emplace_back(ir::Literal(*c->input().value()->meta().shape));
+    packArgs.emplace_back(ir::Literal("none"));
+    ir::Node* pack = graph.createCall("mkldnn_prepacked::conv2d_prepack", std::move(packArgs), {contextType});
     pack->setScope(n->scope());
     pack->setProvenance("tuned-kernels(prepacked)");
     rw.insert(pack, n);
-    ir::Node* run = graph.createCall("mkldnn_prepacked::conv2d_run", {c.input, ir::Arg(pack->output())},
-                                     {c10::TensorType::get()});
-    run->setScope(n->scope());
-    run->output()->meta() = n->output()->meta();
-    run->setProvenance("tuned-kernels(prepacked)");
-    rw.insert(run, n);
-    rw.replace(n, run->output());
+    ir::Value* run =
+        rw.createLike(n, "mkldnn_prepacked::conv2d_run", {c->input(), ir::Arg(pack->output())}, "tuned-kernels(prepacked)");
+    rw.replace(n, run);
     r.count("prepacked");
   }
 }
@@ -296,9 +265,10 @@ ir::Value* emitViews(ir::Rewriter& rw, ir::Node* before, ir::Value* x, std::opti
 // and conv2d_run keeps that layout, so the output views give back a
 // contiguous result, as linear's is (and `contiguous` makes sure of it).
 void TunedKernelsPass::packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* n, const c10::TypePtr& contextType) {
-  ir::Value* x = n->arg(0).value();
+  const auto linear = ir::LinearOp::match(n);
+  ir::Value* x = linear->input();
   const std::vector<int64_t> shape = *x->meta().shape;
-  ir::Value* weight = n->arg(1).value();
+  ir::Value* weight = linear->weight();
   const at::Tensor w = *rewriters::constantTensor(weight);
   const std::string base =
       weight->node() && weight->node()->opcode() == ir::Opcode::GetAttr ? weight->node()->target() : "linear.weight";
@@ -306,7 +276,7 @@ void TunedKernelsPass::packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* 
   ir::Value* x4 = emitViews(rw, n, x, shape, linearInputViews(shape.size()));
   ir::Node* pack = graph.createCall(
       "mkldnn_prepacked::conv2d_prepack",
-      {ir::Arg(w4), n->arg(2), ir::Arg(ir::Literal(std::vector<int64_t>{1, 1})),
+      {ir::Arg(w4), linear->arg("bias"), ir::Arg(ir::Literal(std::vector<int64_t>{1, 1})),
        ir::Arg(ir::Literal(std::vector<int64_t>{0, 0})), ir::Arg(ir::Literal(std::vector<int64_t>{1, 1})),
        ir::Arg(ir::Literal(1)), ir::Arg(ir::Literal(*x4->meta().shape)), ir::Arg(ir::Literal("none"))},
       {contextType});

@@ -289,3 +289,94 @@ TEST_CASE("A node without schema is read through the family's table") {
   CHECK(fc->isNone("bias"));
   CHECK(fc->bias() == nullptr);
 }
+
+TEST_CASE("Conv2dKernelOp reads conv2d and mkldnn_convolution by name and writes either order") {
+  auto g = parseGraph(
+      "graph(%x : Tensor, %g : int):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %c2 : Tensor = aten::conv2d(%x, %w, None, [2, 2], [1, 1], [1, 1], 4)\n"
+      "  %mk : Tensor = aten::mkldnn_convolution(%x, %w, None, [3, 3], [5, 5], [1, 1], 2)\n"
+      "  %cg : Tensor = aten::conv2d(%x, %w, None, [1, 1], [0, 0], [1, 1], %g)\n"
+      "  %short : Tensor = aten::conv2d(%x, %w)\n"
+      "  output(%c2)\n");
+  auto c2 = Conv2dKernelOp::match(def(*g, "c2"));
+  REQUIRE(c2);
+  CHECK_FALSE(c2->isMkldnn());
+  CHECK(c2->input().value() == g->findValue("x"));
+  CHECK(c2->stride().literal().as<std::vector<int64_t>>() == std::vector<int64_t>{2, 2});
+  CHECK(c2->padding().literal().as<std::vector<int64_t>>() == std::vector<int64_t>{1, 1});
+  CHECK(c2->hasLiteralGeometry());
+  // conv2d (stride 3, padding 4) -> mkldnn_convolution (padding, stride) and prepack (stride, padding)
+  CHECK(c2->mkldnnConvolutionOrder() == std::vector<size_t>{0, 1, 2, 4, 3, 5, 6});
+  CHECK(c2->prepackOrder() == std::vector<size_t>{1, 2, 3, 4, 5, 6});
+  const std::vector<Arg> mkArgs = c2->mkldnnConvolutionArgs(Arg(g->findValue("g")));
+  CHECK(mkArgs[0].value() == g->findValue("g"));
+  CHECK(mkArgs[3].literal().as<std::vector<int64_t>>() == std::vector<int64_t>{1, 1});  // padding
+  CHECK(mkArgs[4].literal().as<std::vector<int64_t>>() == std::vector<int64_t>{2, 2});  // stride
+  CHECK(c2->reorderGeometry()[0].literal().as<std::vector<int64_t>>() == std::vector<int64_t>{1, 1});
+
+  auto mk = Conv2dKernelOp::match(def(*g, "mk"));
+  REQUIRE(mk);
+  CHECK(mk->isMkldnn());
+  CHECK(mk->input().value() == g->findValue("x"));
+  CHECK(mk->stride().literal().as<std::vector<int64_t>>() == std::vector<int64_t>{5, 5});
+  CHECK(mk->padding().literal().as<std::vector<int64_t>>() == std::vector<int64_t>{3, 3});
+  CHECK(mk->mkldnnConvolutionOrder() == std::vector<size_t>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(mk->prepackOrder() == std::vector<size_t>{1, 2, 4, 3, 5, 6});
+
+  auto cg = Conv2dKernelOp::match(def(*g, "cg"));
+  REQUIRE(cg);
+  CHECK_FALSE(cg->hasLiteralGeometry());  // groups computed
+  CHECK_FALSE(Conv2dKernelOp::match(def(*g, "short")));  // defaulted arguments
+}
+
+TEST_CASE("ConvPrepackOp, AddOp, CatOp and ClampOp read their arguments by name") {
+  auto g = parseGraph(
+      "graph(%x : Tensor, %y : Tensor, %a : int, %lo : float):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %p : Any = mkldnn_prepacked::conv2d_prepack(%w, None, [1, 1], [2, 2], [1, 1], 1, [1, 3, 8, 8], \"none\")\n"
+      "  %s1 : Tensor = aten::add.Tensor(%x, %y, 1)\n"
+      "  %s2 : Tensor = aten::add_.Tensor(%x, %y, 2)\n"
+      "  %s3 : Tensor = aten::add.Tensor(%x, %y, %a)\n"
+      "  %s4 : Tensor = aten::_add_relu.Tensor(%x, %y, 1)\n"
+      "  %s5 : Tensor = aten::add.Scalar(%x, 2, 1)\n"
+      "  %l : List[Tensor] = prim::ListConstruct(%x, %y)\n"
+      "  %c : Tensor = aten::cat(%l, 1)\n"
+      "  %h : Tensor = aten::hardtanh(%x, 0., 6.)\n"
+      "  %h2 : Tensor = aten::hardtanh_(%x)\n"
+      "  %k : Tensor = aten::clamp(%x, 0., 6.)\n"
+      "  %k2 : Tensor = aten::clamp(%x, %lo, 6.)\n"
+      "  %k3 : Tensor = aten::clamp(%x, None, 6.)\n"
+      "  output(%c)\n");
+  auto p = ConvPrepackOp::match(def(*g, "p"));
+  REQUIRE(p);
+  CHECK(p->weight().value() == g->findValue("w"));
+  CHECK(p->padding().literal().as<std::vector<int64_t>>() == std::vector<int64_t>{2, 2});
+  CHECK(p->attr() == std::optional<std::string>("none"));
+
+  auto s1 = AddOp::match(def(*g, "s1"));
+  REQUIRE(s1);
+  CHECK(s1->self() == g->findValue("x"));
+  CHECK(s1->other() == g->findValue("y"));
+  CHECK(s1->alpha() == 1.0);
+  CHECK_FALSE(s1->inPlace());
+  auto s2 = AddOp::match(def(*g, "s2"));
+  CHECK(s2->alpha() == 2.0);
+  CHECK(s2->inPlace());
+  CHECK_FALSE(AddOp::match(def(*g, "s3"))->alpha());  // computed
+  CHECK(AddOp::match(def(*g, "s4"))->fusedRelu());
+  CHECK_FALSE(AddOp::match(def(*g, "s5")));  // the Scalar overload
+
+  auto c = CatOp::match(def(*g, "c"));
+  REQUIRE(c);
+  CHECK(c->tensors() == g->findValue("l"));
+  CHECK(c->dim() == 1);
+
+  CHECK(ClampOp::match(def(*g, "h"))->bounds() == std::make_pair(0.0, 6.0));
+  CHECK(ClampOp::match(def(*g, "h2"))->bounds() == std::make_pair(-1.0, 1.0));  // hardtanh's defaults
+  CHECK(ClampOp::match(def(*g, "h2"))->inPlace());
+  CHECK(ClampOp::match(def(*g, "k"))->bounds() == std::make_pair(0.0, 6.0));
+  CHECK_FALSE(ClampOp::match(def(*g, "k2"))->bounds());
+  CHECK_FALSE(ClampOp::match(def(*g, "k3"))->bounds());
+  CHECK_FALSE(ClampOp::match(def(*g, "s1")));
+}

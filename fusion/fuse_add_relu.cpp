@@ -81,7 +81,7 @@ PassResult FuseAddReluPass::run(ir::Graph& graph, PassContext& ctx) {
     // arguments.
     ir::Node* node = graph.createCall(fused, add->args(), {c10::TensorType::get()});
     node->setScope(relu->scope());
-    node->output()->meta() = relu->output()->meta();  // what shape-prop knew stays known
+    node->output()->meta() = relu->output()->meta();  // lint: detached (its insert is the edit)
     node->setProvenance("fuse(" + add->target().substr(6) + ", " + relu->target().substr(6) + ")");  // drop "aten::"
     rw.insert(node, relu);
     rw.replace(relu, node->output());

@@ -141,7 +141,7 @@ class Fuser {
     ir::Node* fused = g_.createCall(op, std::move(args), {c10::TensorType::get()});
     fused->setScope(gone.front()->scope());
     // The fused result has the conv's shape and dtype.
-    fused->output()->meta() = root->output()->meta().empty() ? gone.front()->output()->meta() : root->output()->meta();
+    fused->output()->meta() = root->output()->meta().empty() ? gone.front()->output()->meta() : root->output()->meta();  // lint: detached (its insert is the edit)
     fused->setProvenance("fuse-cudnn(" + what + ")");
     rw_.insert(fused, root);
     ir::Value* oldWeight = ir::ConvOp::match(gone.front())->weight();

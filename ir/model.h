@@ -26,6 +26,7 @@
 #pragma once
 
 #include "ir/ir.h"
+#include "ir/raise.h"
 
 #include <torch/script.h>
 
@@ -57,6 +58,9 @@ struct Model {
 struct ImportOptions {
   // Methods besides forward to keep (and freeze).
   std::vector<std::string> preserveMethods;
+  // The inverses of the lowerings, run on a model ptopt wrote (ir/raise.h);
+  // ptopt::importModel fills in the default registry's.
+  std::vector<RaiseStep> raiseSteps;
 };
 
 // Loads a TorchScript file with clear errors for the common mistakes (missing

@@ -305,8 +305,8 @@ std::string autoDecline(const RegionStats& s) {
 ir::Value* convert(ir::Rewriter& rw, ir::Value* v, c10::MemoryFormat format, ir::Node* before, ir::Node* after) {
   ir::Node* c = rw.graph().createCall("aten::contiguous", {v, format}, {c10::TensorType::get()});
   ir::Value* out = c->output();
-  out->meta() = v->meta();  // the node is not in the graph yet: its insert is the edit
-  if (!out->meta().empty()) out->meta().memoryFormat = format;
+  out->meta() = v->meta();  // lint: detached (its insert is the edit)
+  if (!out->meta().empty()) out->meta().memoryFormat = format;  // lint: detached (its insert is the edit)
   if (!v->name().empty()) out->setName(v->name() + (format == c10::MemoryFormat::Contiguous ? ".nchw" : ".nhwc"));
   const ir::Node* site = before ? before : after;
   c->setScope(site->scope());

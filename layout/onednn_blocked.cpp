@@ -172,8 +172,9 @@ class Converter {
           auto& e = mutation_.mayBeWritten(x) ? fresh : entry[x];
           if (!e) {
             e = rw.call(n, "aten::to_mkldnn", withDefaults("aten::to_mkldnn", {x}));
-            e->meta() = x->meta();
-            e->meta().memoryFormat.reset();
+            ir::TensorMeta m = x->meta();
+            m.memoryFormat.reset();
+            rw.setMeta(e, m);
             r.count("entries");
           }
           x = e;
@@ -185,8 +186,8 @@ class Converter {
         ir::Node* k = g_.createCall("aten::mkldnn_convolution", c->mkldnnConvolutionArgs(ir::Arg(x), ir::Arg(packed)),
                                     {c10::TensorType::get()});
         k->setScope(n->scope());
-        k->output()->meta() = n->output()->meta();
-        k->output()->meta().memoryFormat.reset();
+        k->output()->meta() = n->output()->meta();  // lint: detached (its insert is the edit)
+        k->output()->meta().memoryFormat.reset();  // lint: detached (its insert is the edit)
         k->setProvenance(pass_);
         rw.insert(k, n);
         converted.insert(k);
@@ -198,10 +199,10 @@ class Converter {
         std::vector<ir::Arg> addArgs{add->arg("self"), add->arg("other")};
         if (add->has("alpha")) addArgs.push_back(add->arg("alpha"));
         ir::Value* sum = rw.call(n, inPlace ? "aten::add_" : "aten::add", std::move(addArgs));
-        sum->meta() = n->output()->meta();
+        rw.setMeta(sum, n->output()->meta());
         converted.insert(sum->node());
         ir::Value* relu = rw.call(n, inPlace ? "aten::relu_" : "aten::relu", {sum});
-        relu->meta() = n->output()->meta();
+        rw.setMeta(relu, n->output()->meta());
         converted.insert(relu->node());
         retarget(rw, n, relu, converted);
       }
@@ -216,8 +217,8 @@ class Converter {
       for (const ir::Use& u : v->uses()) outside = outside || !converted.count(u.user);
       if (!outside) continue;
       ir::Node* dense = g_.createCall("aten::to_dense", withDefaults("aten::to_dense", {v}), {c10::TensorType::get()});
-      dense->output()->meta() = v->meta();
-      dense->output()->meta().memoryFormat = c10::MemoryFormat::Contiguous;
+      dense->output()->meta() = v->meta();  // lint: detached (its insert is the edit)
+      dense->output()->meta().memoryFormat = c10::MemoryFormat::Contiguous;  // lint: detached (its insert is the edit)
       rw.insertAfter(dense, n);
       rw.replaceUsesIf(v, dense->output(), [&](const ir::Use& u) { return u.user != dense && !converted.count(u.user); });
       r.count("exits");
@@ -320,6 +321,41 @@ PassResult OneDnnBlockedPass::run(ir::Graph& graph, PassContext& ctx) {
       return unchanged();
     }
   return Converter(graph, ctx, name(), options().getInt("min-convs")).run();
+}
+
+void raiseBlockedRegions(ir::Graph& g) {
+  ir::Rewriter rw(g, nullptr, "onednn-blocked");
+  std::vector<ir::Node*> nodes;
+  for (ir::Node* n : *g.block()) nodes.push_back(n);
+  auto producedBy = [](const ir::Value* v, const char* op) {
+    return v && v->node() && v->node()->is(op) ? v->node() : nullptr;
+  };
+  auto self = [](ir::Node* n) { return ir::OpView::of(n).value("self"); };
+  for (ir::Node* n : nodes) {
+    if (!n->is("aten::mkldnn_convolution")) continue;
+    const ir::OpView conv = ir::OpView::of(n);
+    if (ir::Node* reorder = producedBy(conv.value("weight"), "aten::mkldnn_reorder_conv2d_weight"))
+      if (ir::Node* toMkldnn = producedBy(self(reorder), "aten::to_mkldnn"))
+        if (ir::Value* dense = self(toMkldnn)) rw.setArg(n, conv.index("weight"), dense);
+  }
+  // Within a region every in-place op was its value's only reader, so
+  // dropping the exits' copies changes nothing.
+  std::set<const ir::Node*> gone;
+  for (ir::Node* n : nodes) {
+    const bool exit = n->is("aten::to_dense");
+    const bool entry = n->is("aten::to_mkldnn") && self(n) && self(n)->node() &&
+                       self(n)->node()->opcode() != ir::Opcode::GetAttr;
+    if (ir::Value* input = (exit || entry) ? self(n) : nullptr) {
+      gone.insert(n);
+      rw.replace(n, input);
+    }
+  }
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    ir::Node* n = *it;
+    if (gone.count(n)) continue;
+    if ((n->is("aten::mkldnn_reorder_conv2d_weight") || n->is("aten::to_mkldnn")) && !n->output()->hasUses())
+      rw.erase(n);
+  }
 }
 
 }  // namespace ptopt::layout

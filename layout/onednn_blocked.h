@@ -46,4 +46,13 @@ class OneDnnBlockedPass : public rewriters::Pass {
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };
 
+// The pass's inverse, the raise step import runs on a model ptopt wrote
+// (ir/raise.h): its regions come back dense. Passes know dense tensors only
+// (fuse-add-relu would fuse an add_ and relu_ that run on oneDNN tensors into
+// an op that has no kernel for them); the convs read W (the import rebuilt
+// `mkldnn_reorder_conv2d_weight(to_mkldnn(W))` from the holder's
+// __setstate__) and dense activations, as tuned-kernels leaves them, and the
+// pass may convert them again.
+void raiseBlockedRegions(ir::Graph& g);
+
 }  // namespace ptopt::layout

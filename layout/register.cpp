@@ -9,6 +9,7 @@ namespace ptopt::layout {
 void registerLayoutPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<ChannelsLastPass>(); });
   registry.add([] { return std::make_unique<OneDnnBlockedPass>(); });
+  registry.addRaiseStep({"onednn-blocked", raiseBlockedRegions});
 }
 
 }  // namespace ptopt::layout

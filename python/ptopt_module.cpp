@@ -293,7 +293,7 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
     std::string device, timing;
     int usedThreads = 0;
     runOnLargeStack([&] {
-      const ptopt::ir::Model imported = ptopt::ir::importModule(ma);
+      const ptopt::ir::Model imported = ptopt::importModel(ma);
       const ptopt::verify::InputPlan plan = ptopt::verify::planInputs(req, imported.forward());
       if (!plan.source) throw std::invalid_argument(plan.message + " (Python: pass example_inputs=...)");
       const c10::Device dev = ptopt::verify::resolveDevice(deviceName);

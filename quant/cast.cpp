@@ -5,6 +5,7 @@
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
 #include "target/capabilities.h"
+#include "quant/cast_values.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 #include "rewriters/name_list.h"
@@ -63,13 +64,6 @@ namespace {
 
 constexpr auto kFloat = c10::ScalarType::Float;
 
-// What the pass knows about one value.
-struct ValueState {
-  std::optional<c10::ScalarType> original;  // dtype in the original program
-  bool lowered = false;  // holds the target dtype now (emulate: rounded through it)
-  bool weak = false;     // a constant or factory result: adapts to its consumers
-};
-
 // A tensor input of a node: a direct argument, or an element of a
 // prim::ListConstruct the node consumes alone (cat, stack, einsum).
 struct Input {
@@ -118,12 +112,6 @@ int64_t transposedConvRank(const ir::Node* n) {
   return w ? w->dim() - 2 : 2;
 }
 
-// Erases the get_attr behind `v` when nothing reads it; the constant stays
-// in the table (another method of the model may read it).
-void eraseGetAttrIfUnused(ir::Rewriter& rw, ir::Value* v) {
-  if (v && !v->hasUses() && v->node() && v->node()->opcode() == ir::Opcode::GetAttr) rw.erase(v->node());
-}
-
 using target::cpuRunsTransposedConv;
 
 class Caster {
@@ -138,22 +126,20 @@ class Caster {
   };
 
   Caster(ir::Graph& g, PassContext& ctx, std::string passName, Config cfg)
-      : g_(g), ctx_(ctx), pass_(std::move(passName)), cfg_(std::move(cfg)), mutation_(g), rw_(g, ctx.edits, pass_) {}
+      : g_(g), ctx_(ctx), pass_(std::move(passName)), cfg_(std::move(cfg)), mutation_(g), rw_(g, ctx.edits, pass_),
+        values_(g, rw_, ctx, pass_, {cfg_.target, cfg_.emulate, cfg_.clamp}, mutation_) {}
 
   PassResult run() {
     processBlock(g_.block(), /*top=*/true);
-    sinkFactoryCasts();
-    for (ir::Value* v : convertedSources_) eraseGetAttrIfUnused(rw_, v);
-    size_t casts = 0;
-    g_.walk([&](ir::Node* n) { casts += castNodes_.count(n) != 0; });
+    values_.finish();
     r_.changed = rw_.changed();
     r_.count("lowered", lowered_);
-    r_.count("casts", static_cast<int64_t>(casts));
-    r_.count("weights", weights_);
-    r_.count("literals", literals_);
+    r_.count("casts", static_cast<int64_t>(values_.castsLeft()));
+    r_.count("weights", values_.weights());
+    r_.count("literals", literals_ + values_.literals());
     r_.count("fp32", fp32Kept_);
     if (outOfRange_) r_.count("out-of-range", outOfRange_);
-    if (clamped_) r_.count("clamped", clamped_);
+    if (values_.clamped()) r_.count("clamped", values_.clamped());
     if (ioChanged_) r_.count("io-changed", ioChanged_);
     if (split_) r_.count("split", split_);
     return r_;
@@ -162,22 +148,11 @@ class Caster {
  private:
   // ------------------------------------------------------------ states
 
-  ValueState& state(const ir::Value* v) { return states_[v]; }
+  ValueState& state(const ir::Value* v) { return values_.state(v); }
+  void markLowered(ir::Value* v) { values_.markLowered(v); }
   bool isFloat32(const ir::Value* v) { return state(v).original == kFloat; }
   // A tensor that is (or may be) floating point: known float32, or unknown.
   bool floatOrUnknown(const ir::Value* v) { return v->isTensor() && (!state(v).original || isFloat32(v)); }
-
-  void markLowered(ir::Value* v) {
-    auto& s = state(v);
-    s.original = kFloat;
-    s.lowered = true;
-    s.weak = false;
-    if (!cfg_.emulate && v->meta().dtype) {
-      ir::TensorMeta m = v->meta();
-      m.dtype = cfg_.target;
-      rw_.setMeta(v, m);
-    }
-  }
 
   std::optional<c10::ScalarType> metaOrType(const ir::Value* v) {
     if (v->meta().dtype) return v->meta().dtype;
@@ -289,7 +264,7 @@ class Caster {
   void restore(const Input& in) {
     ir::Value* v = in.value();
     if (!state(v).lowered) return;
-    rw_.setArg(in.owner, in.index, toOriginal(v, in.owner));
+    rw_.setArg(in.owner, in.index, values_.toOriginal(v, in.owner));
   }
 
   void setOutputsOriginal(ir::Node* n, std::optional<c10::ScalarType> inferred) {
@@ -367,7 +342,7 @@ class Caster {
     for (const auto& out : n->outputs()) {
       if (!out->isTensor()) continue;
       markLowered(out.get());
-      if (cfg_.emulate) roundResult(out.get());
+      if (cfg_.emulate) values_.roundResult(out.get());
     }
   }
 
@@ -429,7 +404,7 @@ class Caster {
     setOutputsOriginal(n, dtype);
     if (n->numOutputs() == 1 && isFloat32(n->output()) && d && !cfg_.emulate) {
       state(n->output()).weak = true;
-      factories_.push_back(n);
+      values_.addFactory(n);
     }
   }
 
@@ -485,7 +460,7 @@ class Caster {
     if (low && listed(n) && cfg_.policy.classify(*n) == OpPrecision::Fp32 && self->uses().size() == 1 &&
         self->node() && cfg_.policy.classify(*self->node()) == OpPrecision::LowPrecision && !cfg_.emulate) {
       const c10::ScalarType original = state(self).original.value_or(kFloat);
-      rw_.setArg(n, kWrittenArg, cast(self, original, n, /*lowered=*/false));
+      rw_.setArg(n, kWrittenArg, values_.cast(self, original, n, /*lowered=*/false));
       setOutputsOriginal(n, original);
       ++fp32Kept_;
       return;
@@ -523,14 +498,12 @@ class Caster {
       rw_.setMeta(v, n->output()->meta());
       markLowered(v);
     }
-    if (mutation_.mayBeWritten(n->output())) written_.insert(sum), written_.insert(out);
+    if (mutation_.mayBeWritten(n->output())) values_.noteWritten(sum), values_.noteWritten(out);
     out->node()->setScope(n->scope());
     sum->node()->setScope(n->scope());
     rw_.replace(n, out);
     ++split_;
   }
-
-  bool mayBeWritten(const ir::Value* v) const { return mutation_.mayBeWritten(v) || written_.count(v); }
 
   // ------------------------------------------------------------ conversions
 
@@ -554,127 +527,7 @@ class Caster {
   void lower(const Input& in) {
     ir::Value* v = in.value();
     if (state(v).lowered) return;
-    rw_.setArg(in.owner, in.index, toLow(v, in.owner));
-  }
-
-  ir::Value* toLow(ir::Value* v, ir::Node* user) {
-    if (state(v).weak && constantTensor(v)) return convertedConstant(v);
-    if (auto it = castSource_.find(v); it != castSource_.end() && state(it->second).lowered) return it->second;
-    return cast(v, cfg_.target, user, /*lowered=*/true);
-  }
-
-  ir::Value* toOriginal(ir::Value* v, ir::Node* user) {
-    if (cfg_.emulate) return v;  // emulated values are float32 already
-    const c10::ScalarType to = state(v).original.value_or(kFloat);
-    if (auto it = castSource_.find(v); it != castSource_.end() && !state(it->second).lowered) return it->second;
-    return cast(v, to, user, /*lowered=*/false);
-  }
-
-  // `aten::to(v, dtype)` before `user`, reused where an earlier one dominates.
-  ir::Value* cast(ir::Value* v, c10::ScalarType to, ir::Node* user, bool lowered) {
-    // A value written in place is cast afresh at every use (a cast copies).
-    const bool memoizable = !mayBeWritten(v);
-    const auto key = std::make_pair(v, lowered);
-    if (memoizable) {
-      auto range = castMemo_.equal_range(key);
-      for (auto it = range.first; it != range.second; ++it)
-        if (dominates(it->second, user)) return it->second->output();
-    }
-    ir::Value* c;
-    if (cfg_.emulate) {
-      ir::Value* down = rw_.call(user, "aten::to.dtype", {v, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
-      castNodes_.insert(down->node());
-      c = rw_.call(user, "aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
-    } else {
-      c = rw_.call(user, "aten::to.dtype", {v, to, false, false, ir::Literal(ir::NoneLiteral{})});
-    }
-    castNodes_.insert(c->node());
-    ir::TensorMeta m = v->meta();
-    if (!cfg_.emulate && m.dtype) m.dtype = to;
-    rw_.setMeta(c, m);
-    if (lowered) markLowered(c);
-    else state(c).original = to;
-    castSource_[c] = v;
-    if (memoizable) castMemo_.emplace(key, c->node());
-    return c;
-  }
-
-  // True when `earlier` (already in the graph) runs before `n` on every path:
-  // same block and earlier, or an ancestor block of n's.
-  static bool dominates(const ir::Node* earlier, const ir::Node* n) {
-    const ir::Block* b = earlier->owningBlock();
-    const ir::Node* anc = n->ancestorIn(b);
-    return anc && (anc == earlier || earlier->isBefore(anc));
-  }
-
-  // Emulation: the op's result rounded through the target dtype.
-  void roundResult(ir::Value* out) {
-    ir::Node* n = out->node();
-    ir::Node* next = n->next();
-    ir::Value* down = rw_.call(next, "aten::to.dtype", {out, cfg_.target, false, false, ir::Literal(ir::NoneLiteral{})});
-    ir::Value* up = rw_.call(next, "aten::to.dtype", {down, kFloat, false, false, ir::Literal(ir::NoneLiteral{})});
-    castNodes_.insert(down->node());
-    castNodes_.insert(up->node());
-    rw_.replaceUsesIf(out, up, [&](const ir::Use& u) { return u.user != down->node(); });
-    rw_.setMeta(up, out->meta());
-    markLowered(up);
-  }
-
-  // The weight as a new constant in the target dtype (emulate: rounded, float32).
-  ir::Value* convertedConstant(ir::Value* v) {
-    if (auto it = convertedValues_.find(v); it != convertedValues_.end()) return it->second;
-    const std::string& name = v->node()->target();
-    std::string& newName = convertedNames_[name];
-    if (newName.empty()) {
-      at::Tensor t = *constantTensor(v);
-      if (cfg_.target == c10::ScalarType::Half && cfg_.clamp) {
-        const double maxAbs = t.numel() ? t.abs().max().item<double>() : 0.0;
-        if (maxAbs > kFp16Max) {
-          t = t.clamp(-kFp16Max, kFp16Max);
-          ++clamped_;
-          ctx_.decline(pass_, v->node(), fmt::format("weight {} clamped to the fp16 range (max |w| was {:g})", name, maxAbs));
-        }
-      }
-      at::Tensor converted = t.to(cfg_.target);
-      if (cfg_.emulate) converted = converted.to(kFloat);
-      const char* suffix = cfg_.target == c10::ScalarType::Half ? "_fp16" : "_bf16";
-      // Dense, in the layout it had: channels-last weights (from the
-      // channels-last pass) stay channels-last, or every conv would convert.
-      newName = rw_.storeConstant(name + suffix, converted.contiguous(t.suggest_memory_format()));
-      ++weights_;
-    }
-    ir::Node* get = g_.createGetAttr(newName, c10::TensorType::get());
-    ir::Value* nv = get->output();
-    nv->meta() = v->meta();  // not in the graph yet: its insert is the edit
-    if (!cfg_.emulate && nv->meta().dtype) nv->meta().dtype = cfg_.target;
-    rw_.insertAfter(get, v->node());
-    markLowered(nv);
-    convertedValues_[v] = nv;
-    convertedSources_.push_back(v);
-    return nv;
-  }
-
-  // A float32 factory result read only through casts to the target dtype
-  // gets the target dtype literal instead.
-  void sinkFactoryCasts() {
-    for (ir::Node* f : factories_) {
-      ir::Value* out = f->output();
-      if (!out->hasUses()) continue;
-      bool allCasts = true;
-      for (const ir::Use& u : out->uses())
-        allCasts = allCasts && castNodes_.count(u.user) && state(u.user->output()).lowered && u.argIndex == 0;
-      if (!allCasts) continue;
-      const auto idx = ir::OpView::of(f).indexOf("dtype");
-      if (!idx) continue;
-      rw_.setArg(f, *idx, ir::Literal(cfg_.target));
-      ++literals_;
-      for (const ir::Use& u : std::vector<ir::Use>(out->uses())) {
-        ir::Node* c = u.user;
-        castNodes_.erase(c);
-        rw_.replace(c, out);
-      }
-      markLowered(out);
-    }
+    rw_.setArg(in.owner, in.index, values_.toLow(v, in.owner));
   }
 
   ir::Graph& g_;
@@ -684,16 +537,8 @@ class Caster {
   ir::MutationAnalysis mutation_;
   ir::Rewriter rw_;  // every edit goes through it (ir/rewriter.h)
   PassResult r_;
-  std::unordered_map<const ir::Value*, ValueState> states_;
-  std::multimap<std::pair<ir::Value*, bool>, ir::Node*> castMemo_;
-  std::unordered_map<ir::Value*, ir::Value*> castSource_;
-  std::set<ir::Node*> castNodes_;
-  std::unordered_map<ir::Value*, ir::Value*> convertedValues_;
-  std::map<std::string, std::string> convertedNames_;
-  std::vector<ir::Value*> convertedSources_;
-  std::vector<ir::Node*> factories_;
-  int64_t lowered_ = 0, weights_ = 0, literals_ = 0, fp32Kept_ = 0, outOfRange_ = 0, clamped_ = 0, ioChanged_ = 0, split_ = 0;
-  std::set<const ir::Value*> written_;  // new values standing for values written in place
+  CastValues values_;  // each value's state, and the conversions
+  int64_t lowered_ = 0, literals_ = 0, fp32Kept_ = 0, outOfRange_ = 0, ioChanged_ = 0, split_ = 0;
 };
 
 }  // namespace

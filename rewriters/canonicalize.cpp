@@ -24,7 +24,7 @@ std::string valueName(const Value* v) { return "%" + v->name(); }
 // place; m keeps n's result name, metadata and scope.
 void replaceNode(Rewriter& rw, Node* n, Node* m) {
   m->setScope(n->scope());
-  m->output()->meta() = n->output()->meta();
+  m->output()->meta() = n->output()->meta();  // lint: detached (its insert is the edit)
   rw.insert(m, n);
   const std::string resultName = n->output()->name();
   rw.replace(n, m->output());

@@ -211,7 +211,7 @@ class Folder {
     const std::string name = rw_.storeConstant(foldedName(sourceConstantName(n)), t);
     created_.insert(name);
     ir::Node* getAttr = g_.createGetAttr(name, c10::TensorType::get());
-    getAttr->output()->meta() = out->meta();
+    getAttr->output()->meta() = out->meta();  // lint: detached (its insert is the edit)
     insertInPrologue(getAttr);
     known_[getAttr->output()] = t;
     rw_.replaceAllUsesWith(out, getAttr->output());

@@ -193,7 +193,7 @@ PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
     std::vector<ir::Arg> args(n->args().begin(), n->args().end());
     ir::Node* m = graph.createCall(outOfPlaceName, std::move(args), {y->type()});
     m->setScope(n->scope());
-    m->output()->meta() = y->meta();
+    m->output()->meta() = y->meta();  // lint: detached (its insert is the edit)
     rw.insert(m, n);
     const std::string resultName = y->name();
     order.erase(n);

@@ -2,6 +2,7 @@
 // static registrars: a linker drops those from static libraries).
 #pragma once
 
+#include "ir/raise.h"
 #include "rewriters/pass.h"
 
 #include <functional>
@@ -32,8 +33,14 @@ class PassRegistry {
   // The registered name closest to `name` (edit distance), or "" if none is close.
   std::string suggest(const std::string& name) const;
 
+  // A lowering's inverse, run by import on models ptopt wrote (ir/raise.h),
+  // registered next to the lowering's pass; steps run in registration order.
+  void addRaiseStep(ir::RaiseStep step) { raiseSteps_.push_back(std::move(step)); }
+  const std::vector<ir::RaiseStep>& raiseSteps() const { return raiseSteps_; }
+
  private:
   std::map<std::string, PassInfo> passes_;
+  std::vector<ir::RaiseStep> raiseSteps_;
 };
 
 // The generic passes of rewriters/ (dce, cse, const-fold, canonicalize,

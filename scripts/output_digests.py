@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Digests of what ptopt writes for every test fixture at -O0..-O3 and with
---quantize int8 (int8 calibrated on the seeded random inputs).
+"""Digests of what ptopt writes for every test fixture at -O0..-O3, with
+--quantize int8 (int8 calibrated on the seeded random inputs) and with
+--tune.
 
 A refactor that promises "no change in behaviour" runs this before and after
 and compares: the saved models must be byte-identical, and the text of
@@ -11,7 +12,10 @@ and compares: the saved models must be byte-identical, and the text of
 
 Timing lines are left out of the text digests; everything else counts.
 The never-slower stage is off (PTOPT_NO_MEASURE=1): which candidate it
-writes depends on the machine's timing, not on the passes.
+writes depends on the machine's timing, not on the passes. --tune decides on
+the reproducible clock (PTOPT_REPRODUCIBLE_CLOCK=1, measure/reproducible_clock.h:
+times that depend on the candidates' names only, no tuning cache), so its
+outputs compare too.
 """
 import hashlib
 import json
@@ -21,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-LEVELS = ["-O0", "-O1", "-O2", "-O3", "-O1 --quantize int8"]
+LEVELS = ["-O0", "-O1", "-O2", "-O3", "-O1 --quantize int8", "--tune"]
 # Lines whose content depends on the clock or on temporary paths.
 # Also: the model's own warnings as LibTorch logs them (timestamped, and as
 # many as the measure stage ran the model) and the measure stage's verdict.
@@ -55,7 +59,7 @@ def digest(ptopt, fixtures_dir):
                 out = os.path.join(tmp, "out.pt")
                 cmd = [ptopt, src, out] + level.split() + ["--force", "--overwrite", "--print-changed",
                        "--explain", "--seed", "7"] + inputs
-                run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PTOPT_NO_MEASURE="1"))
+                run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PTOPT_NO_MEASURE="1", PTOPT_REPRODUCIBLE_CLOCK="1"))
                 text = "\n".join(l for l in (run.stdout + run.stderr).splitlines() if not VOLATILE.search(l))
                 model = hashlib.sha256(open(out, "rb").read()).hexdigest() if os.path.exists(out) else None
                 result["%s %s" % (fx["name"], level)] = {

@@ -29,6 +29,11 @@ const rewriters::PassRegistry& defaultRegistry() {
   return registry;
 }
 
+ir::Model importModel(const torch::jit::Module& module, ir::ImportOptions options) {
+  if (options.raiseSteps.empty()) options.raiseSteps = defaultRegistry().raiseSteps();
+  return ir::importModule(module, options);
+}
+
 rewriters::Pipeline parsePipelineOrPreset(const std::string& text) {
   return rewriters::parsePipelineOrPreset(text, defaultRegistry());
 }
@@ -53,7 +58,7 @@ Optimizer Optimizer::fromModule(torch::jit::Module original, const ir::ImportOpt
   ir::TrainingMode mode;
   mode.scriptedInTraining = ir::readsTrainingFlagInTrainingMode(original);
   original.eval();
-  ir::Model model = ir::importModule(original, options);
+  ir::Model model = importModel(original, options);
   ir::findTrainingLiterals(model, mode);
   return Optimizer(std::move(original), std::move(model), mode, options);
 }

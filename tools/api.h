@@ -38,6 +38,11 @@ void registerAllPasses(rewriters::PassRegistry& registry);
 // A registry with every pass, built once.
 const rewriters::PassRegistry& defaultRegistry();
 
+// ir::importModule with the default registry's raise steps when `options`
+// names none: a model ptopt wrote comes back in the dense ops every pass
+// reads (ir/raise.h). Every front end imports through this.
+ir::Model importModel(const torch::jit::Module& module, ir::ImportOptions options = {});
+
 // Parses pipeline text, or a preset name "-O0".."-O3" alone or followed by
 // more passes ("-O1,channels-last": they run before the preset's closing
 // fuse-cudnn; rewriters::addExtraPasses).

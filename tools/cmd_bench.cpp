@@ -11,6 +11,7 @@
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
 #include "tools/latency.h"
+#include "tools/api.h"
 #include "tools/commands.h"
 #include "tools/report.h"
 #include "tools/util.h"
@@ -80,7 +81,7 @@ int runBench(const BenchOptions& o) {
   torch::jit::Module a = ir::loadTorchScript(o.model);
   std::optional<torch::jit::Module> b;
   if (!o.vs.empty()) b = ir::loadTorchScript(o.vs);
-  ir::Model imported = ir::importModule(a);
+  ir::Model imported = importModel(a);
   InputPlan plan = planInputs(o.inputs, imported.forward());
   if (!plan.source) throw UsageError(plan.message);
   if (plan.inferred) std::cout << "note: " << plan.message << "\n";

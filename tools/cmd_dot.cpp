@@ -75,7 +75,7 @@ ir::Model importFor(const std::string& path, const std::string& method) {
   if (method != "forward") options.preserveMethods.push_back(method);
   torch::jit::Module m = ir::loadTorchScript(path);
   m.eval();
-  return ir::importModule(m, options);
+  return importModel(m, options);
 }
 
 ir::Graph& methodOf(const ir::Model& model, const std::string& method, const std::string& path) {

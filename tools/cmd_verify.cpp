@@ -2,6 +2,7 @@
 // compares their outputs, B against the reference A. Exit 0 when they match
 // within tolerance, 3 when not, 2 for bad input.
 #include "tools/commands.h"
+#include "tools/api.h"
 #include "tools/report.h"
 
 #include "ir/model.h"
@@ -30,7 +31,7 @@ int runVerify(const VerifyOptions& o) {
   torch::jit::Module a = ir::loadTorchScript(o.reference);
   torch::jit::Module b = ir::loadTorchScript(o.candidate);
   // The reference's forward signature names the inputs.
-  ir::Model imported = ir::importModule(a);
+  ir::Model imported = importModel(a);
   InputPlan plan = planInputs(o.verify, imported.forward());
   if (!plan.source) throw UsageError(plan.message);
   if (plan.inferred) std::cout << "note: " << plan.message << "\n";

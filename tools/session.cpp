@@ -1,4 +1,5 @@
 #include "tools/session.h"
+#include "tools/api.h"
 
 #include "tools/op_table.h"
 #include "tools/measure_cache.h"
@@ -216,7 +217,7 @@ OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
 verify::VerifyReport compareModules(const torch::jit::Module& a, const torch::jit::Module& b,
                                     const verify::InputRequest& inputs, const verify::ToleranceSet& tolerances,
                                     const std::string& deviceName) {
-  ir::Model imported = ir::importModule(a);
+  ir::Model imported = importModel(a);
   const verify::InputPlan plan = verify::planInputs(inputs, imported.forward());
   if (!plan.source) throw std::invalid_argument(plan.message + " (Python: pass example_inputs=...)");
   const c10::Device device = verify::resolveDevice(deviceName);
@@ -240,7 +241,7 @@ verify::VerifyReport compareModules(const torch::jit::Module& a, const torch::ji
 std::vector<MethodText> showModule(const torch::jit::Module& module, const std::vector<std::string>& preserveMethods) {
   ir::ImportOptions options;
   options.preserveMethods = preserveMethods;
-  ir::Model model = ir::importModule(module, options);
+  ir::Model model = importModel(module, options);
   std::vector<MethodText> out;
   for (const auto& [name, graph] : model.methods)
     out.push_back({name, ir::printGraph(*graph), tools::countOps(*graph), graph->numNodes(), model.constants->size()});
@@ -264,7 +265,7 @@ ir::Model importForDrawing(const torch::jit::Module& module, const std::string& 
   torch::jit::Module m = inEvalMode(module);
   ir::ImportOptions options;
   if (method != "forward") options.preserveMethods.push_back(method);
-  return ir::importModule(m, options);
+  return importModel(m, options);
 }
 
 ir::Graph& methodOf(const ir::Model& model, const std::string& method) {

@@ -5,6 +5,7 @@
 #include "tools/util.h"
 
 #include "ir/model.h"
+#include "measure/reproducible_clock.h"
 #include "quant/calibration.h"
 #include "quant/quantize_report.h"
 #include "target/capabilities.h"
@@ -140,6 +141,14 @@ void tuneStage(Stages& r) {
   t.cachePath = r.settings.tuningCachePath();
   t.device = r.settings.device;
   t.progress = r.settings.tuneProgress;
+  // PTOPT_REPRODUCIBLE_CLOCK: decisions that depend on the candidates' names
+  // only (measure/reproducible_clock.h), kept out of the tuning cache.
+  measure::ReproducibleClock reproducible;
+  if (measure::reproducibleClockRequested()) {
+    t.timer = &reproducible;
+    t.cachePath.clear();
+    r.note("--tune decides on a reproducible clock (PTOPT_REPRODUCIBLE_CLOCK is set): nothing is timed");
+  }
   Stopwatch sw;
   r.tuned = tune::tunePipeline(r.opt->model(), r.pipeline, defaultRegistry(), r.ctx, t);
   r.record.stageMs["tune"] = sw.ms();

@@ -246,10 +246,11 @@ ir::Value* emitViews(ir::Rewriter& rw, ir::Node* before, ir::Value* x, std::opti
     ir::Value* y = rw.call(before, op, std::move(args));
     y->node()->setScope(before->scope());
     y->node()->setProvenance("tuned-kernels(prepacked)");
-    y->meta() = x->meta();
-    y->meta().memoryFormat.reset();
+    ir::TensorMeta m = x->meta();
+    m.memoryFormat.reset();
     if (shape) shape = viewedShape(*shape, v);
-    y->meta().shape = shape;
+    m.shape = shape;
+    rw.setMeta(y, m);
     x = y;
   }
   return x;
@@ -289,18 +290,46 @@ void TunedKernelsPass::packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* 
   run->setProvenance("tuned-kernels(prepacked)");
   rw.insert(run, n);
   // conv2d_run's result: the 4-D shape whose output views give linear's.
-  run->output()->meta() = x4->meta();
+  ir::TensorMeta runMeta = x4->meta();
   std::vector<int64_t> runShape = *x4->meta().shape;
   runShape[1] = w.size(0);
-  run->output()->meta().shape = runShape;
+  runMeta.shape = runShape;
+  rw.setMeta(run->output(), runMeta);
   ir::Value* y = emitViews(rw, n, run->output(), runShape, linearOutputViews(shape.size()));
-  y->meta() = n->output()->meta();
+  rw.setMeta(y, n->output()->meta());
   rw.replace(n, y);
   rw.eraseConstantIfUnused(weight);
 }
 
+void raisePrepackedConvs(ir::Graph& g) {
+  ir::Rewriter rw(g, nullptr, "tuned-kernels");
+  std::vector<ir::Node*> runs;
+  for (ir::Node* n : *g.block())
+    if (n->is("mkldnn_prepacked::conv2d_run")) runs.push_back(n);
+  std::set<ir::Node*> packs;
+  for (ir::Node* n : runs) {
+    const ir::OpView run = ir::OpView::of(n);
+    ir::Value* packed = n->numArgs() == 2 ? run.value("W_prepack") : nullptr;
+    auto pack = packed && packed->node() ? ir::ConvPrepackOp::match(packed->node()) : std::nullopt;
+    if (!pack || pack->attr() != "none") continue;
+    ir::Node* conv = g.createCall("aten::conv2d",
+                                  {run.arg("X"), pack->weight(), pack->bias(), pack->stride(), pack->padding(),
+                                   pack->dilation(), pack->groups()},
+                                  {c10::TensorType::get()});
+    conv->output()->meta() = n->output()->meta();  // lint: detached (its insert is the edit)
+    conv->setScope(n->scope());
+    conv->setSourceLocation(n->sourceLocation());
+    rw.insert(conv, n);
+    rw.replace(n, conv->output());
+    packs.insert(pack->node());
+  }
+  for (ir::Node* pack : packs)
+    if (!pack->output()->hasUses()) rw.erase(pack);
+}
+
 void registerTunePasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<TunedKernelsPass>(); });
+  registry.addRaiseStep({"tuned-kernels", raisePrepackedConvs});
 }
 
 }  // namespace ptopt::tune

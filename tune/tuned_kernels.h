@@ -81,6 +81,12 @@ at::Tensor applyViews(at::Tensor t, const std::vector<LinearView>& views);
 
 // Why `n` (aten::linear) cannot run as a prepacked 1x1 conv, or "".
 std::string linearPrepackIneligible(const ir::Node& n);
+// The pass's inverse, the raise step import runs on a model ptopt wrote
+// (ir/raise.h): `conv2d_run(x, conv2d_prepack(W, B, stride, padding,
+// dilation, groups, input_size, "none"))`, the packed object made when the
+// file loads, is aten::conv2d again, which every pass knows; tuned-kernels
+// may pack it again.
+void raisePrepackedConvs(ir::Graph& g);
 // Whether this LibTorch has mkldnn_prepacked::conv2d_prepack and conv2d_run.
 bool hasPrepackedConvs();
 

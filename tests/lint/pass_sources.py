@@ -9,7 +9,15 @@ Fails, naming file:line, on
   - an unlogged edit: a node destroyed, moved, inserted or re-argued, uses
     replaced, or the constant table written, other than through ir::Rewriter
     (ir/rewriter.h: call/insert/replace/erase/setArg/addConstant/...), whose
-    edit log --print-changed, --dot-dir and the edit-log self-checks read.
+    edit log --print-changed, --dot-dir and the edit-log self-checks read;
+  - a value's metadata written directly (`v->meta() = m`,
+    `v->meta().shape = s`) instead of `rw.setMeta(v, m)`, except on a node
+    not yet in the graph, whose logged insert is the edit: such a line says
+    `// lint: detached (...)`;
+
+and on a pass's name spelled in the code of ir/ (the layer under every
+pass: a lowering's inverse is the pass's raise step, ir/raise.h, and ir/
+names no pass; comments may).
 
 A line that must do otherwise says why on the line itself:
 `// lint: positional (why)` or `// lint: raw edit (why)`.
@@ -27,6 +35,8 @@ POSITIONAL = re.compile(r"\b(arg|argValue)\(\s*\d+\s*\)|\bsetArg\(\s*[^,()]+,\s*
 RAW_EDIT = re.compile(
     r"(->|\.)(destroy|replaceAllUsesWith|insertBefore|insertAfter|moveBefore|moveAfter|setArg|addArg|removeArg)\("
     r"|constants\(\)\.(set|erase)\(")
+# Metadata writes: an assignment to meta() or one of its fields, or a reset.
+META_EDIT = re.compile(r"(->|\.)meta\(\)(\.\w+)*\s*=(?!=)|(->|\.)meta\(\)(\.\w+)*\.(reset|emplace)\(")
 # Calls on the rewriter are the logged ones.
 REWRITER_CALL = re.compile(r"\b(rw_?|rewriter_?|rw\(\))(->|\.)")
 
@@ -38,6 +48,8 @@ def strip_comment(line):
 
 def check(root):
     root = pathlib.Path(root)
+    if not (root / "ir").is_dir():
+        raise SystemExit(f"pass_sources: {root} has no ir/ folder (give the source root)")
     problems = []
     for folder in PASS_FOLDERS:
         for path in sorted((root / folder).glob("*.[ch]*")):
@@ -46,6 +58,8 @@ def check(root):
                 where = f"{path.relative_to(root)}:{no}"
                 if POSITIONAL.search(code) and "lint: positional" not in line:
                     problems.append(f"{where}: positional argument access (use an op view): {line.strip()}")
+                if META_EDIT.search(code) and "lint: detached" not in line and "lint: raw edit" not in line:
+                    problems.append(f"{where}: metadata written outside the rewriter (rw.setMeta): {line.strip()}")
                 for m in RAW_EDIT.finditer(code):
                     before = code[: m.start()]
                     if REWRITER_CALL.search(before[-12:] + "."):
@@ -54,6 +68,26 @@ def check(root):
                         continue
                     problems.append(f"{where}: edit outside the rewriter's log: {line.strip()}")
                     break
+    problems += ir_names_no_pass(root)
+    return problems
+
+
+PASS_NAME = re.compile(r'name\(\) const override \{ return "([^"]+)"')
+
+
+def ir_names_no_pass(root):
+    names = set()
+    for folder in PASS_FOLDERS:
+        for path in (root / folder).glob("*.h"):
+            names.update(PASS_NAME.findall(path.read_text()))
+    problems = []
+    for path in sorted((root / "ir").glob("*.[ch]*")):
+        for no, line in enumerate(path.read_text().splitlines(), 1):
+            code = strip_comment(line)
+            for name in sorted(names):
+                if f'"{name}"' in code:
+                    problems.append(f"{path.relative_to(root)}:{no}: ir/ names the pass '{name}' "
+                                    f"(register a raise step next to the pass instead): {line.strip()}")
     return problems
 
 
@@ -68,17 +102,29 @@ PLANTED = """\
   rw_.setArg(n, conv->index("bias"), b);     // fine: by name, logged
   auto b = view->arg("bias");                // fine: by name
   n->arg(i);  // lint: positional (an index found by name above)
+  y->meta() = x->meta();                     // flagged: metadata outside the rewriter
+  rw.setMeta(y, m);                          // fine: logged
+  k->output()->meta().shape = s;  // lint: detached (inserted below)
+  if (a->meta() == b->meta()) return;        // fine: a comparison
 """
 
 
 def self_test():
     with tempfile.TemporaryDirectory() as d:
-        (pathlib.Path(d) / "fusion").mkdir()
-        (pathlib.Path(d) / "fusion" / "planted.cpp").write_text(PLANTED)
+        root = pathlib.Path(d)
+        (root / "fusion").mkdir()
+        (root / "ir").mkdir()
+        (root / "fusion" / "planted.cpp").write_text(PLANTED)
+        (root / "fusion" / "planted.h").write_text(
+            '  std::string name() const override { return "planted-pass"; }\n')
+        (root / "ir" / "planted.cpp").write_text(
+            '  if (pass == "planted-pass") undo(g);   // flagged: ir/ names a pass\n'
+            '  // the inverse of "planted-pass" (fine: a comment)\n')
         found = check(d)
-    flagged = sorted(int(p.split(":")[1]) for p in found)
-    if flagged != [1, 2, 3, 4, 5, 6]:
-        print("pass_sources: the self-test flagged lines", flagged, "of the planted file, expected 1-6:")
+    flagged = sorted(p.split(":")[0] + ":" + p.split(":")[1] for p in found)
+    expected = sorted([f"fusion/planted.cpp:{i}" for i in [1, 2, 3, 4, 5, 6, 11]] + ["ir/planted.cpp:1"])
+    if flagged != expected:
+        print("pass_sources: the self-test flagged", flagged, "expected", expected)
         print("\n".join(found))
         return False
     return True
@@ -90,7 +136,7 @@ def main(root):
     problems = check(root)
     for p in problems:
         print(p)
-    print(f"pass_sources: {len(problems)} problem(s) in {', '.join(PASS_FOLDERS)}")
+    print(f"pass_sources: {len(problems)} problem(s) in {', '.join(PASS_FOLDERS)} and ir/")
     return 1 if problems else 0
 
 

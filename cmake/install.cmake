@@ -10,7 +10,7 @@ install(TARGETS ${PTOPT_LIBRARIES} EXPORT ptoptTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ptopt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir ir draw rewriters target measure fusion layout quant verify tune tools)
+foreach(dir ir draw rewriters target measure fusion layout quant verify tune api tools)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ptopt/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

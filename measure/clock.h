@@ -1,5 +1,5 @@
 // How ptopt times a piece of work: one clock abstraction for `ptopt bench`,
-// the never-slower stage (tools/measure.h) and the tuner (tune/tuner.h).
+// the never-slower stage (driver/measure.h) and the tuner (tune/tuner.h).
 //
 // A Subject is one thing to time (a model's forward, a candidate kernel); a
 // Clock runs it `calls` times back to back and returns the milliseconds per

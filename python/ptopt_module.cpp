@@ -9,9 +9,9 @@
 // without the GIL on a thread with a 1 GiB stack (as the CLI does: LibTorch's
 // graph executor recurses about once per node on a graph's first run), then
 // converts the results.
-#include "tools/api.h"
+#include "api/api.h"
 #include "tools/latency.h"
-#include "tools/op_table.h"
+#include "driver/op_table.h"
 #include "tools/render.h"
 #include "tools/session.h"
 
@@ -206,7 +206,7 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
   req.force = force;
   req.measureBudgetSeconds = measureBudget;
   req.measureThreads = measureThreads;
-  req.inputPath = module.is_none() ? path : "";
+  req.input = module.is_none() ? path : "";
   req.tune = tune;
   req.tuneBudgetSeconds = tuneBudget;
   req.tuningCache = tuningCache;
@@ -214,11 +214,11 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
   req.ruleTexts = ruleTexts;
   req.ruleFiles = ruleFiles;
   req.inputs = inputRequest(inputNames, inputValues, inputShapes, seed, iterations);
-  req.verify = verify;
-  req.rtol = rtol;
-  req.atol = atol;
-  req.rtolFor = rtolFor;
-  req.atolFor = atolFor;
+  req.verification = verify ? ptopt::driver::Verification::Required : ptopt::driver::Verification::Off;
+  req.tolerances.rtol = rtol;
+  req.tolerances.atol = atol;
+  req.tolerances.rtolFor = rtolFor;
+  req.tolerances.atolFor = atolFor;
   req.device = device;
   req.target = target;
   req.preferBf16 = preferBf16;
@@ -430,7 +430,7 @@ py::list show(const py::object& module, const std::vector<std::string>& preserve
       d["op_counts"] = mt.opCounts;
       d["nodes"] = mt.nodes;
       d["constants"] = mt.constants;
-      d["table"] = ptopt::tools::formatOpTable(mt.opCounts);
+      d["table"] = ptopt::driver::formatOpTable(mt.opCounts);
       out.append(d);
     }
     return out;

@@ -3,7 +3,7 @@
 // The data is a list of batches, each one full argument list of the model's
 // forward (tensors, in input order). The CLI loads it from `--calibration
 // FILE` (the `--inputs` formats holding a list of batches), Python from
-// `calibration=[batch, ...]`; the run's calibration stage (tools/stages.h)
+// `calibration=[batch, ...]`; the run's calibration stage (driver/stages.h)
 // checks it and hands it to the passes as side data on their context
 // (`ctx.inputs.set(CalibrationData{...})`, rewriters/side_data.h). A quantize
 // pass that finds none calibrates on seeded random inputs shaped like

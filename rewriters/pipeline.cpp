@@ -323,6 +323,13 @@ PipelineElement rulesElement(const std::string& path) {
   return e;
 }
 
+PipelineElement ruleTextElement(const std::string& name) {
+  PipelineElement e;
+  e.name = "rules";
+  e.options = {{"text", name}};
+  return e;
+}
+
 Pipeline parsePipelineOrPreset(const std::string& text, const PassRegistry& registry) {
   const bool preset = text.size() >= 3 && text[0] == '-' && text[1] == 'O' && text[2] >= '0' && text[2] <= '3' &&
                       (text.size() == 3 || text[3] == ',');

@@ -62,6 +62,8 @@ void dropPass(Pipeline& p, const std::string& name);
 void addExtraPasses(Pipeline& p, const std::vector<PipelineElement>& extra);
 // `rules{file=PATH}`: a rule file as a pipeline element (--rules PATH).
 PipelineElement rulesElement(const std::string& path);
+// `rules{text=NAME}`: the in-memory rule text NAME (rewriters::RuleTexts).
+PipelineElement ruleTextElement(const std::string& name);
 // A preset alone or followed by more passes ("-O1", "-O1,channels-last";
 // the more go by addExtraPasses), or any other pipeline text. Errors in the
 // passes after the preset point into that part of the text.

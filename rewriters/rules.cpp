@@ -329,9 +329,18 @@ std::vector<RewriteRule> loadRuleFile(const std::string& path) {
 
 PassResult RulesPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::string& path = options().getString("file");
-  if (path.empty()) throw PassError("pass 'rules' needs a rule file: rules{file=path/to/file.rules}");
-  auto& cached = cache_[path];
-  if (!cached) cached = std::make_shared<const std::vector<RewriteRule>>(loadRuleFile(path));
+  const std::string& textName = options().getString("text");
+  if (path.empty() == textName.empty())
+    throw PassError("pass 'rules' needs one rule source: rules{file=path/to/file.rules} (or, from the API, text=NAME)");
+  auto& cached = cache_[path.empty() ? "text:" + textName : path];
+  if (!cached && !path.empty()) cached = std::make_shared<const std::vector<RewriteRule>>(loadRuleFile(path));
+  if (!cached) {
+    const std::string* text = nullptr;
+    if (const RuleTexts* texts = ctx.inputs.find<RuleTexts>())
+      if (auto it = texts->byName.find(textName); it != texts->byName.end()) text = &it->second;
+    if (!text) throw PassError("pass 'rules': no rule text named '" + textName + "' was handed to this run");
+    cached = std::make_shared<const std::vector<RewriteRule>>(parseRules(*text, textName));
+  }
 
   ir::Rewriter rw(graph, ctx.edits, name());
   RewriteOptions opts;

@@ -52,10 +52,18 @@ std::vector<RewriteRule> parseRules(const std::string& text, const std::string& 
 // the file cannot be read).
 std::vector<RewriteRule> loadRuleFile(const std::string& path);
 
+// Rule texts held in memory (Python's rules=...), handed to the rules pass
+// on the context's side data (ctx.inputs): `rules{text=NAME}` applies the
+// text named NAME, with no file in between.
+struct RuleTexts {
+  std::map<std::string, std::string> byName;  // "rules", "rules[1]", ...
+};
+
 class RulesPass : public Pass {
  public:
   static constexpr const char* kContract =
-      "Applies every rule of the rule file given by `file` with the pattern driver (rewriters/pattern.h: "
+      "Applies every rule of the rule file given by `file` (or of the in-memory rule text named by `text`, "
+      "rewriters::RuleTexts on the context's side data) with the pattern driver (rewriters/pattern.h: "
       "torch.fx subgraph_rewriter semantics: pattern inputs are wildcards bound consistently to values or "
       "literals, literals and operator overloads must match exactly), all rules in one worklist, sweeping the "
       "graph until nothing changes or `max-iter` sweeps ran. At a node, the first rule of the file that "
@@ -64,14 +72,16 @@ class RulesPass : public Pass {
       "cycle or reorder a side effect, or when a `where` clause rejects it. Nested blocks are searched; a "
       "match never spans blocks. Preserves whatever the rules preserve: ptopt does not prove a rule correct, "
       "so check rules with `ptopt verify`. Does not fire when no rule matches. Counters: one per rule that "
-      "fired, named after it (`hardtanh-to-relu6=35`). The parsed file is cached per path in the pass "
-      "instance.";
+      "fired, named after it (`hardtanh-to-relu6=35`). The parsed file is cached per path (a text per name) in "
+      "the pass instance.";
 
   std::string name() const override { return "rules"; }
   std::string description() const override { return "apply rewrite rules from a rule file"; }
   std::string contract() const override { return kContract; }
   std::vector<OptionSpec> optionSpecs() const override {
     return {{"file", OptionKind::String, "", "rule file to apply (see examples/rules/README.md)", {}, {}, {}},
+            {"text", OptionKind::String, "", "in-memory rule text to apply, by its name (the C++/Python API's rules)",
+             {}, {}, {}},
             {"max-iter", OptionKind::Int, "10", "sweeps over the graph at most", {}, 1.0, 1000.0}};
   }
   PassResult run(ir::Graph& graph, PassContext& ctx) override;

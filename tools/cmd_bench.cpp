@@ -11,10 +11,10 @@
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
 #include "tools/latency.h"
-#include "tools/api.h"
+#include "api/api.h"
 #include "tools/commands.h"
-#include "tools/report.h"
-#include "tools/util.h"
+#include "driver/report.h"
+#include "driver/util.h"
 
 #include "ir/model.h"
 #include "measure/verdict.h"

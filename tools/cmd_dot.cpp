@@ -3,10 +3,10 @@
 // what changed.
 #include "tools/cmd_dot.h"
 
-#include "tools/api.h"
+#include "api/api.h"
 #include "tools/commands.h"
 #include "tools/render.h"
-#include "tools/util.h"
+#include "driver/util.h"
 
 #include "draw/writer.h"
 #include "ir/model.h"

@@ -1,5 +1,5 @@
 // `ptopt passes [NAME]`: every registered pass with its options and contract.
-#include "tools/api.h"
+#include "api/api.h"
 #include "tools/commands.h"
 
 #include <fmt/format.h>

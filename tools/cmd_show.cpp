@@ -1,6 +1,6 @@
 // `ptopt show IN.pt`: the IR text of every method and a table of op counts.
 #include "tools/commands.h"
-#include "tools/op_table.h"
+#include "driver/op_table.h"
 #include "tools/session.h"
 
 #include "ir/model.h"

@@ -1,5 +1,5 @@
-// --tune's options (its stage is tools/stages.h: tuneStage), and `ptopt tuning show|clear`.
-#include "tools/api.h"
+// --tune's options (its stage is driver/stages.h: tuneStage), and `ptopt tuning show|clear`.
+#include "api/api.h"
 #include "tools/commands.h"
 #include "tune/tune_model.h"
 

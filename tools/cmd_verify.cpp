@@ -2,8 +2,8 @@
 // compares their outputs, B against the reference A. Exit 0 when they match
 // within tolerance, 3 when not, 2 for bad input.
 #include "tools/commands.h"
-#include "tools/api.h"
-#include "tools/report.h"
+#include "api/api.h"
+#include "driver/report.h"
 
 #include "ir/model.h"
 #include "verify/runner.h"
@@ -47,7 +47,7 @@ int runVerify(const VerifyOptions& o) {
       throw ir::InputError(path + " is for CUDA (" + ir::kRequiresCudaAttribute +
                            ": it calls cuDNN's fused kernels) and cannot run on " + device.str() +
                            ": verify it on a machine with a CUDA GPU (--device cuda)");
-  const verify::ToleranceSet tolerances = tolerancesFrom(o.verify, verify::Tolerance{});
+  const verify::ToleranceSet tolerances = toleranceOverrides(o.verify).over(verify::Tolerance{});
   std::optional<verify::ReferenceRunner> runner;
   try {
     runner.emplace(a, *plan.source, tolerances, device, verify::inputNames(imported.forward()));

@@ -1,6 +1,9 @@
 // The ptopt subcommands: options, registration with CLI11, and entry points.
 #pragma once
 
+#include "driver/op_table.h"
+#include "driver/report.h"
+#include "driver/util.h"
 #include "tools/verify_setup.h"
 
 #include <CLI/CLI.hpp>
@@ -11,6 +14,20 @@
 #include <vector>
 
 namespace ptopt::tools {
+
+// The driver's helpers the subcommands share: the run's record and the
+// --report file (driver/report.h), op tables (driver/op_table.h), timing and
+// sizes (driver/util.h).
+using driver::countOps;
+using driver::formatBytes;
+using driver::formatOpTable;
+using driver::parameterBytes;
+using driver::RunRecord;
+using driver::sameFile;
+using driver::Stopwatch;
+using driver::toJson;
+using driver::versionsJson;
+using driver::writeReport;
 
 // A bad command line: exit code 2.
 class UsageError : public std::runtime_error {
@@ -66,7 +83,7 @@ struct OptimizeOptions {
   std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)
   std::string assumeIsa;        // --assume-isa: decide as on a CPU of this level (target/capabilities.h)
   bool noMeasure = false;       // --no-measure: do not time OUT against IN
-  double measureBudget = 2.0;   // --measure-budget SECONDS per comparison (tools/measure.h)
+  double measureBudget = 2.0;   // --measure-budget SECONDS per comparison (driver/measure.h)
   int measureThreads = 1;       // --measure-threads N
   TuneCliOptions tune;  // --tune, --tune-budget, --tuning-cache (tools/cmd_tuning.cpp)
 };

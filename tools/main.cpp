@@ -3,7 +3,7 @@
 // 0 success, 2 usage error or bad input, 3 verification failed, 1 otherwise.
 #include "tools/cmd_dot.h"
 #include "tools/commands.h"
-#include "tools/load_ops.h"
+#include "api/load_ops.h"
 
 #include "ir/model.h"
 #include "ir/version.h"

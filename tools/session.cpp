@@ -1,10 +1,9 @@
 #include "tools/session.h"
-#include "tools/api.h"
+#include "api/api.h"
 
-#include "tools/op_table.h"
-#include "tools/measure_cache.h"
-#include "tools/report.h"
-#include "tools/stages.h"
+#include "driver/op_table.h"
+#include "driver/measure_cache.h"
+#include "driver/report.h"
 
 #include "ir/model.h"
 #include "ir/text.h"
@@ -22,193 +21,43 @@
 
 namespace ptopt {
 
-// ---- Pipelines with rules in memory.
+// ---- optimizeModule: the driver's run, in memory.
 
-TemporaryRuleFiles::~TemporaryRuleFiles() {
-  if (dir_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
-
-std::string TemporaryRuleFiles::add(const std::string& text) {
-  namespace fs = std::filesystem;
-  if (dir_.empty()) {
-    std::string pattern = (fs::temp_directory_path() / "ptopt-rules-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot create a temporary folder for rule text");
-    dir_ = pattern;
-  }
-  const std::string path = (fs::path(dir_) / fmt::format("rules{}.txt", files_.size())).string();
-  std::ofstream out(path);
-  out << text;
-  if (!out.flush()) throw std::runtime_error("cannot write rule text to '" + path + "'");
-  files_.push_back(path);
-  return path;
-}
-
-rewriters::Pipeline planPipeline(const std::string& text, const std::vector<std::string>& ruleFiles,
-                                 const std::vector<std::string>& ruleTexts, TemporaryRuleFiles& ruleTextFiles) {
-  rewriters::Pipeline p = parsePipelineOrPreset(text);
-  std::vector<rewriters::PipelineElement> rules;
-  for (const auto& file : ruleFiles) {
-    rewriters::loadRuleFile(file);  // errors now, naming the file
-    rules.push_back(rewriters::rulesElement(file));
-  }
-  for (size_t i = 0; i < ruleTexts.size(); ++i) {
-    rewriters::parseRules(ruleTexts[i], ruleTexts.size() == 1 ? "rules" : fmt::format("rules[{}]", i));
-    rules.push_back(rewriters::rulesElement(ruleTextFiles.add(ruleTexts[i])));
-  }
-  rewriters::addExtraPasses(p, rules);
-  return p;
-}
-
-// ---- optimizeModule: the stages of `ptopt IN OUT` (tools/stages.h), in memory.
-
-VerificationFailed::VerificationFailed(verify::VerifyReport r)
-    : std::runtime_error(r.verdict() + "\n" + r.failureReport()), report(std::move(r)) {}
-
-nlohmann::json OptimizeResult::record() const {
-  tools::RunRecord r;
-  r.pipeline = pipeline;
-  r.passes = passes;
-  r.opsBefore = opsBefore;
-  r.opsAfter = opsAfter;
-  r.parameterBytesBefore = parameterBytesBefore;
-  r.parameterBytesAfter = parameterBytesAfter;
-  r.outputFileBytes = serialized.bytes.size();
-  r.stageMs = stageMs;
-  r.verification = verification;
-  r.verificationSkipped = verificationSkipped;
-  r.outcome = written.empty() ? "passed" : "passed; wrote " + written + " (the optimized model was slower)";
-  r.device = verification ? verification->device : "";
-  r.quantize = quantize;
-  r.tuning = tuning;
-  r.sections = sections;
-  return tools::toJson(r);
-}
-
-namespace {
-
-StageSettings stageSettings(const OptimizeRequest& req) {
-  StageSettings s;
-  s.device = verify::resolveDevice(req.device);  // std::invalid_argument
-  s.target = req.target;
-  s.preferBf16 = req.preferBf16;
-  s.verify = req.verify;
-  s.tolerances = [&req](const verify::Tolerance& base) {
-    verify::ToleranceSet t{base, req.rtolFor, req.atolFor, {}};
-    if (req.rtol) t.base.rtol = *req.rtol;
-    if (req.atol) t.base.atol = *req.atol;
-    return t;
-  };
-  s.importOptions = req.importOptions;
-  s.tune = req.tune;
-  s.tuneBudgetSeconds = req.tuneBudgetSeconds;
-  s.tuningCache = req.tuningCache;
-  s.measure = req.measure;
-  s.noMeasureReason = "measure=False";
-  s.force = req.force;
-  s.measureOptions.budgetSeconds = req.measureBudgetSeconds;
-  s.measureOptions.threads = req.measureThreads;
-  return s;
-}
-
-// In memory: the archive's bytes are kept in `out.serialized` (what the
-// CLI would write) and the module is loaded back from them; notes are
-// collected, lines of the run's account dropped.
-StageHooks stageHooks(Stages& r, OptimizeResult& out, const OptimizeRequest& req) {
-  StageHooks h;
-  h.note = [&out](const std::string& note) { out.notes.push_back(note); };
-  h.notice = h.note;
-  h.warning = h.note;
-  h.write = [&out](const torch::jit::Module& exported) {
-    out.serialized.bytes = ir::serializeModule(exported);
-    out.serialized.module = ir::loadSerializedModule(out.serialized.bytes);
-    return out.serialized.module;
-  };
-  h.outputDigest = [&out] { return bytesDigest(out.serialized.bytes); };
-  h.inputDigest = [&r, &req] {
-    return req.inputPath.empty() ? bytesDigest(ir::serializeModule(r.opt->original())) : fileDigest(req.inputPath);
-  };
-  h.inputAsOutput = [&r] {
-    Optimizer::Serialized s;
-    s.bytes = ir::serializeModule(r.opt->original());
-    s.module = ir::loadSerializedModule(s.bytes);
-    return s;
-  };
-  return h;
-}
-
-// The reference outputs on the request's inputs: required unless
-// verify=False (then given inputs are still run once).
-void planReference(Stages& r, OptimizeResult& out, const OptimizeRequest& req, const Optimizer::Reference& reference) {
-  verify::InputPlan inputs = verify::planInputs(req.inputs, r.opt->model().forward());
-  if (!req.calibration.empty()) calibrationStage(r, req.calibration, req.calibrationSource, "calibration", inputs);
-  out.inputsInferred = inputs.inferred;
-  if (!inputs.source) {
-    if (req.verify)
-      throw std::invalid_argument(inputs.message + " (Python: pass example_inputs=..., or verify=False)");
-    out.verificationSkipped = inputs.message;
-  } else if (req.verify && inputs.inferred) {
-    out.notes.push_back(inputs.message);
-  }
-  try {
-    referenceOutputs(r, reference, inputs);
-  } catch (const verify::ReferenceError& e) {
-    if (!inputs.inferred) throw InputsDoNotFit(e.what());
-    throw InputsDoNotFit(std::string(e.what()) + "\n(the input shape was assumed: " + inputs.message +
-                         "; give the inputs to verify with)");
-  }
-  if (!req.verify) out.verificationSkipped = "verify=False";
-}
-
-}  // namespace
+nlohmann::json OptimizeResult::record() const { return driver::toJson(run); }
 
 OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
   OptimizeResult out;
-  Stages r;
-  // plan
-  TemporaryRuleFiles ruleTextFiles;
-  r.pipeline = planPipeline(req.pipeline, req.ruleFiles, req.ruleTexts, ruleTextFiles);
-  r.settings = stageSettings(req);
-  r.hooks = stageHooks(r, out, req);
-
-  // load (done by the caller): counts, training mode
-  r.opt.emplace(std::move(opt));
-  countBefore(r);
-  const ir::TrainingMode& mode = r.opt->trainingMode();
-  if (mode.inTraining() && req.keepTraining)
-    throw ir::InputError(fmt::format(
-        "the model is in training mode ({}), and keep_training refuses to optimize it for inference; call "
-        ".eval() first (or trace it in eval mode)",
-        mode.scriptedInTraining ? "scripted with training=True" : "traced in training mode"));
-
-  const Optimizer::Reference reference = referenceStage(r);
-  planReference(r, out, req, reference);
-  if (req.tune) {
-    tuneStage(r);
-    out.notes.push_back(r.tuned->summary());
-  }
-  runStage(r);
-  if (r.record.quantize) out.notes.push_back(r.record.quantize->summary());
-  exportStage(r);
-  if (!verifyStage(r)) throw VerificationFailed(*r.record.verification);
-  measureStage(r, true);
-
-  if (r.replacement) out.serialized = std::move(*r.replacement);
-  out.written = r.written;
-  out.pipeline = rewriters::printPipeline(r.pipeline);
-  out.passes = r.report;
-  if (r.verifying()) out.verification = r.record.verification;
-  out.opsBefore = r.record.opsBefore;
-  out.opsAfter = r.record.opsAfter;
-  out.nodesBefore = r.nodesBefore;
-  out.nodesAfter = r.nodesAfter;
-  out.parameterBytesBefore = r.record.parameterBytesBefore;
-  out.parameterBytesAfter = r.record.parameterBytesAfter;
-  out.stageMs = r.record.stageMs;
-  out.quantize = r.record.quantize;
-  out.tuning = r.record.tuning;
-  out.sections = r.record.sections;
+  driver::FrontEnd fe;
+  fe.note = [&out](const std::string& note) { out.notes.push_back(note); };
+  fe.notice = fe.note;
+  fe.warning = fe.note;
+  fe.noMeasureName = "measure=False";
+  fe.noVerifyName = "verify=False";
+  fe.inputsHint = "give example_inputs=... or input_shapes=...";
+  fe.verifyRequiredHint = "Python: pass example_inputs=..., or verify=False";
+  driver::Outcome o = driver::optimize(std::move(opt), req, fe);
+  if (!o.tuneSummary.empty()) out.notes.push_back(o.tuneSummary);
+  if (o.record.quantize) out.notes.push_back(o.record.quantize->summary());
+  if (!o.saved) throw VerificationFailed(*o.record.verification);
+  const driver::RunRecord& r = o.record;
+  out.serialized = std::move(o.serialized);
+  out.written = o.written;
+  out.pipeline = r.pipeline;
+  if (r.passes) out.passes = *r.passes;
+  out.verification = r.verification;
+  out.verificationSkipped = r.verificationSkipped;
+  out.inputsInferred = o.inputsInferred;
+  out.opsBefore = r.opsBefore;
+  out.opsAfter = r.opsAfter;
+  out.nodesBefore = o.nodesBefore;
+  out.nodesAfter = o.nodesAfter;
+  out.parameterBytesBefore = r.parameterBytesBefore;
+  out.parameterBytesAfter = r.parameterBytesAfter;
+  out.stageMs = r.stageMs;
+  out.quantize = r.quantize;
+  out.tuning = r.tuning;
+  out.sections = r.sections;
+  out.run = std::move(o.record);
   return out;
 }
 
@@ -244,7 +93,7 @@ std::vector<MethodText> showModule(const torch::jit::Module& module, const std::
   ir::Model model = importModel(module, options);
   std::vector<MethodText> out;
   for (const auto& [name, graph] : model.methods)
-    out.push_back({name, ir::printGraph(*graph), tools::countOps(*graph), graph->numNodes(), model.constants->size()});
+    out.push_back({name, ir::printGraph(*graph), driver::countOps(*graph), graph->numNodes(), model.constants->size()});
   return out;
 }
 

@@ -73,9 +73,9 @@ InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward) {
   }
 }
 
-verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tolerance& base) {
-  verify::ToleranceSet set{base, {}, {}};
-  auto apply = [&](const std::vector<std::string>& given, const char* flag, double& global,
+driver::ToleranceOverrides toleranceOverrides(const VerifyCliOptions& o) {
+  driver::ToleranceOverrides t;
+  auto apply = [&](const std::vector<std::string>& given, const char* flag, std::optional<double>& global,
                    std::map<std::string, double>& perOutput) {
     for (const auto& text : given) {
       const auto colon = text.rfind(':');
@@ -94,13 +94,10 @@ verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tol
       else perOutput[name] = value;
     }
   };
-  apply(o.rtol, "--rtol", set.base.rtol, set.rtolFor);
-  apply(o.atol, "--atol", set.base.atol, set.atolFor);
-  apply(o.scaleTol, "--scale-tol", set.base.scaleTol, set.scaleTolFor);
-  if (!o.scaleTol.empty() && base.criterion == verify::Criterion::Global)
-    std::cerr << "ptopt: warning: --scale-tol applies to fp32 results only; this pipeline's low-precision results "
-                 "are checked by the global criterion (cosine and max|a-b| <= atol + rtol*max|b|)\n";
-  return set;
+  apply(o.rtol, "--rtol", t.rtol, t.rtolFor);
+  apply(o.atol, "--atol", t.atol, t.atolFor);
+  apply(o.scaleTol, "--scale-tol", t.scaleTol, t.scaleTolFor);
+  return t;
 }
 
 void warnUnknownOutputs(const verify::ToleranceSet& tolerances, const verify::VerifyReport& report) {

@@ -2,6 +2,7 @@
 // `ptopt verify A B`, and how they become an InputSource and tolerances.
 #pragma once
 
+#include "driver/request.h"
 #include "ir/ir.h"
 #include "verify/compare.h"
 #include "verify/input_plan.h"
@@ -39,9 +40,10 @@ verify::InputRequest inputRequest(const VerifyCliOptions& o);
 // file) becomes a UsageError (exit 2).
 InputPlan planInputs(const VerifyCliOptions& o, const ir::Graph& forward);
 
-// `base` (the pipeline's precision defaults) with --rtol/--atol/--scale-tol
-// applied; each sets its own term of the bound (verify/compare.h).
-verify::ToleranceSet tolerancesFrom(const VerifyCliOptions& o, const verify::Tolerance& base);
+// --rtol/--atol/--scale-tol ("X" or "OUTPUT:X") as the request's terms of
+// the bound; each sets its own term (verify/compare.h). UsageError for a
+// value that is not a non-negative number.
+driver::ToleranceOverrides toleranceOverrides(const VerifyCliOptions& o);
 
 // Warns on stderr about --rtol/--atol/--scale-tol names that match no output.
 void warnUnknownOutputs(const verify::ToleranceSet& tolerances, const verify::VerifyReport& report);

@@ -54,7 +54,7 @@ struct CachedDecision {
   int rounds = 0;
   double seconds = 0;  // time spent measuring it
   // More of what was measured, for decisions that need it (the never-slower
-  // verdict, tools/measure_cache.h: every candidate tried); null when none.
+  // verdict, driver/measure_cache.h: every candidate tried); null when none.
   nlohmann::json detail;
   nlohmann::json toJson() const;
   static CachedDecision fromJson(const nlohmann::json& j);

@@ -234,8 +234,10 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             gives seeded random inputs (``--input-shape``), else the inputs are
             assumed when the model's first op makes that safe.
         verify: check the result (default). With verify=True and no inputs to
-            check with, :class:`ptopt.InputError` is raised; verify=False
-            skips the check (given inputs are still run once on the original).
+            check with, :class:`ptopt.InputError` is raised, and assumed
+            shapes that do not fit raise :class:`ptopt.InputShapeError` (the
+            CLI's ``--verify``); verify=False skips the check (given inputs
+            are still run once on the original).
         rtol, atol: tolerance terms (default: the pipeline's precision's),
             a number or a dict by output name (``{"out[0]": 1e-3}``).
         tune: decide the pipeline's machine-dependent rewrites (conv kernel,
@@ -260,8 +262,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             produces the same bytes from the same input. measure=False (or
             the environment variable PTOPT_NO_MEASURE=1) skips it
             (``--no-measure``).
-        force: return the result even when it is measurably slower
-            (``--force``; a failed verification still raises).
+        force: return the result even when it is measurably slower or
+            fails verification (``--force``; a warning says so).
         quantize: "int8" adds ``quantize{dtype=int8}`` (``--quantize int8``:
             static post-training quantization, calibrated on ``calibration``,
             else on seeded random inputs with a warning that accuracy needs

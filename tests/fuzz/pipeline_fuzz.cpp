@@ -3,7 +3,7 @@
 // pipeline that parses prints canonically, and the printed text parses back
 // to the same canonical text.
 #include "rewriters/pipeline.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <cstdint>
 #include <cstdlib>

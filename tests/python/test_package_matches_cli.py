@@ -14,7 +14,9 @@ and PTOPT_FIXTURES_DIR.
 import io
 import json
 import os
+import pathlib
 import subprocess
+import tempfile
 
 import pytest
 import torch
@@ -139,3 +141,100 @@ def test_random_calibration_warns_from_both(tmp_path):
     with pytest.warns(UserWarning, match="quantize: no --calibration data"):
         fast = ptopt.optimize(path, "-O1", input_shapes=["4,3,32,32"], quantize="int8")
     assert saved(fast) == saved(torch.jit.load(str(out)))
+
+
+# ---- One request, one policy (driver/request.h): the same request gives the
+# same bytes and the same errors from both faces.
+
+class _ConvThenFixedLinear(torch.nn.Module):
+    """A conv first (so 1x3x224x224 is assumed), then a linear that only
+    fits 8x8 inputs: the assumed shape does not fit."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.conv(x), 1))
+
+
+def cli(*args):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_assumed_shape_that_does_not_fit_is_one_policy(tmp_path):
+    path = tmp_path / "fixed.pt"
+    torch.jit.script(_ConvThenFixedLinear().eval()).save(str(path))
+    # Verification required (the CLI's --verify, Python's default): an error
+    # naming the assumption, nothing written.
+    r = cli(path, tmp_path / "req.pt", "-O1", "--verify")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the input shape was assumed" in r.stderr, r.stderr
+    assert not (tmp_path / "req.pt").exists()
+    with pytest.raises(ptopt.InputShapeError) as err:
+        ptopt.optimize(str(path), "-O1")
+    cli_message = r.stderr.split("ptopt: error: ", 1)[1].strip()
+    assert str(err.value).strip() == cli_message, (str(err.value), cli_message)
+    # Verification when possible (the CLI's default): written unverified, with
+    # the warning; the same bytes as Python's verify=False.
+    r = cli(path, tmp_path / "when.pt", "-O1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verification skipped: the assumed input shape does not fit the model" in r.stderr, r.stderr
+    raw = ptopt.optimize(str(path), "-O1", verify=False)
+    assert saved(raw) == saved(torch.jit.load(str(tmp_path / "when.pt")))
+
+
+def test_no_inputs_to_verify_with_is_one_policy(tmp_path):
+    class Add(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a + b
+
+    path = tmp_path / "add.pt"
+    torch.jit.script(Add()).save(str(path))
+    r = cli(path, tmp_path / "out.pt", "--passes", "dce", "--verify")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "cannot be inferred" in r.stderr, r.stderr
+    with pytest.raises(ptopt.InputError, match="cannot be inferred"):
+        ptopt.optimize(str(path), "dce")
+
+
+def test_bad_pipeline_is_the_same_error(tmp_path):
+    fx = os.path.join(FIXTURES, manifest()["resnet18_script"]["file"])
+    r = cli(fx, tmp_path / "out.pt", "--passes", "cse,no-such-pass")
+    assert r.returncode == 2, r.stdout + r.stderr
+    with pytest.raises(ptopt.PipelineError) as err:
+        ptopt.optimize(fx, "cse,no-such-pass", input_shapes=["1,3,64,64"])
+    assert str(err.value).splitlines()[0] in r.stderr, (str(err.value), r.stderr)
+
+
+RELU_TO_SIGMOID = """rule relu-is-not-sigmoid
+  pattern
+    graph(%x : Tensor):
+      %y : Tensor = aten::relu_(%x)
+      output(%y)
+  replacement
+    graph(%x : Tensor):
+      %y : Tensor = aten::sigmoid_(%x)
+      output(%y)
+"""
+
+
+def test_rules_in_memory_and_force_are_one_policy(tmp_path):
+    """Rule text in memory (rules=...) and a rule file (--rules) rewrite alike,
+    without a temporary file; a result that fails verification is refused by
+    both, and kept by both with force."""
+    fx = os.path.join(FIXTURES, manifest()["resnet18_script"]["file"])
+    rules = tmp_path / "bad.rules"
+    rules.write_text(RELU_TO_SIGMOID)
+    shape = ["--input-shape", "1,3,64,64"]
+    r = cli(fx, tmp_path / "bad.pt", "-O1", "--rules", rules, *shape)
+    assert r.returncode == 3 and not (tmp_path / "bad.pt").exists(), r.stdout + r.stderr
+    with pytest.raises(ptopt.VerificationError):
+        ptopt.optimize(fx, "-O1", input_shapes=["1,3,64,64"], rules=RELU_TO_SIGMOID)
+    r = cli(fx, tmp_path / "forced.pt", "-O1", "--rules", rules, *shape, "--force")
+    assert r.returncode == 3 and "FAILED (written with --force)" in r.stdout, r.stdout + r.stderr
+    with pytest.warns(UserWarning, match="verification FAILED"):
+        forced = ptopt.optimize(fx, "-O1", input_shapes=["1,3,64,64"], rules=RELU_TO_SIGMOID, force=True)
+    assert saved(forced) == saved(torch.jit.load(str(tmp_path / "forced.pt")))
+    assert not any(p.name.startswith("ptopt-rules-") for p in pathlib.Path(tempfile.gettempdir()).iterdir())

@@ -9,7 +9,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/pass_test.h"
 
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <ATen/Context.h>
 #include <catch2/catch.hpp>

@@ -4,7 +4,7 @@
 #include "tests/support/checked_run.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <catch2/catch.hpp>
 #include <torch/torch.h>

@@ -7,7 +7,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <catch2/catch.hpp>
 

@@ -11,8 +11,8 @@
 #include "ir/text.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
-#include "tools/api.h"
-#include "tools/load_ops.h"
+#include "api/api.h"
+#include "api/load_ops.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/library.h>

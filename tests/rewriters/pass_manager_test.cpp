@@ -5,7 +5,7 @@
 #include "ir/op_views.h"
 #include "ir/text.h"
 #include "rewriters/pass_manager.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <catch2/catch.hpp>
 

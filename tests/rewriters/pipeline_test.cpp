@@ -1,7 +1,7 @@
 // Pipeline text: parse, canonical print, presets, and every class of error.
 #include "rewriters/pipeline.h"
 #include "rewriters/rules.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <catch2/catch.hpp>
 

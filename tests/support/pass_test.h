@@ -3,7 +3,7 @@
 
 #include "ir/text.h"
 #include "tests/support/fixtures.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <string>
 

@@ -3,7 +3,7 @@
 // a model the CPU cannot run, and serialize + save of exactly the bytes
 // that were loaded back.
 #include "tests/support/fixtures.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
-// Never slower (tools/measure.h): the timing loop and the choice of what to
+// Never slower (driver/measure.h): the timing loop and the choice of what to
 // write, driven by a fake timer (deterministic: each fake run advances a
 // fake clock by its own duration, with a fixed pattern of jitter).
-#include "tools/measure.h"
-#include "tools/api.h"
+#include "driver/measure.h"
+#include "api/api.h"
 #include "rewriters/pipeline.h"
 
 #include "tests/measure/fake_clock.h"
@@ -158,11 +158,11 @@ TEST_CASE("pickNotSlower writes the input itself when every built candidate is s
   CHECK_THROWS_AS(pickNotSlower(c.run(10), {}, options(), c), std::invalid_argument);
 }
 
-// ---- The verdict in the tuning cache (tools/measure_cache.h): a warm --tune
+// ---- The verdict in the tuning cache (driver/measure_cache.h): a warm --tune
 // run with the same IN, OUT, machine and settings reuses it; anything else
 // times again.
 
-#include "tools/measure_cache.h"
+#include "driver/measure_cache.h"
 
 #include <filesystem>
 #include <fstream>

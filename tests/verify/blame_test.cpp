@@ -1,7 +1,7 @@
 // Per-pass blame (verify/blame.h): with --verify-each the first pass
 // execution that breaks tolerance is named; exact passes are not blamed.
 #include "tests/support/fixtures.h"
-#include "tools/api.h"
+#include "api/api.h"
 #include "verify/blame.h"
 
 #include <catch2/catch.hpp>

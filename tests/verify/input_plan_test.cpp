@@ -1,7 +1,7 @@
 // Input planning (verify/input_plan.h): which inputs verification runs on,
 // from --input-shape, --inputs, or an assumption from the model's first op.
 #include "tests/support/fixtures.h"
-#include "tools/api.h"
+#include "api/api.h"
 #include "verify/input_plan.h"
 
 #include <catch2/catch.hpp>

@@ -31,7 +31,7 @@
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
 #include "rewriters/constants.h"
-#include "tools/api.h"
+#include "api/api.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

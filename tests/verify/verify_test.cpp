@@ -1,6 +1,6 @@
 // The verify library: metrics, tolerances, structure, inputs, the runner.
 #include "tests/support/fixtures.h"
-#include "tools/api.h"
+#include "api/api.h"
 #include "verify/compare.h"
 #include "verify/inputs.h"
 #include "verify/runner.h"

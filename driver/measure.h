@@ -22,7 +22,7 @@
 // the Python package can call measureModules / pickNotSlower as well.
 #pragma once
 
-#include "tools/api.h"
+#include "api/api.h"
 #include "measure/clock.h"
 #include "measure/stats.h"
 #include "measure/verdict.h"

@@ -1,4 +1,4 @@
-#include "tools/api.h"
+#include "api/api.h"
 
 #include "fusion/register.h"
 #include "layout/register.h"

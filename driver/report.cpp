@@ -1,4 +1,4 @@
-#include "tools/report.h"
+#include "driver/report.h"
 
 #include "ir/version.h"
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 nlohmann::json versionsJson() {
   return {{"ptopt", ptoptVersion()},
@@ -96,4 +96,4 @@ void writeReport(const RunRecord& r, const std::string& path) {
   }
 }
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver

@@ -1,9 +1,9 @@
-#include "tools/util.h"
+#include "driver/util.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 std::string formatBytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -18,4 +18,4 @@ bool sameFile(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver

@@ -1,4 +1,4 @@
-#include "tools/load_ops.h"
+#include "api/load_ops.h"
 
 #include "ir/model.h"
 

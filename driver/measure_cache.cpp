@@ -1,4 +1,4 @@
-#include "tools/measure_cache.h"
+#include "driver/measure_cache.h"
 
 #include "ir/version.h"
 #include "tune/measuring_device.h"

@@ -1,38 +1,36 @@
-// The stages of an optimization after the model is loaded, shared by
-// `ptopt IN OUT` (tools/cmd_optimize.cpp) and the library's optimizeModule
-// (tools/session.h, which the Python package calls), so that both run one
-// sequence:
+// The stages of an optimization after the model is loaded, run in this
+// order by the driver (driver/driver.h) for every front end:
 //   reference  referenceStage: the module the result is compared with, the
 //              passes' context, the tolerances of the pipeline's precision;
 //              referenceOutputs: the reference outputs on the planned inputs
-//              (the front end plans them: flags or an InputRequest);
+//              (planned by the driver, by the request's policy);
 //   calibrate  calibrationStage (--calibration / calibration=): the data
 //              checked and handed to the passes, a batch held out to verify on;
 //   tune       tuneStage (--tune / tune=True): measured options for the
 //              machine-dependent passes; the tolerances follow;
-//   run        runStage: the pipeline (the front end gives the instruments),
+//   run        runStage: the pipeline (the driver gives the instruments),
 //              what a lower precision means for verification;
-//   export     exportStage: the result exported and handed to the front
-//              end's `write` hook, which keeps the bytes (the CLI streams
-//              them into OUT's temporary file, ir::AtomicModuleFile; Python
-//              keeps them in memory) and returns the module loaded back from
-//              exactly those bytes: what is verified is what is written;
+//   export     exportStage: the result exported and handed to the `write`
+//              hook, which keeps the bytes (streamed into OUT's temporary
+//              file, ir::AtomicModuleFile, or kept in memory) and returns the
+//              module loaded back from exactly those bytes: what is verified
+//              is what is written;
 //   verify     verifyStage: that module (or a CPU stand-in) against the
 //              reference outputs;
-//   measure    measureStage: OUT timed against IN (tools/measure.h); when it
+//   measure    measureStage: OUT timed against IN (driver/measure.h); when it
 //              is measurably slower, the first verified candidate that is
 //              not (the fp32 structure, then IN) replaces it, unless force.
 //              With tune, a verdict an earlier run measured for the same IN
 //              and OUT bytes is taken from the tuning cache
-//              (tools/measure_cache.h).
-// The front ends keep what differs: how options arrive, loading, planning
-// the inputs, where the bytes go, what is printed (the `say` and `note`
-// hooks) and how failure is reported (exit codes; exceptions).
+//              (driver/measure_cache.h).
+// The driver plans the inputs and the pipeline, loads, and saves; the
+// stages read the request (r.req) and report through r.hooks.
 #pragma once
 
-#include "tools/api.h"
-#include "tools/measure.h"
-#include "tools/report.h"
+#include "driver/request.h"
+#include "api/api.h"
+#include "driver/measure.h"
+#include "driver/report.h"
 
 #include "quant/precision_check.h"
 #include "tune/tune_model.h"
@@ -48,40 +46,16 @@
 
 namespace ptopt {
 
-struct StageSettings {
-  c10::Device device = c10::kCPU;  // where verification and timing run
-  std::string target = "auto";     // the device the result is for (auto: `device`)
-  bool preferBf16 = false;
-  bool verify = true;              // false: --no-verify / verify=False
-  bool describeTarget = false;     // say the target's capabilities (--explain, -v)
-  std::ostream* explain = nullptr; // the passes' --explain output
-  // The tolerances for a precision's defaults, with the caller's overrides.
-  std::function<verify::ToleranceSet(const verify::Tolerance& base)> tolerances;
-  ir::ImportOptions importOptions;  // how IN was imported (the fp32-structure candidate is imported the same way)
-  // --tune
-  bool tune = false;
-  double tuneBudgetSeconds = 0;  // <= 0: tune::kDefaultBudgetSeconds
-  std::string tuningCache;       // "": tune::TuningCache::defaultPath()
-  std::ostream* tuneProgress = nullptr;
-  // measure
-  bool measure = true;            // false: skipped (noMeasureReason says why: "--no-measure", "measure=False")
-  std::string noMeasureReason = "--no-measure";
-  bool force = false;             // keep OUT even when it is measurably slower
-  MeasureOptions measureOptions;
-  std::string tuningCachePath() const;
-};
-
+// What the stages hand to the front end (driver::FrontEnd's hooks) and
+// where the driver keeps the bytes.
 struct StageHooks {
-  // A line of the run's account ("speed: ...", "pipeline: ..."); with its
-  // newline. The CLI prints it (not with -q); Python drops it.
+  // A line of the run's account ("speed: ...", "pipeline: ..."); with its newline.
   std::function<void(const std::string&)> say;
-  // A note the user should see (no "note: " prefix, no newline): the CLI
-  // prints "note: ..." (not with -q), Python warns.
+  // A note the user should see (no "note: " prefix, no newline).
   std::function<void(const std::string&)> note;
-  // Always shown (the CLI prints it even with -q; Python warns).
+  // Always shown.
   std::function<void(const std::string&)> notice;
-  // A pass's warning ("quantize: no --calibration data; ..."): the CLI
-  // prints "ptopt: WARNING: ..." on stderr (even with -q); Python warns.
+  // A pass's warning ("quantize: no --calibration data; ...").
   std::function<void(const std::string&)> warning;
   // export: keeps the bytes of `exported` and returns the module loaded back
   // from them. Throws std::system_error for a failed write.
@@ -94,7 +68,12 @@ struct StageHooks {
 
 // One run's state, filled as the stages go.
 struct Stages {
-  StageSettings settings;
+  const driver::Request* req = nullptr;  // what was asked
+  c10::Device device = c10::kCPU;        // where verification and timing run (req->device resolved)
+  MeasureOptions measureOptions;         // the never-slower stage's, from req
+  std::ostream* explain = nullptr;       // the passes' --explain output (with req->explain)
+  std::ostream* tuneProgress = nullptr;  // --tune's progress lines
+  std::string noMeasureName = "--no-measure";  // how the front end names measure = false
   StageHooks hooks;
   rewriters::Pipeline pipeline;          // the planned one; tuneStage replaces it
   std::optional<Optimizer> opt;          // the front end loads it
@@ -109,9 +88,10 @@ struct Stages {
   size_t nodesBefore = 0, nodesAfter = 0;
   std::optional<Optimizer::Serialized> replacement;  // measureStage: written in place of OUT
   std::string written;                   // measureStage: what replaces OUT ("" = OUT)
-  tools::RunRecord record;               // the --report record (stage times, sections, counts)
+  driver::RunRecord record;               // the --report record (stage times, sections, counts)
 
-  bool verifying() const { return runner && settings.verify; }
+  bool verifying() const { return runner && req->verifying(); }
+  std::string tuningCachePath() const;
   void say(const std::string& s) const;
   void note(const std::string& s) const;
   void notice(const std::string& s) const;

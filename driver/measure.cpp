@@ -1,4 +1,4 @@
-#include "tools/measure.h"
+#include "driver/measure.h"
 
 #include "ir/model.h"
 #include "measure/sampler.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 // call_function targets (with overload) -> count, over all blocks.
 std::map<std::string, size_t> countOps(const ir::Graph& g);
@@ -17,11 +17,11 @@ std::map<std::string, size_t> countOps(const ir::Graph& g);
 std::string formatOpTable(const std::map<std::string, size_t>& before,
                           const std::map<std::string, size_t>* after = nullptr, bool colour = false);
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 // Bytes of the constant tensors the model's methods use (each counted once).
 size_t parameterBytes(const ir::Model& model);
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver

@@ -1,8 +1,8 @@
-#include "tools/stages.h"
+#include "driver/stages.h"
 
-#include "tools/measure_cache.h"
-#include "tools/op_table.h"
-#include "tools/util.h"
+#include "driver/measure_cache.h"
+#include "driver/op_table.h"
+#include "driver/util.h"
 
 #include "ir/model.h"
 #include "measure/reproducible_clock.h"
@@ -21,10 +21,10 @@
 
 namespace ptopt {
 
-using tools::Stopwatch;
+using driver::Stopwatch;
 
-std::string StageSettings::tuningCachePath() const {
-  return tuningCache.empty() ? tune::TuningCache::defaultPath() : tuningCache;
+std::string Stages::tuningCachePath() const {
+  return req->tuningCache.empty() ? tune::TuningCache::defaultPath() : req->tuningCache;
 }
 
 void Stages::say(const std::string& s) const {
@@ -42,8 +42,8 @@ void Stages::warning(const std::string& s) const {
 }
 
 void countBefore(Stages& r) {
-  r.record.opsBefore = tools::countOps(r.opt->model().forward());
-  r.record.parameterBytesBefore = tools::parameterBytes(r.opt->model());
+  r.record.opsBefore = driver::countOps(r.opt->model().forward());
+  r.record.parameterBytesBefore = driver::parameterBytes(r.opt->model());
   r.nodesBefore = r.opt->model().forward().numNodes();
 }
 
@@ -53,7 +53,7 @@ verify::ToleranceSet tolerancesFor(const Stages& r) {
   const c10::ScalarType precision =
       quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
   const verify::Tolerance base = verify::Tolerance::forPrecision(precision);
-  return r.settings.tolerances ? r.settings.tolerances(base) : verify::ToleranceSet{base, {}, {}, {}};
+  return r.req->tolerances.over(base);
 }
 
 // The target's capabilities (target/capabilities.h): the "target" section
@@ -77,21 +77,21 @@ void recordTarget(Stages& r) {
               {"native_fp16", c.nativeFp16}, {"fp16_why", c.fp16Why}});
   }
   r.record.sections["target"] = t;
-  if (r.settings.describeTarget) r.say(target::describeTarget(device));
+  if (r.req->explain || r.req->describeTarget) r.say(target::describeTarget(device));
 }
 
 }  // namespace
 
 Optimizer::Reference referenceStage(Stages& r) {
-  const Optimizer::Reference reference = r.opt->reference(r.pipeline, r.settings.device);
+  const Optimizer::Reference reference = r.opt->reference(r.pipeline, r.device);
   const ir::TrainingMode& mode = r.opt->trainingMode();
   r.record.mode = mode;
   r.record.evalSemantics = mode.scriptedInTraining || reference.specializesTracedFlags;
   r.record.modeNotes = mode.notes(reference.specializesTracedFlags);
   for (const std::string& note : r.record.modeNotes) r.note(note);
-  r.ctx.targetDevice = r.settings.target != "auto" ? r.settings.target : r.settings.device.is_cuda() ? "cuda" : "cpu";
-  r.ctx.explain = r.settings.explain;
-  r.ctx.preferBf16 = r.settings.preferBf16;
+  r.ctx.targetDevice = r.req->target != "auto" ? r.req->target : r.device.is_cuda() ? "cuda" : "cpu";
+  r.ctx.explain = r.explain;
+  r.ctx.preferBf16 = r.req->preferBf16;
   r.ctx.onWarning = [&r](const std::string& w) { r.warning(w); };
   recordTarget(r);
   r.tolerances = tolerancesFor(r);
@@ -100,14 +100,14 @@ Optimizer::Reference referenceStage(Stages& r) {
 
 void referenceOutputs(Stages& r, const Optimizer::Reference& reference, const verify::InputPlan& inputs) {
   if (!inputs.source) return;
-  if (r.settings.verify) {
+  if (r.req->verifying()) {
     Stopwatch sw;
-    r.runner.emplace(r.opt->referenceRunner(reference, *inputs.source, r.tolerances, r.settings.device));
+    r.runner.emplace(r.opt->referenceRunner(reference, *inputs.source, r.tolerances, r.device));
     r.record.stageMs["reference"] = sw.ms();
   } else if (!inputs.inferred) {  // given inputs are still checked against the model once
     verify::InputSource once = *inputs.source;
     once.iterations = 1;
-    r.opt->referenceRunner(reference, once, r.tolerances, r.settings.device);
+    r.opt->referenceRunner(reference, once, r.tolerances, r.device);
   }
   if (!inputs.inferred) r.ctx.exampleInputs = inputs.source->inputsFor(0);
 }
@@ -137,10 +137,10 @@ void tuneStage(Stages& r) {
     throw std::invalid_argument("--tune times the model on its real input shapes: give them with --input-shape or "
                                 "--inputs (Python: example_inputs=... or input_shapes=...)");
   tune::TuneOptions t;
-  t.budgetSeconds = r.settings.tuneBudgetSeconds > 0 ? r.settings.tuneBudgetSeconds : tune::kDefaultBudgetSeconds;
-  t.cachePath = r.settings.tuningCachePath();
-  t.device = r.settings.device;
-  t.progress = r.settings.tuneProgress;
+  t.budgetSeconds = r.req->tuneBudgetSeconds > 0 ? r.req->tuneBudgetSeconds : tune::kDefaultBudgetSeconds;
+  t.cachePath = r.tuningCachePath();
+  t.device = r.device;
+  t.progress = r.tuneProgress;
   // PTOPT_REPRODUCIBLE_CLOCK: decisions that depend on the candidates' names
   // only (measure/reproducible_clock.h), kept out of the tuning cache.
   measure::ReproducibleClock reproducible;
@@ -203,8 +203,8 @@ void exportStage(Stages& r) {
   }
   r.record.stageMs["export"] = sw.ms();
   r.nodesAfter = r.opt->model().forward().numNodes();
-  r.record.opsAfter = tools::countOps(r.opt->model().forward());
-  r.record.parameterBytesAfter = tools::parameterBytes(r.opt->model());
+  r.record.opsAfter = driver::countOps(r.opt->model().forward());
+  r.record.parameterBytesAfter = driver::parameterBytes(r.opt->model());
   sw.reset();
   try {
     r.result = r.hooks.write(exported);
@@ -214,7 +214,7 @@ void exportStage(Stages& r) {
     throw bug(e);
   }
   exported = torch::jit::Module();
-  if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.settings.device);
+  if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device);
   // Letting go of the IR (its folded weights) now that nothing reads it; the
   // original too, unless a stand-in is checked or the measure stage times
   // IN (it has its own copy of every weight a pass replaced).
@@ -245,10 +245,10 @@ bool verifyStage(Stages& r) {
 // ---- measure
 
 std::optional<std::string> whyNotMeasured(const Stages& r) {
-  if (!r.settings.measure) return r.settings.noMeasureReason;
+  if (!r.req->measure) return r.noMeasureName;
   if (const char* env = std::getenv("PTOPT_NO_MEASURE"); env && *env && std::string(env) != "0")
-    return r.settings.noMeasureReason + " (PTOPT_NO_MEASURE is set)";
-  const std::string here = r.settings.device.is_cuda() ? "cuda" : "cpu";
+    return r.noMeasureName + " (PTOPT_NO_MEASURE is set)";
+  const std::string here = r.device.is_cuda() ? "cuda" : "cpu";
   if (r.ctx.targetDevice != here)
     return "the model is for " + r.ctx.targetDevice + " and this run is on " + here + ": time it there";
   if (!r.runner && !r.ctx.exampleInputs) return "no inputs to time it with: give --input-shape";
@@ -264,7 +264,7 @@ void checkFp32(Stages& r, const torch::jit::Module& candidate) {
   auto adapter = std::move(r.runner->inputAdapter);
   r.runner->inputAdapter = nullptr;
   const verify::Tolerance fp32 = verify::Tolerance::forPrecision(c10::ScalarType::Float);
-  r.runner->setTolerances(r.settings.tolerances ? r.settings.tolerances(fp32) : verify::ToleranceSet{fp32, {}, {}, {}});
+  r.runner->setTolerances(r.req->tolerances.over(fp32));
   const verify::VerifyReport v = r.runner->check(candidate);
   r.runner->setTolerances(saved);
   r.runner->inputAdapter = std::move(adapter);
@@ -281,10 +281,10 @@ struct VerdictCache {
 };
 std::optional<VerdictCache> openVerdictCache(const Stages& r, const MeasureOptions& mo,
                                              const std::vector<c10::IValue>& inputs) {
-  if (!r.settings.tune || !r.hooks.inputDigest || !r.hooks.outputDigest) return std::nullopt;
+  if (!r.req->tune || !r.hooks.inputDigest || !r.hooks.outputDigest) return std::nullopt;
   try {
-    return VerdictCache{tune::TuningCache::open(r.settings.tuningCachePath()),
-                        verdictKey(r.settings.device, mo, r.hooks.inputDigest(), r.hooks.outputDigest(), inputs)};
+    return VerdictCache{tune::TuningCache::open(r.tuningCachePath()),
+                        verdictKey(r.device, mo, r.hooks.inputDigest(), r.hooks.outputDigest(), inputs)};
   } catch (const std::exception&) {
     return std::nullopt;  // the tune stage has warned about a damaged cache
   }
@@ -314,7 +314,7 @@ void storeCachedVerdict(Stages& r, VerdictCache& vc, const NeverSlowerResult& pi
   v.picked = picked;
   for (const auto& c : candidates) v.names.push_back(c.name);
   if (built && candidates[picked.chosen].name == "fp32 structure") v.writtenDigest = bytesDigest(built->result.bytes);
-  v.forced = r.settings.force;
+  v.forced = r.req->force;
   v.seconds = seconds;
   storeVerdict(vc.cache, vc.key, v);
   try {
@@ -362,44 +362,44 @@ void reportVerdict(Stages& r, nlohmann::json& rec, const NeverSlowerResult& pick
 }  // namespace
 
 void measureStage(Stages& r, bool ok) {
-  const StageSettings& s = r.settings;
-  const MeasureOptions& mo = s.measureOptions;
+  const driver::Request& req = *r.req;
+  const MeasureOptions& mo = r.measureOptions;
   nlohmann::json rec = {{"budget_s", mo.budgetSeconds}, {"threads", mo.threads},
                         {"executor", mo.optimizingExecutor ? "optimizing" : "plain"}};
   auto skip = [&](const std::string& why) {
     rec["skipped"] = why;
     r.record.sections["measurement"] = rec;
-    if (why.rfind(s.noMeasureReason, 0) != 0) r.say("speed: not measured (" + why + ")\n");
+    if (why.rfind(r.noMeasureName, 0) != 0) r.say("speed: not measured (" + why + ")\n");
   };
   if (auto why = whyNotMeasured(r)) return skip(*why);
   if (!ok) return skip("verification failed");
   std::vector<c10::IValue> inputs = r.runner ? r.runner->inputs().inputsFor(0) : *r.ctx.exampleInputs;
-  for (auto& v : inputs) v = verify::toDevice(v, s.device);
+  for (auto& v : inputs) v = verify::toDevice(v, r.device);
   std::vector<c10::IValue> outInputs = r.lowp ? r.lowp->adaptInputs(inputs) : inputs;
 
   Stopwatch sw;
   // IN as given (a copy on CUDA: the original stays on the CPU for imports).
   const measure::Subject in =
-      moduleSubject("IN", s.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, s.device);
+      moduleSubject("IN", r.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, r.device);
 
   // The candidates, best first; each is built only when the one before it
   // was measurably slower (force: OUT alone).
   std::vector<Candidate> candidates;
-  candidates.push_back({"output", "the optimized model", [&] { return moduleSubject("output", r.result, outInputs, s.device); }});
+  candidates.push_back({"output", "the optimized model", [&] { return moduleSubject("output", r.result, outInputs, r.device); }});
   const std::optional<StructurePipeline> structure = fp32StructurePipeline(r.pipeline);
   std::optional<BuiltCandidate> built;
-  if (structure && !s.force)
+  if (structure && !req.force)
     candidates.push_back({"fp32 structure", structure->description(), [&] {
-                            built = buildCandidate(r.opt->original(), s.importOptions, structure->pipeline, r.ctx);
+                            built = buildCandidate(r.opt->original(), req.importOptions, structure->pipeline, r.ctx);
                             if (r.runner) checkFp32(r, built->result.module);  // verified like OUT
-                            return moduleSubject("fp32 structure", built->result.module, inputs, s.device);
+                            return moduleSubject("fp32 structure", built->result.module, inputs, r.device);
                           }});
-  if (!s.force)
+  if (!req.force)
     candidates.push_back({"input", "the input model itself", [] { return measure::Subject{"input", [] {}}; }});
 
   std::optional<VerdictCache> vc = openVerdictCache(r, mo, inputs);
   std::optional<NeverSlowerResult> fromCache;
-  if (vc) fromCache = cachedVerdict(*vc, candidates, s.force, built);
+  if (vc) fromCache = cachedVerdict(*vc, candidates, req.force, built);
   NeverSlowerResult picked;
   if (fromCache) {
     picked = *fromCache;
@@ -408,7 +408,7 @@ void measureStage(Stages& r, bool ok) {
       ScopedThreads threads(mo.threads);
       torch::NoGradGuard noGrad;
       torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
-      measure::DeviceClock clock(s.device);  // thread CPU time at one thread; CUDA events
+      measure::DeviceClock clock(r.device);  // thread CPU time at one thread; CUDA events
       picked = pickNotSlower(in, candidates, mo, clock);
       if (candidates.size() == 1) {  // force: OUT is written whatever it measures; time it anyway
         picked.tried.back().measurement = measurePair(in, candidates[0].build(), mo, clock);
@@ -432,7 +432,7 @@ void measureStage(Stages& r, bool ok) {
   const Candidate& chosen = candidates[picked.chosen];
   const CandidateOutcome& first = picked.tried.front();
   if (picked.chosen == 0) {
-    if (s.force && first.measurement && first.measurement->verdict == SpeedVerdict::Slower)
+    if (req.force && first.measurement && first.measurement->verdict == SpeedVerdict::Slower)
       r.notice("OUT is measurably slower than IN; kept anyway (force)");
     return;
   }
@@ -443,8 +443,8 @@ void measureStage(Stages& r, bool ok) {
   if (chosen.name == "fp32 structure") {
     r.replacement = std::move(built->result);
     r.nodesAfter = built->nodes;
-    r.record.opsAfter = tools::countOps(built->model->forward());
-    r.record.parameterBytesAfter = tools::parameterBytes(*built->model);
+    r.record.opsAfter = driver::countOps(built->model->forward());
+    r.record.parameterBytesAfter = driver::parameterBytes(*built->model);
   } else {
     r.replacement = r.hooks.inputAsOutput();
     r.nodesAfter = r.nodesBefore;

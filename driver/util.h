@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 class Stopwatch {
  public:
@@ -23,4 +23,4 @@ std::string formatBytes(double bytes);
 // True when a and b name the same file (also through links or other paths).
 bool sameFile(const std::string& a, const std::string& b);
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver

@@ -1,4 +1,4 @@
-#include "tools/op_table.h"
+#include "driver/op_table.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 std::map<std::string, size_t> countOps(const ir::Graph& g) {
   std::map<std::string, size_t> counts;
@@ -53,9 +53,9 @@ std::string formatOpTable(const std::map<std::string, size_t>& before,
   return out;
 }
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 namespace {
 
@@ -98,4 +98,4 @@ size_t parameterBytes(const ir::Model& model) {
   return bytes;
 }
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver

@@ -23,7 +23,7 @@
 // Verification is never cached: it runs every time.
 #pragma once
 
-#include "tools/measure.h"
+#include "driver/measure.h"
 
 #include "tune/cache.h"
 

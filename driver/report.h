@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace ptopt::tools {
+namespace ptopt::driver {
 
 struct RunRecord {
   std::string command;
@@ -42,7 +42,7 @@ struct RunRecord {
   int exitCode = 0;
   // More top-level sections by name: "target" (the device's capabilities,
   // target/capabilities.h), "measurement" (OUT timed against IN,
-  // tools/measure.h).
+  // driver/measure.h).
   std::map<std::string, nlohmann::json> sections;
 };
 
@@ -52,4 +52,4 @@ nlohmann::json versionsJson();
 // Writes `r` as JSON to `path` (temporary file + rename). Throws on failure.
 void writeReport(const RunRecord& r, const std::string& path);
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::driver

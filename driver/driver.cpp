@@ -1,0 +1,397 @@
+#include "driver/driver.h"
+
+#include "driver/measure_cache.h"
+#include "driver/op_table.h"
+#include "driver/stages.h"
+#include "driver/util.h"
+
+#include "ir/model.h"
+#include "rewriters/rules.h"
+#include "target/capabilities.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <system_error>
+#include <unistd.h>
+
+namespace ptopt::driver {
+
+VerificationFailed::VerificationFailed(verify::VerifyReport r)
+    : std::runtime_error(r.verdict() + "\n" + r.failureReport()), report(std::move(r)) {}
+
+std::string Outcome::verdict() const {
+  if (!record.verification) return "skipped (" + record.verificationSkipped + ")";
+  std::string v = record.verification->verdict();
+  if (!record.verification->passed) v += "\n" + record.verification->failureReport();
+  return v;
+}
+
+// ---- plan
+
+namespace {
+// How the pipeline and messages name the request's i-th rule text.
+std::string ruleTextName(const Request& req, size_t i) {
+  return req.ruleTexts.size() == 1 ? "rules" : fmt::format("rules[{}]", i);
+}
+}  // namespace
+
+rewriters::Pipeline planPipeline(const Request& req) {
+  rewriters::Pipeline p = req.pipelineSource.empty()
+                              ? rewriters::parsePipelineOrPreset(req.pipeline, defaultRegistry())
+                              : rewriters::parsePipeline(req.pipeline, defaultRegistry(), req.pipelineSource);
+  std::vector<rewriters::PipelineElement> rules;
+  for (const auto& file : req.ruleFiles) {
+    std::ifstream probe(file);
+    if (!probe) throw RequestError("cannot read rule file '" + file + "' (check the path and its permissions)");
+    rules.push_back(rewriters::rulesElement(file));
+  }
+  for (size_t i = 0; i < req.ruleTexts.size(); ++i) {
+    const std::string name = ruleTextName(req, i);
+    rewriters::parseRules(req.ruleTexts[i], name);  // errors now, naming the text
+    rules.push_back(rewriters::ruleTextElement(name));
+  }
+  rewriters::addExtraPasses(p, rules);
+  if (!req.quantize.empty() && req.pipeline.find("quantize") == std::string::npos) {
+    // Like the extra passes: after the rewrites, before the device lowering.
+    rewriters::Pipeline q =
+        rewriters::parsePipeline("quantize{dtype=" + req.quantize + "}", defaultRegistry(), "--quantize");
+    rewriters::addExtraPasses(p, q.elements);
+  }
+  return p;
+}
+
+namespace {
+
+// OUT must be writable and must not clobber anything unasked.
+void checkOutputPath(const Request& req) {
+  namespace fs = std::filesystem;
+  const std::string& out = req.output;
+  std::error_code ec;
+  const bool exists = fs::exists(out, ec);
+  if (exists && fs::is_directory(out, ec))
+    throw RequestError("OUT '" + out + "' is a directory; give a file name such as " + out + "/model.opt.pt");
+  if (exists && !req.input.empty() && sameFile(req.input, out)) {
+    if (!req.inPlace)
+      throw RequestError("OUT '" + out + "' is the input file itself; choose another output path (or pass --in-place)");
+  } else if (req.inPlace) {
+    throw RequestError("--in-place: OUT '" + out + "' is not the input file");
+  } else if (exists && !req.overwrite) {
+    throw RequestError("'" + out + "' exists; pass --overwrite to replace it");
+  }
+  const fs::path dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw RequestError("the folder of OUT, '" + dir.string() + "', does not exist; create it first");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw RequestError("cannot write into '" + dir.string() + "' (permission denied); choose another output folder");
+}
+
+// The bytes of a file, as a candidate to write unchanged.
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in && !in.eof()) throw std::runtime_error("cannot read '" + path + "'");
+  return ss.str();
+}
+
+// One run: the stages' state and where the bytes go.
+class Run {
+ public:
+  Run(const Request& req, const FrontEnd& fe) : req_(req), fe_(fe) {}
+
+  Outcome go(std::optional<Optimizer> given) {
+    plan();
+    load(std::move(given));
+    reference();
+    if (req_.tune) tune();
+    if (!passes()) return finish();
+    exportResult();
+    const bool ok = verifyStage(s_);
+    if (!ok && s_.record.verification) out_.passed = false;
+    measureStage(s_, ok);
+    save(ok);
+    return finish();
+  }
+
+ private:
+  // plan: the pipeline, OUT's path, the device, the stages' settings.
+  void plan() {
+    s_.pipeline = planPipeline(req_);
+    s_.record.pipeline = rewriters::printPipeline(s_.pipeline);
+    if (!req_.output.empty()) checkOutputPath(req_);
+    if (!req_.assumeIsa.empty()) target::assumeCpuIsa(target::parseIsa(req_.assumeIsa));
+    s_.req = &req_;
+    try {
+      s_.device = verify::resolveDevice(req_.device);
+    } catch (const std::invalid_argument& e) {
+      throw RequestError(e.what());
+    }
+    s_.record.input = req_.input;
+    s_.record.output = req_.output;
+    s_.record.device = verify::describeDevice(s_.device);
+    s_.measureOptions.budgetSeconds = req_.measureBudgetSeconds;
+    s_.measureOptions.threads = req_.measureThreads;
+    s_.measureOptions.optimizingExecutor = req_.inputs.executor == "optimizing";
+    s_.explain = req_.explain ? fe_.out : nullptr;
+    s_.tuneProgress = fe_.tuneProgress;
+    s_.noMeasureName = fe_.noMeasureName;
+    s_.hooks.say = fe_.say;
+    s_.hooks.note = fe_.note;
+    s_.hooks.notice = fe_.notice;
+    s_.hooks.warning = fe_.warning;
+    storeBytes();
+    // Rule texts reach the rules pass on the context (rules{text=NAME}).
+    if (!req_.ruleTexts.empty()) {
+      rewriters::RuleTexts texts;
+      for (size_t i = 0; i < req_.ruleTexts.size(); ++i)
+        texts.byName[ruleTextName(req_, i)] = req_.ruleTexts[i];
+      s_.ctx.inputs.set(std::move(texts));
+    }
+  }
+
+  // Where OUT's bytes go: OUT's temporary file (streamed, then loaded back
+  // from it), or memory.
+  void storeBytes() {
+    StageHooks& h = s_.hooks;
+    if (!req_.output.empty()) {
+      h.write = [this](const torch::jit::Module& exported) {
+        file_ = std::make_unique<ir::AtomicModuleFile>(req_.output);
+        file_->write(exported);
+        return file_->load();
+      };
+      h.outputDigest = [this] { return fileDigest(file_->tempPath()); };
+    } else {
+      h.write = [this](const torch::jit::Module& exported) {
+        out_.serialized.bytes = ir::serializeModule(exported);
+        out_.serialized.module = ir::loadSerializedModule(out_.serialized.bytes);
+        return out_.serialized.module;
+      };
+      h.outputDigest = [this] { return bytesDigest(out_.serialized.bytes); };
+    }
+    h.inputDigest = [this] {
+      return req_.input.empty() ? bytesDigest(ir::serializeModule(s_.opt->original())) : fileDigest(req_.input);
+    };
+    h.inputAsOutput = [this] {
+      Optimizer::Serialized s;
+      if (!req_.input.empty()) {
+        s.bytes = readBytes(req_.input);
+        s.module = s_.opt->original();
+      } else {
+        s.bytes = ir::serializeModule(s_.opt->original());
+        s.module = ir::loadSerializedModule(s.bytes);
+      }
+      return s;
+    };
+  }
+
+  // load: IN (unless the front end handed the model over), the counts
+  // before; a model in training mode is refused with keepTraining.
+  void load(std::optional<Optimizer> given) {
+    total_.reset();
+    if (given) {
+      s_.opt.emplace(std::move(*given));
+    } else {
+      Optimizer::LoadTimes times;
+      s_.opt.emplace(Optimizer::load(req_.input, req_.importOptions, &times));
+      s_.record.stageMs["load"] = times.readMs;
+      s_.record.inputFileBytes = std::filesystem::file_size(req_.input);
+      s_.record.stageMs["import"] = times.importMs;
+      countBefore(s_);
+      s_.say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", req_.input, s_.nodesBefore,
+                         s_.opt->model().constants->size(), times.readMs + times.importMs));
+    }
+    if (given) countBefore(s_);
+    const ir::TrainingMode& mode = s_.opt->trainingMode();
+    if (mode.inTraining() && req_.keepTraining)
+      throw ir::InputError(fmt::format(
+          "{} is in training mode ({}), and keep-training refuses to optimize it for inference; save it after "
+          "model.eval() (or trace it in eval mode), or drop keep-training to optimize it in eval semantics",
+          req_.input.empty() ? "the model" : req_.input,
+          mode.scriptedInTraining ? "scripted and saved with training=True" : "traced in training mode"));
+  }
+
+  // reference: the shared stage, then the verification inputs by the
+  // request's policy (driver/request.h) and the reference's outputs on
+  // them, computed once.
+  void reference() {
+    const Optimizer::Reference reference = referenceStage(s_);
+    const ToleranceOverrides& t = req_.tolerances;
+    if ((t.scaleTol || !t.scaleTolFor.empty()) && s_.tolerances.base.criterion == verify::Criterion::Global)
+      s_.warning("scale-tol applies to fp32 results only; this pipeline's low-precision results are checked by the "
+                 "global criterion (cosine and max|a-b| <= atol + rtol*max|b|)");
+    verify::InputPlan inputs = verify::planInputs(req_.inputs, s_.opt->model().forward());
+    calibrate(inputs);
+    out_.inputsInferred = inputs.inferred;
+    const Verification policy = req_.verification;
+    if (!inputs.source) {
+      s_.record.verificationSkipped = inputs.message;
+      if (policy == Verification::Required)
+        throw RequestError(inputs.message + (fe_.verifyRequiredHint.empty() ? "" : " (" + fe_.verifyRequiredHint + ")"));
+      if (policy == Verification::WhenPossible) s_.warning(inputs.message);
+    } else if (policy != Verification::Off && inputs.inferred) {
+      s_.note(inputs.message);
+    }
+    try {
+      referenceOutputs(s_, reference, inputs);
+    } catch (const verify::ReferenceError& e) {
+      if (!inputs.inferred) throw InputsDoNotFit(e.what());
+      if (policy == Verification::Required)
+        throw InputsDoNotFit(std::string(e.what()) + "\n(the input shape was assumed: " + inputs.message +
+                             "; give the inputs to verify with)");
+      // An assumption that does not fit is not the user's error.
+      s_.record.verificationSkipped =
+          "the assumed input shape does not fit the model; " + fe_.inputsHint + " to verify";
+      if (policy == Verification::WhenPossible) s_.warning("verification skipped: " + s_.record.verificationSkipped);
+      s_.runner.reset();
+    }
+    if (policy == Verification::Off) s_.record.verificationSkipped = fe_.noVerifyName;
+  }
+
+  // calibrate: the batches from the request's file or memory, checked and
+  // handed to the passes (driver/stages.h calibrationStage).
+  void calibrate(verify::InputPlan& inputs) {
+    if (!req_.calibrationFile.empty()) {
+      verify::InputSet set;
+      try {
+        set = verify::loadInputsFile(req_.calibrationFile);
+      } catch (const std::invalid_argument& e) {
+        throw ir::InputError(std::string("--calibration: ") + e.what());
+      }
+      calibrationStage(s_, set.values, req_.calibrationFile, "--calibration", inputs);
+    } else if (!req_.calibration.empty()) {
+      calibrationStage(s_, req_.calibration, req_.calibrationName, "calibration", inputs);
+    }
+  }
+
+  void tune() {
+    try {
+      tuneStage(s_);
+    } catch (const std::invalid_argument& e) {  // no input shapes to time with
+      throw RequestError(e.what());
+    }
+    out_.tuneSummary = s_.tuned->summary();
+  }
+
+  // run: the pipeline with the request's instruments and the front end's;
+  // false when verify-each stopped at a pass that breaks tolerance (and the
+  // request does not force).
+  bool passes() {
+    std::optional<verify::PassBlamer> blamer;
+    if (req_.verifyEach && s_.verifying())
+      blamer.emplace(*s_.runner, [this] { return s_.opt->exportModule(); });
+    rewriters::Instrumentation inst;
+    inst.printAfterAll = req_.printAfterAll;
+    inst.printChanged = req_.printChanged;
+    inst.wantChanges = static_cast<bool>(fe_.afterPass);
+    inst.verifyEach = req_.verifyEach;
+    inst.checkEditLog = req_.verifyEach;
+    inst.bisectLimit = req_.bisectLimit;
+    inst.out = fe_.out;
+    inst.onPassStart = fe_.onPassStart;
+    if (blamer || fe_.afterPass)
+      inst.onPassEnd = [this, &blamer](const rewriters::PassExecution& e, const ir::Graph& g) {
+        if (fe_.afterPass) fe_.afterPass(e, g);
+        if (!blamer) return;
+        std::optional<verify::Blame> blame = blamer->afterPass(e);
+        if (!blame) return;
+        s_.record.blamedPass = blame->pass;
+        if (fe_.onPassesEnd) fe_.onPassesEnd();
+        if (fe_.blamed) fe_.blamed(*blame);
+        if (!req_.force) throw verify::BlameError(std::move(*blame));
+      };
+    if (fe_.beforePasses) fe_.beforePasses(s_.opt->model().forward());
+    try {
+      runStage(s_, inst);
+    } catch (const verify::BlameError& blame) {
+      if (fe_.onPassesEnd) fe_.onPassesEnd();
+      s_.record.verification = blame.blame.report;
+      out_.blame = blame.blame;
+      out_.passed = false;
+      s_.record.outcome = "failed";
+      return false;
+    }
+    if (fe_.onPassesEnd) fe_.onPassesEnd();
+    if (fe_.afterPasses) s_.say(fe_.afterPasses(s_.opt->model().forward()));
+    return true;
+  }
+
+  // export: streamed into OUT's temporary file or kept in memory (a failed
+  // write is a WriteError).
+  void exportResult() {
+    try {
+      exportStage(s_);
+    } catch (const std::system_error& e) {
+      throw WriteError(e.what());
+    }
+    if (s_.nodesAfter > 20000)
+      s_.note(fmt::format("{} nodes in one graph: LibTorch's executor recurses about once per node on a graph's "
+                          "first run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the "
+                          "model on a thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise "
+                          "`ulimit -s`.",
+                          s_.nodesAfter));
+  }
+
+  // save: a result that failed verification is not kept unless forced; the
+  // temporary file (or the faster candidate) becomes OUT.
+  void save(bool ok) {
+    if (!ok && !req_.force) {
+      s_.record.outcome = "failed";
+      return;  // nothing written: the temporary file goes with file_
+    }
+    if (!ok) s_.notice("verification FAILED; the result is kept anyway (force)");
+    Stopwatch sw;
+    if (!req_.output.empty()) {
+      try {
+        if (s_.replacement) {
+          file_.reset();  // the slower OUT's temporary file is removed
+          Optimizer::save(*s_.replacement, req_.output);
+        } else {
+          file_->commit();
+        }
+      } catch (const std::exception& e) {
+        throw WriteError(e.what());
+      }
+      s_.record.outputFileBytes = std::filesystem::file_size(req_.output);
+    } else {
+      if (s_.replacement) out_.serialized = std::move(*s_.replacement);
+      s_.record.outputFileBytes = out_.serialized.bytes.size();
+    }
+    s_.record.stageMs["save"] += sw.ms();
+    out_.saved = true;
+    s_.record.outcome = !ok                 ? "written despite failure (force)"
+                        : s_.written.empty() ? "passed"
+                                             : "passed; wrote " + s_.written + " (the optimized model was slower)";
+  }
+
+  Outcome finish() {
+    out_.written = s_.written;
+    out_.nodesBefore = s_.nodesBefore;
+    out_.nodesAfter = s_.nodesAfter;
+    out_.record = std::move(s_.record);
+    return std::move(out_);
+  }
+
+  const Request& req_;
+  const FrontEnd& fe_;
+  Stages s_;
+  Outcome out_;
+  std::unique_ptr<ir::AtomicModuleFile> file_;  // export: OUT's temporary file
+  Stopwatch total_;
+};
+
+}  // namespace
+
+Outcome optimize(const Request& request, const FrontEnd& frontEnd) {
+  if (request.input.empty()) throw RequestError("no model: give IN (a TorchScript file)");
+  return Run(request, frontEnd).go(std::nullopt);
+}
+
+Outcome optimize(Optimizer model, const Request& request, const FrontEnd& frontEnd) {
+  return Run(request, frontEnd).go(std::move(model));
+}
+
+}  // namespace ptopt::driver

@@ -402,4 +402,7 @@ class Builder {
   Node* before_;
 };
 
+// `%name`: how the text form and messages refer to a value.
+inline std::string valueRef(const Value* v) { return "%" + v->name(); }
+
 }  // namespace ptopt::ir

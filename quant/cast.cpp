@@ -62,8 +62,6 @@ c10::ScalarType resolveCastDtype(const std::string& option, const std::string& t
 
 namespace {
 
-constexpr auto kFloat = c10::ScalarType::Float;
-
 // A tensor input of a node: a direct argument, or an element of a
 // prim::ListConstruct the node consumes alone (cat, stack, einsum).
 struct Input {
@@ -72,7 +70,6 @@ struct Input {
   ir::Value* value() const { return owner->argValue(index); }
 };
 
-std::string shortName(const ir::Value* v) { return "%" + v->name(); }
 
 // The argument an in-place op writes: its first (`Tensor(a!) self`), which is
 // what writesFirstArgument checks in its schema.
@@ -298,7 +295,7 @@ class Caster {
       const auto& s = state(v);
       if (s.lowered || s.original == kFloat) anyFloat = true;
       else if (s.original && why.empty())
-        why = "input " + shortName(v) + " is " + ir::dtypeName(*s.original) + ", not float32";
+        why = "input " + ir::valueRef(v) + " is " + ir::dtypeName(*s.original) + ", not float32";
     }
     if (!anyFloat && why.empty()) why = "no input is known to be float32 (run shape-prop with --input-shape)";
     if (why.empty()) why = checkWeakConversions(n, inputs, /*count=*/true);

@@ -12,12 +12,6 @@ namespace ptopt::quant {
 
 using namespace rewriters;
 
-namespace {
-
-constexpr auto kFloat = c10::ScalarType::Float;
-
-}  // namespace
-
 void CastValues::markLowered(ir::Value* v) {
   auto& s = state(v);
   s.original = kFloat;

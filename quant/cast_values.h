@@ -37,6 +37,8 @@
 
 namespace ptopt::quant {
 
+constexpr auto kFloat = c10::ScalarType::Float;
+
 // What the pass knows about one value.
 struct ValueState {
   std::optional<c10::ScalarType> original;  // dtype in the original program

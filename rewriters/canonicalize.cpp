@@ -18,7 +18,6 @@ using ir::OpView;
 using ir::Rewriter;
 using ir::Value;
 
-std::string valueName(const Value* v) { return "%" + v->name(); }
 
 // Replaces node `n` (one output) by the detached call `m`, inserted at n's
 // place; m keeps n's result name, metadata and scope.
@@ -259,7 +258,7 @@ bool canonicalizeMatmulAdd(Rewriter& rw, Node* n, PassContext& ctx, const std::s
       return false;
     };
     if (!isLiteralOne(add, "alpha")) return decline("alpha is not literal 1");
-    if (mmOut->uses().size() != 1) return decline(valueName(mmOut) + " has other uses");
+    if (mmOut->uses().size() != 1) return decline(ir::valueRef(mmOut) + " has other uses");
     const auto &xs = x->meta().shape, &bs = b->meta().shape, &ms = mmOut->meta().shape;
     if (!xs || !bs || !ms) return decline("needs shape metadata (run shape-prop first)");
     if (xs->size() != 2 || bs->size() != 1 || ms->size() != 2 || (*bs)[0] != (*ms)[1])
@@ -307,7 +306,7 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
   if ((n->is("aten::view") || n->is("aten::reshape")) && n->overload().empty() && n->numArgs() == 2) {
     const ir::Arg* size = ir::LayoutOp::match(n)->size();
     if (!size || !size->isLiteral() || !size->literal().is<std::vector<int64_t>>()) return {};
-    if (!meta.shape) return decline("no shape metadata for " + valueName(x) + " (run shape-prop first)");
+    if (!meta.shape) return decline("no shape metadata for " + ir::valueRef(x) + " (run shape-prop first)");
     std::vector<int64_t> sizes = size->literal().as<std::vector<int64_t>>();
     const std::vector<int64_t>& shape = *meta.shape;
     if (sizes.size() != shape.size()) return {};
@@ -332,7 +331,7 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
         !op.has("memory_format") ||
         (mf && mf->is<c10::MemoryFormat>() && mf->as<c10::MemoryFormat>() == c10::MemoryFormat::Contiguous);
     if (!contiguousFormat) return {};
-    if (!meta.memoryFormat) return decline("no memory-format metadata for " + valueName(x) + " (run shape-prop first)");
+    if (!meta.memoryFormat) return decline("no memory-format metadata for " + ir::valueRef(x) + " (run shape-prop first)");
     if (*meta.memoryFormat != c10::MemoryFormat::Contiguous) return {};
     if (mutation.mayBeMutated(n->output())) return decline("the result may be mutated in place");
     return {"noop-contiguous", x};
@@ -357,11 +356,11 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
     const Literal* pin = op.literal("pin_memory");
     if (op.has("pin_memory") && (!pin || !pin->isNone())) return {};
     if (dt->is<c10::ScalarType>()) {
-      if (!meta.dtype) return decline("no dtype metadata for " + valueName(x) + " (run shape-prop first)");
+      if (!meta.dtype) return decline("no dtype metadata for " + ir::valueRef(x) + " (run shape-prop first)");
       if (*meta.dtype != dt->as<c10::ScalarType>()) return {};
     }
     if (dev && dev->is<c10::Device>()) {
-      if (!meta.device) return decline("no device metadata for " + valueName(x) + " (run shape-prop first)");
+      if (!meta.device) return decline("no device metadata for " + ir::valueRef(x) + " (run shape-prop first)");
       if (*meta.device != dev->as<c10::Device>()) return {};
     }
     if (mutation.mayBeMutated(n->output())) return decline("the result may be mutated in place");

@@ -64,7 +64,6 @@ bool isInplaceOp(const ir::Node* n) {
   return !formals.empty() && formals[0].alias_info() && formals[0].alias_info()->isWrite();
 }
 
-std::string valueName(const ir::Value* v) { return "%" + v->name(); }
 
 }  // namespace
 
@@ -126,25 +125,25 @@ PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
     if (!x) continue;  // a literal self cannot happen for a schema'd Tensor
     ir::Node* producer = x->node();
     if (!producer) {
-      decline(valueName(x) + " is a block parameter (loop-carried or shared with the caller)");
+      decline(ir::valueRef(x) + " is a block parameter (loop-carried or shared with the caller)");
       continue;
     }
     if (producer->opcode() == ir::Opcode::Placeholder) {
-      decline(valueName(x) + " is a graph input: the caller would see the mutation");
+      decline(ir::valueRef(x) + " is a graph input: the caller would see the mutation");
       continue;
     }
     if (producer->opcode() == ir::Opcode::GetAttr) {
-      decline(valueName(x) + " is a constant (get_attr): the mutation persists across calls");
+      decline(ir::valueRef(x) + " is a constant (get_attr): the mutation persists across calls");
       continue;
     }
     if (producer->owningBlock() != n->owningBlock()) {
-      decline(valueName(x) + " is defined outside this block (a loop body or branch would mutate it)");
+      decline(ir::valueRef(x) + " is defined outside this block (a loop body or branch would mutate it)");
       continue;
     }
     const c10::FunctionSchema* ps = producer->schema();
     if (!ps || returnsInputDespiteSchema(producer->target()) || x->index() >= ps->returns().size() ||
         ps->returns()[x->index()].alias_info()) {
-      decline(valueName(x) + " comes from " + producer->qualifiedTarget() +
+      decline(ir::valueRef(x) + " comes from " + producer->qualifiedTarget() +
               ", whose result may alias another value");
       continue;
     }
@@ -163,7 +162,7 @@ PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
       }
     }
     if (!aliasedBy.empty()) {
-      decline(valueName(x) + " is aliased or written by " + aliasedBy + " before the in-place op");
+      decline(ir::valueRef(x) + " is aliased or written by " + aliasedBy + " before the in-place op");
       continue;
     }
 
@@ -176,13 +175,13 @@ PassResult FunctionalizePass::run(ir::Graph& graph, PassContext& ctx) {
         const ir::Value* v = n->argValue(i);
         if (!v || !isTensorFormal(formals[i])) continue;
         if (!x->meta().dtype || !v->meta().dtype || *x->meta().dtype != *v->meta().dtype) {
-          unproven = valueName(v);
+          unproven = ir::valueRef(v);
           break;
         }
       }
     }
     if (!unproven.empty()) {
-      decline("cannot prove " + unproven + " has the dtype of " + valueName(x) +
+      decline("cannot prove " + unproven + " has the dtype of " + ir::valueRef(x) +
               " (the out-of-place op would promote); needs dtype metadata (run shape-prop first)");
       continue;
     }

@@ -8,18 +8,8 @@
 
 using namespace ptopt;
 
-namespace {
-
-test::ParsedGraph build(const std::string& text, const std::vector<std::pair<std::string, at::Tensor>>& constants) {
-  return test::parseWithConstants(text, constants);
-}
-
-at::Tensor runGraph(ir::Graph& g, const at::Tensor& x) { return test::runGraph(g, {x}).toTensor(); }
-
-}  // namespace
-
 TEST_CASE("drop-zero-bias drops an all-zero bias and keeps others") {
-  auto b = build(
+  auto b = test::parseWithConstants(
       "graph(%x : Tensor):\n"
       "  %w : Tensor = get_attr[\"fc.weight\"]\n"
       "  %zero : Tensor = get_attr[\"fc.bias\"]\n"
@@ -31,19 +21,19 @@ TEST_CASE("drop-zero-bias drops an all-zero bias and keeps others") {
       {{"fc.weight", torch::randn({5, 4})}, {"fc.bias", torch::zeros({5})},
        {"fc2.weight", torch::randn({3, 5})}, {"fc2.bias", torch::randn({3})}});
   auto x = torch::randn({2, 4});
-  auto expected = runGraph(*b.graph, x);
+  auto expected = test::runGraphOn(*b.graph, x);
   auto report = test::runChecked(*b.graph, "drop-zero-bias");
   CHECK(test::counter(report, "drop-zero-bias", "dropped") == 1);
   test::checkIR(b.graph->str(), R"(
     # CHECK: aten::linear(%x, %w, None)
     # CHECK: aten::linear(%y, %w2, %b2)
   )");
-  CHECK(torch::equal(runGraph(*b.graph, x), expected));
+  CHECK(torch::equal(test::runGraphOn(*b.graph, x), expected));
 }
 
 
 TEST_CASE("drop-zero-bias drops a zero bias of a grouped transposed _convolution and a conv2d") {
-  auto b = build(
+  auto b = test::parseWithConstants(
       "graph(%x : Tensor):\n"
       "  %w : Tensor = get_attr[\"up.weight\"]\n"
       "  %zero : Tensor = get_attr[\"up.bias\"]\n"
@@ -55,7 +45,7 @@ TEST_CASE("drop-zero-bias drops a zero bias of a grouped transposed _convolution
       {{"up.weight", torch::randn({4, 3, 3, 3})}, {"up.bias", torch::zeros({6})},
        {"conv.weight", torch::randn({2, 6, 1, 1})}, {"conv.bias", torch::zeros({2})}});
   auto x = torch::randn({1, 4, 5, 5});
-  auto expected = runGraph(*b.graph, x);
+  auto expected = test::runGraphOn(*b.graph, x);
   auto report = test::runChecked(*b.graph, "drop-zero-bias");
   CHECK(test::counter(report, "drop-zero-bias", "dropped") == 2);
   test::checkIR(b.graph->str(), R"(
@@ -64,11 +54,11 @@ TEST_CASE("drop-zero-bias drops a zero bias of a grouped transposed _convolution
     # CHECK: aten::_convolution(%x, %w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 2,
     # CHECK: aten::conv2d(%y, %w2, None,
   )");
-  CHECK(torch::equal(runGraph(*b.graph, x), expected));
+  CHECK(torch::equal(test::runGraphOn(*b.graph, x), expected));
 }
 
 TEST_CASE("DropZeroBiasDoesNotDropABiasWrittenInPlace") {
-  auto b = build(
+  auto b = test::parseWithConstants(
       "graph(%x : Tensor):\n"
       "  %w : Tensor = get_attr[\"fc.weight\"]\n"
       "  %zero : Tensor = get_attr[\"fc.bias\"]\n"
@@ -86,7 +76,7 @@ TEST_CASE("DropZeroBiasDoesNotDropABiasWrittenInPlace") {
 }
 
 TEST_CASE("DropZeroBiasDoesNotDropANonZeroBias") {
-  auto b = build(
+  auto b = test::parseWithConstants(
       "graph(%x : Tensor):\n"
       "  %w : Tensor = get_attr[\"fc.weight\"]\n"
       "  %b : Tensor = get_attr[\"fc.bias\"]\n"

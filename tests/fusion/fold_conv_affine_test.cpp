@@ -12,12 +12,6 @@ using namespace ptopt;
 
 namespace {
 
-test::ParsedGraph build(const std::string& text, const std::vector<std::pair<std::string, at::Tensor>>& constants) {
-  return test::parseWithConstants(text, constants);
-}
-
-at::Tensor runGraph(const ir::Graph& g, const at::Tensor& x) { return test::runGraph(g, {x}).toTensor(); }
-
 const char* kConvAffine =
     "graph(%x : Tensor):\n"
     "  %w : Tensor = get_attr[\"conv.weight\"]\n"
@@ -32,11 +26,11 @@ const char* kConvAffine =
 }  // namespace
 
 TEST_CASE("fold-conv-affine folds a mul add div chain into the conv") {
-  auto b = build(kConvAffine, {{"conv.weight", torch::randn({4, 3, 3, 3})},
+  auto b = test::parseWithConstants(kConvAffine, {{"conv.weight", torch::randn({4, 3, 3, 3})},
                                {"conv.bias", torch::randn({4})},
                                {"scale", torch::rand({4, 1, 1}) + 0.5}});
   auto x = torch::randn({1, 3, 8, 8});
-  auto expected = runGraph(*b.graph, x);
+  auto expected = test::runGraphOn(*b.graph, x);
   auto report = test::runChecked(*b.graph, "fold-conv-affine");
   CHECK(test::counter(report, "fold-conv-affine", "folded") == 3);
   test::checkIR(b.graph->str(), R"(
@@ -45,11 +39,11 @@ TEST_CASE("fold-conv-affine folds a mul add div chain into the conv") {
     # CHECK-NOT: aten::add
     # CHECK-NOT: aten::div
   )");
-  CHECK(torch::allclose(runGraph(*b.graph, x), expected, 1e-4, 1e-5));
+  CHECK(torch::allclose(test::runGraphOn(*b.graph, x), expected, 1e-4, 1e-5));
 }
 
 TEST_CASE("FoldConvAffineDoesNotFoldNonChannelConstants") {
-  auto b = build(kConvAffine, {{"conv.weight", torch::randn({4, 3, 3, 3})},
+  auto b = test::parseWithConstants(kConvAffine, {{"conv.weight", torch::randn({4, 3, 3, 3})},
                                {"conv.bias", torch::randn({4})},
                                {"scale", torch::rand({1, 1, 8}) + 0.5}});  // per column, not per channel
   rewriters::PassContext ctx;
@@ -74,19 +68,19 @@ std::string constantOpConv(const std::string& op) {
 }  // namespace
 
 TEST_CASE("fold-conv-affine folds c - alpha * conv by negating the weight") {
-  auto b = build(constantOpConv("aten::sub.Tensor(%c, %y, 2)"),
+  auto b = test::parseWithConstants(constantOpConv("aten::sub.Tensor(%c, %y, 2)"),
                  {{"conv.weight", torch::randn({4, 3, 3, 3})}, {"conv.bias", torch::randn({4})},
                   {"c", torch::randn({4, 1, 1})}});
   auto x = torch::randn({1, 3, 8, 8});
-  auto expected = runGraph(*b.graph, x);
+  auto expected = test::runGraphOn(*b.graph, x);
   auto report = test::runChecked(*b.graph, "fold-conv-affine");
   CHECK(test::counter(report, "fold-conv-affine", "folded") == 1);
   CHECK(test::countOps(*b.graph, "aten::sub") == 0);
-  CHECK(torch::allclose(runGraph(*b.graph, x), expected, 1e-4, 1e-5));
+  CHECK(torch::allclose(test::runGraphOn(*b.graph, x), expected, 1e-4, 1e-5));
 }
 
 TEST_CASE("FoldConvAffineDoesNotFoldConstantDividedByConv") {
-  auto b = build(constantOpConv("aten::div.Tensor(%c, %y)"),
+  auto b = test::parseWithConstants(constantOpConv("aten::div.Tensor(%c, %y)"),
                  {{"conv.weight", torch::randn({4, 3, 3, 3})}, {"conv.bias", torch::randn({4})},
                   {"c", torch::randn({4, 1, 1})}});
   rewriters::PassContext ctx;
@@ -128,13 +122,13 @@ FoldOutcome foldConstant(const std::string& op, const at::Tensor& c) {
                                                       {"conv.bias", torch::randn({3})},
                                                       {"c", c}});
   auto x = torch::randn({1, 2, 4, 4});
-  auto expected = runGraph(*b.graph, x);
+  auto expected = test::runGraphOn(*b.graph, x);
   rewriters::PassContext ctx;
   auto report = test::runChecked(*b.graph, "fold-conv-affine", &ctx);
   FoldOutcome out;
   out.folded = test::counter(report, "fold-conv-affine", "folded");
   if (!ctx.declines().empty()) out.decline = ctx.declines().front();
-  const at::Tensor got = runGraph(*b.graph, x);
+  const at::Tensor got = test::runGraphOn(*b.graph, x);
   out.matches = got.scalar_type() == expected.scalar_type() && torch::allclose(got, expected, 1e-5, 1e-5);
   return out;
 }
@@ -202,11 +196,11 @@ TEST_CASE("fold-conv-affine folds per-feature constants into a linear") {
   SECTION("[C] constants fold") {
     auto b = test::parseWithConstants(text, {{"fc.weight", torch::randn({4, 6})}, {"s", torch::rand({4}) + 0.5},
                                              {"t", torch::randn({4})}});
-    auto expected = runGraph(*b.graph, x);
+    auto expected = test::runGraphOn(*b.graph, x);
     auto report = test::runChecked(*b.graph, "fold-conv-affine");
     CHECK(test::counter(report, "fold-conv-affine", "folded") == 2);
     CHECK(test::countOps(*b.graph, "aten::mul") + test::countOps(*b.graph, "aten::sub") == 0);
-    CHECK(torch::allclose(runGraph(*b.graph, x), expected, 1e-4, 1e-5));
+    CHECK(torch::allclose(test::runGraphOn(*b.graph, x), expected, 1e-4, 1e-5));
   }
   SECTION("FoldConvAffineDoesNotFoldALinearConstantThatMightWidenTheOutput") {
     auto b = test::parseWithConstants(text, {{"fc.weight", torch::randn({4, 6})}, {"s", torch::rand({1, 1, 4})},
@@ -221,11 +215,11 @@ TEST_CASE("fold-conv-affine folds per-feature constants into a linear") {
 
 TEST_CASE("fold-conv-affine gives the conv new derived constants and logs each edit") {
   torch::manual_seed(6);
-  auto b = build(constantOpConv("aten::mul.Tensor(%y, %c)"),
+  auto b = test::parseWithConstants(constantOpConv("aten::mul.Tensor(%y, %c)"),
                  {{"conv.weight", torch::randn({4, 3, 3, 3})}, {"conv.bias", torch::randn({4})},
                   {"c", torch::rand({4, 1, 1}) + 0.5}});
   auto x = torch::randn({1, 3, 8, 8});
-  auto expected = runGraph(*b.graph, x);
+  auto expected = test::runGraphOn(*b.graph, x);
   auto report = test::runChecked(*b.graph, "fold-conv-affine");
   CHECK(test::counter(report, "fold-conv-affine", "folded") == 1);
   CHECK(test::loggedEdits(report) > 0);
@@ -235,5 +229,5 @@ TEST_CASE("fold-conv-affine gives the conv new derived constants and logs each e
     # CHECK: aten::conv2d(%x, %conv.weight.affine, %conv.bias.affine
     # CHECK-NOT: aten::mul
   )");
-  CHECK(torch::allclose(runGraph(*b.graph, x), expected, 1e-4, 1e-5));
+  CHECK(torch::allclose(test::runGraphOn(*b.graph, x), expected, 1e-4, 1e-5));
 }

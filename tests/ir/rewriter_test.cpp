@@ -11,7 +11,7 @@ using namespace ptopt::ir;
 
 namespace {
 
-const char* kGraph =
+const char* kRewriterGraph =
     "graph(%x : Tensor, %n : int, %c : bool):\n"
     "  %a : Tensor = aten::relu(%x)\n"
     "  %b : Tensor = aten::sigmoid(%a)\n"
@@ -49,7 +49,7 @@ std::string editAndCheck(Graph& g, const std::function<void(Rewriter&)>& edit) {
 }  // namespace
 
 TEST_CASE("rewriter: replace logs the users and the erase; the diff reads like a text diff") {
-  auto g = parseGraph(kGraph);
+  auto g = parseGraph(kRewriterGraph);
   const std::string diff = editAndCheck(*g, [&](Rewriter& rw) {
     rw.replace(byOutput(*g, "b"), g->findValue("a"));  // sigmoid gone, tanh reads %a
   });
@@ -60,7 +60,7 @@ TEST_CASE("rewriter: replace logs the users and the erase; the diff reads like a
 }
 
 TEST_CASE("rewriter: erasing a chain back to front keeps the removed lines in order") {
-  auto g = parseGraph(kGraph);
+  auto g = parseGraph(kRewriterGraph);
   editAndCheck(*g, [&](Rewriter& rw) {
     Node* e = byOutput(*g, "e");
     Node* d = byOutput(*g, "d");
@@ -69,7 +69,7 @@ TEST_CASE("rewriter: erasing a chain back to front keeps the removed lines in or
     rw.erase(d);  // its anchor (e) was erased first
     rw.erase(byOutput(*g, "r"));
   });
-  auto g2 = parseGraph(kGraph);
+  auto g2 = parseGraph(kRewriterGraph);
   editAndCheck(*g2, [&](Rewriter& rw) {
     // front to back: a middle node, then the one before it
     rw.replace(byOutput(*g2, "c2"), g2->findValue("b"));
@@ -78,7 +78,7 @@ TEST_CASE("rewriter: erasing a chain back to front keeps the removed lines in or
 }
 
 TEST_CASE("rewriter: inserts, moves, nested blocks and the signature") {
-  auto g = parseGraph(kGraph);
+  auto g = parseGraph(kRewriterGraph);
   const std::string diff = editAndCheck(*g, [&](Rewriter& rw) {
     Node* r2 = byOutput(*g, "r2");
     Value* y = rw.call(r2, "aten::abs", {g->findValue("r1")});
@@ -95,7 +95,7 @@ TEST_CASE("rewriter: inserts, moves, nested blocks and the signature") {
 }
 
 TEST_CASE("rewriter: an inserted-then-erased node leaves no trace; constants are logged") {
-  auto g = parseGraph(kGraph);
+  auto g = parseGraph(kRewriterGraph);
   EditLog log;
   log.setKeepText(true);
   Rewriter rw(*g, log, "p");
@@ -113,7 +113,7 @@ TEST_CASE("rewriter: an inserted-then-erased node leaves no trace; constants are
 }
 
 TEST_CASE("rewriter: without keepText the log records edits but no texts") {
-  auto g = parseGraph(kGraph);
+  auto g = parseGraph(kRewriterGraph);
   EditLog log;
   Rewriter rw(*g, log, "p");
   rw.replace(byOutput(*g, "b"), g->findValue("a"));

@@ -13,6 +13,7 @@
 #include "quant/quantize_rnn.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/pass_test.h"
+#include "tests/quant/quant_run.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -22,39 +23,16 @@
 #include <filesystem>
 
 using namespace ptopt;
+using test::QuantRun;
+using test::quantFixture;
 
 namespace {
-
-std::string quantFixture(const std::string& name) { return std::string(PTOPT_QUANT_FIXTURES_DIR) + "/" + name; }
 
 // Batches of a one-input model from a calibration fixture.
 std::vector<std::vector<c10::IValue>> loadBatches(const std::string& file) {
   verify::InputSet set = verify::loadInputsFile(quantFixture(file));
   return quant::splitCalibrationBatches(set.values, 1, nullptr, file);
 }
-
-struct QuantRun {
-  Optimizer opt;
-  rewriters::RunReport report;
-  rewriters::PassContext ctx;
-  int64_t counter(const std::string& name) const { return test::counter(report, "quantize", name); }
-  // What the quantize pass left on its context.
-  const quant::QuantizeReport& quantReport() const {
-    const quant::QuantizeReport* q = ctx.reports.find<quant::QuantizeReport>();
-    REQUIRE(q);
-    return *q;
-  }
-  bool declined(const std::string& text) const {
-    for (const auto& d : ctx.declines())
-      if (d.find(text) != std::string::npos) return true;
-    return false;
-  }
-  std::string declines() const {
-    std::string all;
-    for (const auto& d : ctx.declines()) all += d + "\n";
-    return all;
-  }
-};
 
 // -O1, then quantize (options) with the edit-log check, calibrated on
 // `batches`. runOriginal: run the original module once first, as the CLI's

@@ -8,39 +8,22 @@
 #include "quant/quantize.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/pass_test.h"
+#include "tests/quant/quant_run.h"
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 
 using namespace ptopt;
+using test::QuantRun;
+using test::quantFixture;
 
 namespace {
-
-std::string quantFixture(const std::string& name) { return std::string(PTOPT_QUANT_FIXTURES_DIR) + "/" + name; }
 
 std::vector<std::vector<c10::IValue>> loadBatches(const std::string& file, size_t numInputs) {
   verify::InputSet set = verify::loadInputsFile(quantFixture(file));
   return quant::splitCalibrationBatches(set.values, numInputs, nullptr, file);
 }
-
-struct QuantRun {
-  Optimizer opt;
-  rewriters::RunReport report;
-  rewriters::PassContext ctx;
-  int64_t counter(const std::string& name) const { return test::counter(report, "quantize", name); }
-  // What the quantize pass left on its context.
-  const quant::QuantizeReport& quantReport() const {
-    const quant::QuantizeReport* q = ctx.reports.find<quant::QuantizeReport>();
-    REQUIRE(q);
-    return *q;
-  }
-  bool declined(const std::string& text) const {
-    for (const auto& d : ctx.declines())
-      if (d.find(text) != std::string::npos) return true;
-    return false;
-  }
-};
 
 // -O1 first (BN folds, relu fusion), then quantize checked.
 QuantRun runQuantize(const std::string& model, const std::string& calib, const std::string& options,

@@ -4,6 +4,7 @@
 #include "ir/text.h"
 #include "rewriters/const_fold.h"
 #include "tests/support/checked_run.h"
+#include "tests/support/pass_test.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "api/api.h"
@@ -35,18 +36,6 @@ std::unique_ptr<ir::Graph> parseWith(const std::string& text,
   opts.constants = std::make_shared<ir::ConstantTable>();
   for (const auto& [name, t] : constants) opts.constants->set(name, t);
   return ir::parseGraph(text, opts);
-}
-
-bool declinedWith(const PassContext& ctx, const std::string& text) {
-  for (const auto& d : ctx.declines())
-    if (d.find(text) != std::string::npos) return true;
-  return false;
-}
-
-std::string allDeclines(const PassContext& ctx) {
-  std::string out;
-  for (const auto& d : ctx.declines()) out += d + "\n";
-  return out;
 }
 
 }  // namespace
@@ -210,8 +199,8 @@ TEST_CASE("DoesNotFoldRandomOps") {
   Folded f = runConstFold(*g);
   CHECK_FALSE(f.result.changed);
   CHECK(g->str().find("aten::rand") != std::string::npos);
-  INFO(allDeclines(f.ctx));
-  CHECK(declinedWith(f.ctx, "random"));
+  INFO(test::allDeclines(f.ctx));
+  CHECK(test::declinedWith(f.ctx, "random"));
 }
 
 TEST_CASE("DoesNotFoldMutatedConstant") {
@@ -228,8 +217,8 @@ TEST_CASE("DoesNotFoldMutatedConstant") {
   CHECK_FALSE(f.result.changed);
   CHECK(g->str().find("aten::mul.Scalar(%w, 2.0)") != std::string::npos);
   CHECK(torch::equal(g->constants().tensor("w"), w));
-  INFO(allDeclines(f.ctx));
-  CHECK(declinedWith(f.ctx, "constant 'w' is written in place"));
+  INFO(test::allDeclines(f.ctx));
+  CHECK(test::declinedWith(f.ctx, "constant 'w' is written in place"));
 }
 
 TEST_CASE("DoesNotFoldResultWrittenInPlace") {
@@ -243,7 +232,7 @@ TEST_CASE("DoesNotFoldResultWrittenInPlace") {
       {{"w", w}});
   Folded f = runConstFold(*g);
   CHECK_FALSE(f.result.changed);
-  CHECK(declinedWith(f.ctx, "written in place"));
+  CHECK(test::declinedWith(f.ctx, "written in place"));
 }
 
 TEST_CASE("DoesNotFoldLargeResults") {
@@ -257,7 +246,7 @@ TEST_CASE("DoesNotFoldLargeResults") {
   Folded f = runConstFold(*g, {{"max-bytes", "16"}});
   CHECK_FALSE(f.result.changed);
   CHECK(f.result.counter("skipped-large") == 1);
-  CHECK(declinedWith(f.ctx, "over max-bytes=16"));
+  CHECK(test::declinedWith(f.ctx, "over max-bytes=16"));
   CHECK(g->str().find("aten::mul.Scalar") != std::string::npos);
 }
 
@@ -273,7 +262,7 @@ TEST_CASE("DoesNotFoldNodesWithBlocks") {
       "  output(%y)\n");
   Folded f = runConstFold(*g);
   CHECK_FALSE(f.result.changed);
-  CHECK(declinedWith(f.ctx, "nested blocks"));
+  CHECK(test::declinedWith(f.ctx, "nested blocks"));
 }
 
 TEST_CASE("DoesNotFoldWhenEvaluationFails") {
@@ -287,7 +276,7 @@ TEST_CASE("DoesNotFoldWhenEvaluationFails") {
       {{"a", torch::ones({2, 3})}, {"b", torch::ones({2, 3})}});
   Folded f = runConstFold(*g);
   CHECK_FALSE(f.result.changed);
-  CHECK(declinedWith(f.ctx, "evaluating it failed"));
+  CHECK(test::declinedWith(f.ctx, "evaluating it failed"));
 }
 
 TEST_CASE("const-fold folds inside loop bodies") {

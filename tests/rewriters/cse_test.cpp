@@ -4,6 +4,7 @@
 #include "ir/text.h"
 #include "rewriters/cse.h"
 #include "tests/support/checked_run.h"
+#include "tests/support/pass_test.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ir_check.h"
 #include "api/api.h"
@@ -25,12 +26,6 @@ PassResult runCse(ir::Graph& g, PassContext* ctxOut = nullptr) {
   PassResult r = test::runPassChecked(g, "cse", ctx);
   ir::lintOrThrow(g, "after cse");
   return r;
-}
-
-bool declinedWith(const PassContext& ctx, const std::string& text) {
-  for (const auto& d : ctx.declines())
-    if (d.find(text) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace
@@ -118,7 +113,7 @@ TEST_CASE("CseDoesNotMergeAcrossMutation") {
     PassContext ctx;
     PassResult r = runCse(*g, &ctx);
     CHECK_FALSE(r.changed);
-    CHECK(declinedWith(ctx, "mutated in place"));
+    CHECK(test::declinedWith(ctx, "mutated in place"));
     test::checkIR(g->str(), R"(
       # CHECK: aten::relu(%y)
       # CHECK: aten::add_
@@ -264,7 +259,7 @@ TEST_CASE("cse does not return one object twice to the caller") {
   PassContext ctx;
   PassResult r = runCse(*g, &ctx);
   CHECK(r.counter("eliminated") == 1);  // %c (internal) merges into %a; %b stays
-  CHECK(declinedWith(ctx, "reach the graph outputs"));
+  CHECK(test::declinedWith(ctx, "reach the graph outputs"));
   test::checkIR(g->str(), R"(
     # CHECK: %a : Tensor = aten::relu(%x)
     # CHECK: %b : Tensor = aten::relu(%x)

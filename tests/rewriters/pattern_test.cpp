@@ -4,6 +4,7 @@
 #include "ir/text.h"
 #include "rewriters/pattern.h"
 #include "tests/support/ir_check.h"
+#include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
 
@@ -33,12 +34,6 @@ size_t rewrite(ir::Graph& g, const RewriteRule& rule, PassContext* ctx = nullptr
   const size_t n = applyRule(g, rule, opts);
   ir::lintOrThrow(g, "after rewriting");
   return n;
-}
-
-bool declinedWith(const PassContext& ctx, const std::string& what) {
-  for (const auto& d : ctx.declines())
-    if (d.find(what) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace
@@ -190,8 +185,8 @@ TEST_CASE("DoesNotRewriteWhenInteriorValueIsUsedOutsideTheMatch") {
   PassContext ctx;
   CHECK(rewrite(*g, makeRule("double-relu", kDoubleRelu, kSingleRelu), &ctx) == 0);
   CHECK(g->str() == before);
-  CHECK(declinedWith(ctx, "not self-contained: interior value %r1"));
-  CHECK(declinedWith(ctx, "aten::sigmoid"));
+  CHECK(test::declinedWith(ctx, "not self-contained: interior value %r1"));
+  CHECK(test::declinedWith(ctx, "aten::sigmoid"));
 }
 
 TEST_CASE("pattern overlap: the first match wins") {
@@ -278,7 +273,7 @@ TEST_CASE("pattern driver never creates a cycle") {
     PassContext ctx;
     CHECK(rewrite(*g, rule, &ctx) == 0);
     CHECK(g->str() == before);
-    CHECK(declinedWith(ctx, "would create a cycle: output %a is used by %t = aten::neg"));
+    CHECK(test::declinedWith(ctx, "would create a cycle: output %a is used by %t = aten::neg"));
   }
 
   SECTION("rewrites when the outputs are used after the match") {
@@ -309,7 +304,7 @@ TEST_CASE("DoesNotMoveReadsPastAnInPlaceOp") {
   PassContext ctx;
   CHECK(rewrite(*g, makeRule("double-relu", kDoubleRelu, kSingleRelu), &ctx) == 0);
   CHECK(g->str() == before);
-  CHECK(declinedWith(ctx, "side effects"));
+  CHECK(test::declinedWith(ctx, "side effects"));
 
   SECTION("but rewrites across pure nodes") {
     auto h = ir::parseGraph(
@@ -376,7 +371,7 @@ TEST_CASE("pattern constraints can decline with a reason") {
     # CHECK: aten::add.Tensor(%a, %y, 2)
   )");
   REQUIRE(ctx.declines().size() == 1);
-  CHECK(declinedWith(ctx, "rule 'add-to-sub': alpha is not 1"));
+  CHECK(test::declinedWith(ctx, "rule 'add-to-sub': alpha is not 1"));
 }
 
 TEST_CASE("pattern match exposes its bindings") {

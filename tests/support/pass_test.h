@@ -41,18 +41,28 @@ inline int64_t counter(const rewriters::RunReport& r, const std::string& pass, c
   return total;
 }
 
+// Whether some decline recorded on `ctx` contains `text`.
+inline bool declinedWith(const rewriters::PassContext& ctx, const std::string& text) {
+  for (const auto& d : ctx.declines())
+    if (d.find(text) != std::string::npos) return true;
+  return false;
+}
+// Every decline recorded on `ctx`, a line each (for failure messages).
+inline std::string allDeclines(const rewriters::PassContext& ctx) {
+  std::string all;
+  for (const auto& d : ctx.declines()) all += d + "\n";
+  return all;
+}
+
 // A pass run with its context, for tests that look at declines.
 struct PassRun {
   rewriters::PassResult result;
   rewriters::PassContext ctx;
-  bool declined(const std::string& text) const {
-    for (const auto& d : ctx.declines())
-      if (d.find(text) != std::string::npos) return true;
-    return false;
-  }
+  bool declined(const std::string& text) const { return declinedWith(ctx, text); }
 };
 
-// Exports `g` as a module's forward and runs it on `inputs`.
+// Exports `g` as a module's forward and runs it on `inputs`; runGraphOn:
+// one tensor in, one tensor out.
 inline c10::IValue runGraph(const ir::Graph& g, const std::vector<c10::IValue>& inputs) {
   ir::Model model;
   model.constants = g.sharedConstants();
@@ -61,6 +71,7 @@ inline c10::IValue runGraph(const ir::Graph& g, const std::vector<c10::IValue>& 
   torch::NoGradGuard noGrad;
   return m.forward(inputs);
 }
+inline at::Tensor runGraphOn(const ir::Graph& g, const at::Tensor& x) { return runGraph(g, {x}).toTensor(); }
 
 inline size_t countOps(const ir::Graph& g, const std::string& target) {
   size_t n = 0;

@@ -191,9 +191,9 @@ class Run {
   // load: IN (unless the front end handed the model over), the counts
   // before; a model in training mode is refused with keepTraining.
   void load(std::optional<Optimizer> given) {
-    total_.reset();
     if (given) {
       s_.opt.emplace(std::move(*given));
+      countBefore(s_);
     } else {
       Optimizer::LoadTimes times;
       s_.opt.emplace(Optimizer::load(req_.input, req_.importOptions, &times));
@@ -204,7 +204,6 @@ class Run {
       s_.say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", req_.input, s_.nodesBefore,
                          s_.opt->model().constants->size(), times.readMs + times.importMs));
     }
-    if (given) countBefore(s_);
     const ir::TrainingMode& mode = s_.opt->trainingMode();
     if (mode.inTraining() && req_.keepTraining)
       throw ir::InputError(fmt::format(
@@ -380,7 +379,6 @@ class Run {
   Stages s_;
   Outcome out_;
   std::unique_ptr<ir::AtomicModuleFile> file_;  // export: OUT's temporary file
-  Stopwatch total_;
 };
 
 }  // namespace

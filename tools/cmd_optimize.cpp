@@ -272,8 +272,6 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
     throw UsageError(e.what());
   } catch (const driver::RequestError& e) {
     throw UsageError(e.what());
-  } catch (const driver::WriteError& e) {
-    throw WriteError(e.what());
   }
   RunRecord& record = out.record;
   record.command = command;

@@ -1,6 +1,7 @@
 // The ptopt subcommands: options, registration with CLI11, and entry points.
 #pragma once
 
+#include "driver/driver.h"
 #include "driver/op_table.h"
 #include "driver/report.h"
 #include "driver/util.h"
@@ -36,11 +37,8 @@ class UsageError : public std::runtime_error {
 };
 
 // OUT (or a report) could not be written: disk full, permissions. Exit 1;
-// nothing partial is left behind.
-class WriteError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// nothing partial is left behind. The driver's, which the run throws.
+using driver::WriteError;
 
 // --tune and its options (tools/cmd_tuning.cpp; the work is tune/tune_model.h).
 struct TuneCliOptions {

@@ -1,10 +1,10 @@
 #include "api/api.h"
 
 #include "fusion/register.h"
+#include "kernels/register.h"
 #include "layout/register.h"
 #include "quant/precision_check.h"
 #include "quant/register.h"
-#include "tune/tuned_kernels.h"
 
 #include <fmt/format.h>
 
@@ -17,7 +17,7 @@ void registerAllPasses(rewriters::PassRegistry& registry) {
   fusion::registerFusionPasses(registry);
   layout::registerLayoutPasses(registry);
   quant::registerQuantPasses(registry);
-  tune::registerTunePasses(registry);
+  kernels::registerKernelPasses(registry);
 }
 
 const rewriters::PassRegistry& defaultRegistry() {

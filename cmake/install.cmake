@@ -5,12 +5,12 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(PTOPT_LIBRARIES ptopt_archive ptopt_ir ptopt_draw ptopt_rewriters ptopt_target ptopt_measure ptopt_fusion ptopt_layout ptopt_quant ptopt_verify ptopt_tune ptopt_api)
+set(PTOPT_LIBRARIES ptopt_archive ptopt_ir ptopt_draw ptopt_rewriters ptopt_target ptopt_measure ptopt_tune ptopt_fusion ptopt_layout ptopt_quant ptopt_kernels ptopt_verify ptopt_api)
 install(TARGETS ${PTOPT_LIBRARIES} EXPORT ptoptTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ptopt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir ir draw rewriters target measure fusion layout quant verify tune api tools)
+foreach(dir ir draw rewriters target measure tune fusion layout quant kernels verify api tools)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ptopt/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -2,12 +2,14 @@
 #include "fusion/register.h"
 
 #include "fusion/bn_to_affine.h"
+#include "fusion/bn_to_affine_tuning.h"
 #include "fusion/drop_zero_bias.h"
 #include "fusion/fold_conv_affine.h"
 #include "fusion/fold_conv_bn.h"
 #include "fusion/fold_linear_bn.h"
 #include "fusion/fuse_add_relu.h"
 #include "fusion/fuse_cudnn.h"
+#include "fusion/fuse_cudnn_tuning.h"
 
 namespace ptopt::fusion {
 
@@ -19,6 +21,8 @@ void registerFusionPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<DropZeroBiasPass>(); });
   registry.add([] { return std::make_unique<BnToAffinePass>(); });
   registry.add([] { return std::make_unique<FuseCudnnPass>(); });
+  tune::addTunable(registry, bnToAffineTunable());
+  tune::addTunable(registry, fuseCudnnTunable());
 }
 
 }  // namespace ptopt::fusion

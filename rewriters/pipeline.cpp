@@ -306,6 +306,26 @@ void dropIn(std::vector<PipelineElement>& elements, const std::string& name) {
 }
 }  // namespace
 
+std::string PipelineElement::option(const std::string& key, const std::string& fallback) const {
+  for (const auto& [k, v] : options)
+    if (k == key) return v;
+  return fallback;
+}
+
+void PipelineElement::setOption(const std::string& key, const std::string& value) {
+  for (auto& [k, v] : options)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  options.emplace_back(key, value);
+}
+
+void PipelineElement::eraseOption(const std::string& key) {
+  options.erase(std::remove_if(options.begin(), options.end(), [&](const auto& kv) { return kv.first == key; }),
+                options.end());
+}
+
 bool pipelineUses(const Pipeline& p, const std::string& name) { return usesIn(p.elements, name); }
 
 void dropPass(Pipeline& p, const std::string& name) { dropIn(p.elements, name); }

@@ -23,6 +23,11 @@ struct PipelineElement {
   std::vector<PipelineElement> children;                     // fixpoint only
   size_t line = 1, column = 1;
   bool isFixpoint() const { return name == "fixpoint"; }
+  // The value of option `key`, or `fallback` when the element does not set it.
+  std::string option(const std::string& key, const std::string& fallback = "") const;
+  // Sets (or adds, at the end) option `key`; removes it.
+  void setOption(const std::string& key, const std::string& value);
+  void eraseOption(const std::string& key);
 };
 
 struct Pipeline {

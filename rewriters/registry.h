@@ -4,6 +4,7 @@
 
 #include "ir/raise.h"
 #include "rewriters/pass.h"
+#include "rewriters/side_data.h"
 
 #include <functional>
 #include <map>
@@ -38,9 +39,15 @@ class PassRegistry {
   void addRaiseStep(ir::RaiseStep step) { raiseSteps_.push_back(std::move(step)); }
   const std::vector<ir::RaiseStep>& raiseSteps() const { return raiseSteps_; }
 
+  // What higher layers register next to a pass, keyed by type, that this
+  // layer does not know: the tunables of --tune (tune/tunable.h).
+  SideData& extensions() { return extensions_; }
+  const SideData& extensions() const { return extensions_; }
+
  private:
   std::map<std::string, PassInfo> passes_;
   std::vector<ir::RaiseStep> raiseSteps_;
+  SideData extensions_;
 };
 
 // The generic passes of rewriters/ (dce, cse, const-fold, canonicalize,

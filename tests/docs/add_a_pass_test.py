@@ -27,7 +27,12 @@ BLOCK = re.compile(r"^<!-- (file|snippet): (\S+) -->\s*\n```[a-z]*\n(.*?)^```", 
 # What the walkthrough must contain; the names tie this script to the page.
 PASS_HEADER = "rewriters/fold_mul_one.h"
 TEST_FILE = "tests/rewriters/fold_mul_one_test.cpp"
-SNIPPETS = ("register-include", "register-line")
+SNIPPETS = ("register-include", "register-line", "register-tunable-include", "register-tunable-line")
+# Step 7: a pass whose profit depends on the machine, with its tunable.
+TUNABLE_HEADER = "kernels/square_to_mul.h"
+TUNABLE_TEST_FILE = "tests/kernels/square_to_mul_test.cpp"
+TUNABLE_REGISTRY_FILE = "kernels/register.cpp"
+TUNABLE_REGISTRY_FUNCTION = "void registerKernelPasses(rewriters::PassRegistry& registry) {"
 # The registry function the walkthrough tells the reader to edit.
 REGISTRY_FILE = "rewriters/register_generic.cpp"
 REGISTRY_FUNCTION = "void registerGenericPasses(PassRegistry& registry) {"
@@ -54,7 +59,7 @@ def extract(doc_path):
     if markers != len(files) + len(snippets):
         fail(f"{doc_path}: {markers} markers but {len(files) + len(snippets)} marked code blocks "
              "(a marker must be followed directly by a ``` block)")
-    for needed in (PASS_HEADER, TEST_FILE):
+    for needed in (PASS_HEADER, TEST_FILE, TUNABLE_HEADER, TUNABLE_TEST_FILE):
         if needed not in files:
             fail(f"{doc_path} has no block marked 'file: {needed}'")
     for needed in SNIPPETS:
@@ -63,17 +68,17 @@ def extract(doc_path):
     return files, snippets
 
 
-def pass_class(header_text):
+def pass_class(header_text, header=PASS_HEADER):
     m = re.search(r"class (\w+) : public (?:rewriters::)?Pass\b", header_text)
     if not m:
-        fail(f"{PASS_HEADER}: no `class NAME : public Pass`")
+        fail(f"{header}: no `class NAME : public Pass`")
     return m.group(1)
 
 
-def pass_name(header_text):
+def pass_name(header_text, header=PASS_HEADER):
     m = re.search(r'std::string name\(\) const override \{ return "([a-z0-9-]+)"; \}', header_text)
     if not m:
-        fail(f"{PASS_HEADER}: no `name()` returning a kebab-case literal")
+        fail(f"{header}: no `name()` returning a kebab-case literal")
     return m.group(1)
 
 
@@ -120,6 +125,15 @@ def main():
         fail(f"{REGISTRY_FILE} no longer has `{REGISTRY_FUNCTION}` with `registry.add([] {{ return "
              "std::make_unique<...>(); });` lines: update the walkthrough's step 4")
 
+    with open(os.path.join(args.source_dir, TUNABLE_REGISTRY_FILE), encoding="utf-8") as f:
+        kernels_registry = f.read()
+    if TUNABLE_REGISTRY_FUNCTION not in kernels_registry or "tune::addTunable(registry, " not in kernels_registry:
+        fail(f"{TUNABLE_REGISTRY_FILE} no longer has `{TUNABLE_REGISTRY_FUNCTION}` with `tune::addTunable(registry, "
+             "...)` lines: update the walkthrough's step 7")
+    tunable_header = files[TUNABLE_HEADER]
+    tunable_cls = pass_class(tunable_header, TUNABLE_HEADER)
+    tunable_name = pass_name(tunable_header, TUNABLE_HEADER)
+
     work = os.path.abspath(args.work or os.path.join(args.build_dir, "docs-add-a-pass"))
     shutil.rmtree(work, ignore_errors=True)
     src = os.path.join(work, "src")
@@ -140,6 +154,27 @@ void registerWalkthroughPasses(PassRegistry& registry) {{
 {snippets["register-line"].rstrip()}
 }}
 }}  // namespace ptopt::rewriters
+
+{snippets["register-tunable-include"].strip()}
+#include "tune/tunable.h"
+
+namespace ptopt::kernels {{
+// Shaped like {TUNABLE_REGISTRY_FILE}'s registerKernelPasses, with the page's lines.
+void registerWalkthroughKernelPasses(rewriters::PassRegistry& registry) {{
+{snippets["register-tunable-line"].rstrip()}
+}}
+}}  // namespace ptopt::kernels
+
+TEST_CASE("docs: the step-7 lines register {tunable_name} and its tunable", "[docs]") {{
+  ptopt::rewriters::PassRegistry registry;
+  ptopt::kernels::registerWalkthroughKernelPasses(registry);
+  const ptopt::rewriters::PassInfo* info = registry.find("{tunable_name}");
+  REQUIRE(info != nullptr);
+  CHECK(info->contract == std::string(ptopt::kernels::{tunable_cls}::kContract));
+  const auto tunables = ptopt::tune::tunables(registry);
+  REQUIRE(tunables.size() == 1);
+  CHECK(tunables[0]->pass == "{tunable_name}");
+}}
 
 TEST_CASE("docs: the registry line registers {name} with its contract", "[docs]") {{
   ptopt::rewriters::PassRegistry registry;
@@ -183,7 +218,7 @@ target_link_libraries(walkthrough_tests PRIVATE ptopt::api Catch2::Catch2)
     out = run([os.path.join(build, "walkthrough_tests")], "walkthrough_tests")
     print(out.strip().splitlines()[-1] if out.strip() else "")
     m = re.search(r"in (\d+) test cases", out)
-    if not m or int(m.group(1)) < 3:
+    if not m or int(m.group(1)) < 9:
         fail("expected the walkthrough's test cases and the registry check to run:\n" + out)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -29,7 +29,7 @@ import re
 import sys
 import tempfile
 
-PASS_FOLDERS = ["fusion", "layout", "quant", "rewriters", "tune"]
+PASS_FOLDERS = ["fusion", "kernels", "layout", "quant", "rewriters", "tune"]
 POSITIONAL = re.compile(r"\b(arg|argValue)\(\s*\d+\s*\)|\bsetArg\(\s*[^,()]+,\s*\d+\s*,")
 # Raw edits: member calls on a node or value, or the constant table.
 RAW_EDIT = re.compile(

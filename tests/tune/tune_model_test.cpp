@@ -5,6 +5,7 @@
 // channels-last is decided per region (one A/B for a single region). The
 // candidates themselves run for real (the fake timer calls them), so a
 // candidate with wrong arguments fails here.
+#include "kernels/tuned_kernels.h"
 #include "layout/channels_last.h"
 #include "target/capabilities.h"
 #include "tests/support/checked_run.h"
@@ -12,8 +13,8 @@
 #include "tests/tune/fake_timer.h"
 #include "tune/cache.h"
 #include "tune/signature.h"
+#include "tune/tunable.h"
 #include "tune/tune_model.h"
-#include "tune/tuned_kernels.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -87,7 +88,7 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   // and, where this LibTorch has prepacked convs, each conv's and the fc
   // linear's prepack (a tie here: none is packed, so no whole-model check
   // follows).
-  const size_t decisions = 22 + (tune::hasPrepackedConvs() ? 21 : 0);
+  const size_t decisions = 22 + (kernels::hasPrepackedConvs() ? 21 : 0);
   CHECK(first.result.measured < decisions);  // repeated shapes are measured once
   CHECK(first.result.cached == decisions - first.result.measured);
   const tune::DecisionRecord* blocked = wholeModel(first.result, "onednn-blocked");
@@ -213,7 +214,7 @@ TEST_CASE("tunePipeline: a candidate that cannot run on this CPU is out, with th
   // kernels (AVX2 only; or capped, scripts/avx2-cap.sh) packing a bf16 weight
   // throws ("could not create a primitive descriptor iterator" in 1.13, "bf16
   // path needs the cpu support ..." in 2.x) while the candidates are built.
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -276,7 +277,7 @@ TEST_CASE("tunePipeline: stays within its budget and the rest keep their baselin
 }
 
 TEST_CASE("tunePipeline: packs the conv weights at load where the prepacked kernel measures faster") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -305,7 +306,7 @@ TEST_CASE("tunePipeline: packs the conv weights at load where the prepacked kern
 }
 
 TEST_CASE("tunePipeline: packs the linears alone when the packed convs and linears together lose") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -335,7 +336,7 @@ TEST_CASE("tunePipeline: packs the linears alone when the packed convs and linea
 }
 
 TEST_CASE("tunePipeline: leaves convs in oneDNN regions to the regions, not to prepacking") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -415,7 +416,7 @@ std::vector<std::string> regionIds(const test::Fixture& f) {
 std::optional<std::set<std::string>> regionSet(const std::string& name) {
   if (name == "off") return std::set<std::string>{};
   if (name.rfind("regions=", 0) != 0) return std::nullopt;
-  return tune::parseNameList(name.substr(8));
+  return kernels::parseNameList(name.substr(8));
 }
 
 std::vector<const tune::DecisionRecord*> layoutDecisions(const tune::TuneResult& r) {

@@ -1,4 +1,4 @@
-#include "tune/tuned_kernels.h"
+#include "kernels/tuned_kernels.h"
 
 #include "ir/literal.h"
 #include "ir/op_views.h"
@@ -7,7 +7,7 @@
 
 #include <memory>
 
-namespace ptopt::tune {
+namespace ptopt::kernels {
 
 using namespace rewriters;
 
@@ -327,9 +327,4 @@ void raisePrepackedConvs(ir::Graph& g) {
     if (!pack->output()->hasUses()) rw.erase(pack);
 }
 
-void registerTunePasses(rewriters::PassRegistry& registry) {
-  registry.add([] { return std::make_unique<TunedKernelsPass>(); });
-  registry.addRaiseStep({"tuned-kernels", raisePrepackedConvs});
-}
-
-}  // namespace ptopt::tune
+}  // namespace ptopt::kernels

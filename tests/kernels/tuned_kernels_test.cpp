@@ -6,7 +6,7 @@
 #include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
-#include "tune/tuned_kernels.h"
+#include "kernels/tuned_kernels.h"
 #include "ir/load_time.h"
 #include "ir/text.h"
 
@@ -44,7 +44,7 @@ TEST_CASE("tuned-kernels rewrites the named convs to mkldnn_convolution") {
   std::set<std::string> chosen{convs[0], convs[1], convs[2], convs.back()};
   REQUIRE(chosen.size() == 4);
   const size_t before = test::countOps(opt.model().forward(), "aten::conv2d");
-  auto report = opt.run("tuned-kernels{mkldnn=\"" + tune::joinNameList(chosen) + "\"}", &ctx, test::checkedInstrumentation());
+  auto report = opt.run("tuned-kernels{mkldnn=\"" + kernels::joinNameList(chosen) + "\"}", &ctx, test::checkedInstrumentation());
   CHECK(report.changed());
   CHECK(test::counter(report, "tuned-kernels", "mkldnn") == 4);
   CHECK(test::loggedEdits(report) > 0);
@@ -71,7 +71,7 @@ TEST_CASE("tuned-kernels keeps channels-last convs channels-last") {
   const std::vector<std::string> convs = convNames(opt.model().forward());
   REQUIRE_FALSE(convs.empty());
   std::set<std::string> all(convs.begin(), convs.end());
-  auto report = opt.run("tuned-kernels{mkldnn=\"" + tune::joinNameList(all) + "\"}", &ctx, test::checkedInstrumentation());
+  auto report = opt.run("tuned-kernels{mkldnn=\"" + kernels::joinNameList(all) + "\"}", &ctx, test::checkedInstrumentation());
   CHECK(test::counter(report, "tuned-kernels", "mkldnn") == static_cast<int64_t>(convs.size()));
   CHECK(test::countOps(opt.model().forward(), "aten::conv2d") == 0);
   auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
@@ -109,13 +109,13 @@ TEST_CASE("TunedKernelsDoesNotFireForACudaTargetOrUnnamedConvs") {
 }
 
 TEST_CASE("the conv's name list parses and prints back sorted") {
-  CHECK(tune::parseNameList("b; a;;c") == std::set<std::string>{"a", "b", "c"});
-  CHECK(tune::joinNameList({"b", "a"}) == "a;b");
-  CHECK(tune::parseNameList("").empty());
+  CHECK(kernels::parseNameList("b; a;;c") == std::set<std::string>{"a", "b", "c"});
+  CHECK(kernels::joinNameList({"b", "a"}) == "a;b");
+  CHECK(kernels::parseNameList("").empty());
 }
 
 TEST_CASE("tuned-kernels packs the named convs' weights once, when the model loads") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -133,7 +133,7 @@ TEST_CASE("tuned-kernels packs the named convs' weights once, when the model loa
   REQUIRE(convs.size() == 20);
   // The stem (7x7, stride 2), the mkldnn_convolution, a 3x3 and the last.
   std::set<std::string> chosen{convs[0], convs[1], convs[2], convs.back()};
-  auto report = opt.run("tuned-kernels{prepacked=\"" + tune::joinNameList(chosen) + "\"}", &ctx,
+  auto report = opt.run("tuned-kernels{prepacked=\"" + kernels::joinNameList(chosen) + "\"}", &ctx,
                         test::checkedInstrumentation());
   CHECK(test::counter(report, "tuned-kernels", "prepacked") == 4);
   CHECK(test::loggedEdits(report) > 0);
@@ -185,7 +185,7 @@ TEST_CASE("tuned-kernels packs the named convs' weights once, when the model loa
 }
 
 TEST_CASE("TunedKernelsDoesNotPackForACudaTargetOrWithoutShapes") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -218,7 +218,7 @@ std::vector<std::string> linearNames(const ir::Graph& g) {
 }  // namespace
 
 TEST_CASE("tuned-kernels packs the named linears as 1x1 convs on views of their input") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -232,7 +232,7 @@ TEST_CASE("tuned-kernels packs the named linears as 1x1 convs on views of their 
   REQUIRE(linears.size() == 9);
   // The first block's pw1 (32 -> 128 on 1x16x16x32) and the head (64 -> 10 on 1x64).
   std::set<std::string> chosen{linears.front(), linears.back()};
-  auto report = opt.run("tuned-kernels{prepacked=\"" + tune::joinNameList(chosen) + "\"}", &ctx,
+  auto report = opt.run("tuned-kernels{prepacked=\"" + kernels::joinNameList(chosen) + "\"}", &ctx,
                         test::checkedInstrumentation());
   CHECK(test::counter(report, "tuned-kernels", "prepacked-linear") == 2);
   CHECK(test::counter(report, "tuned-kernels", "prepacked") == 0);
@@ -293,7 +293,7 @@ TEST_CASE("tuned-kernels packs the named linears as 1x1 convs on views of their 
 }
 
 TEST_CASE("tuned-kernels packs a transformer's linears on [B, T, C] as 1x1 convs on [B, C, 1, T] views") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -334,7 +334,7 @@ TEST_CASE("tuned-kernels packs a transformer's linears on [B, T, C] as 1x1 convs
 }
 
 TEST_CASE("TunedKernelsDoesNotPackLinearsWithoutShapesOrForACudaTarget") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }
@@ -355,7 +355,7 @@ TEST_CASE("TunedKernelsDoesNotPackLinearsWithoutShapesOrForACudaTarget") {
 }
 
 TEST_CASE("TunedKernelsDoesNotPackAWeightWrittenInPlace") {
-  if (!tune::hasPrepackedConvs()) {
+  if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");
     return;
   }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace ptopt::tune {
+namespace ptopt::kernels {
 
 class TunedKernelsPass : public rewriters::Pass {
  public:
@@ -94,6 +94,4 @@ bool hasPrepackedConvs();
 using rewriters::joinNameList;
 using rewriters::parseNameList;
 
-void registerTunePasses(rewriters::PassRegistry& registry);
-
-}  // namespace ptopt::tune
+}  // namespace ptopt::kernels

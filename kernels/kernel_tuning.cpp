@@ -1,0 +1,182 @@
+#include "kernels/kernel_tuning.h"
+
+#include "ir/op_views.h"
+#include "kernels/tuned_kernels.h"
+#include "rewriters/constants.h"
+#include "tune/signature.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/script.h>
+
+#include <memory>
+#include <set>
+
+namespace ptopt::kernels {
+
+namespace {
+
+// The benchmark arguments of a conv or linear that tuned-kernels can pack
+// (`ineligible`: its own reason not to, or ""), or nullopt with `why`.
+std::optional<std::vector<c10::IValue>> prepackArguments(const ir::Node& n, c10::Device device,
+                                                         const std::string& ineligible, std::string& why) {
+  if (!device.is_cpu()) {
+    why = "oneDNN convs are CPU kernels";
+    return std::nullopt;
+  }
+  if (!hasPrepackedConvs()) {
+    why = "this LibTorch has no mkldnn_prepacked::conv2d_prepack";
+    return std::nullopt;
+  }
+  why = ineligible;
+  if (!why.empty()) return std::nullopt;
+  return tune::benchArguments(n, device, why);
+}
+
+// conv2d  vs  mkldnn_convolution (tuned-kernels' mkldnn=).
+std::optional<std::vector<tune::Candidate>> convKernelCandidates(const ir::Node& conv, c10::Device device, std::string& why) {
+  if (!device.is_cpu()) {
+    why = "oneDNN convs are CPU kernels";
+    return std::nullopt;
+  }
+  why = mkldnnIneligible(conv);
+  if (!why.empty()) return std::nullopt;
+  auto args = tune::benchArguments(conv, device, why);
+  if (!args) return std::nullopt;
+  std::vector<c10::IValue> mk;  // the same values in mkldnn_convolution's order
+  for (size_t i : ir::Conv2dKernelOp::match(&conv)->mkldnnConvolutionOrder()) mk.push_back((*args)[i]);
+  return std::vector<tune::Candidate>{tune::boxedCandidate("conv2d", "aten::conv2d", "", *args),
+                                tune::boxedCandidate("mkldnn", "aten::mkldnn_convolution", "", std::move(mk))};
+}
+
+std::optional<std::vector<tune::Candidate>> convPrepackCandidates(const ir::Node& conv, c10::Device device, std::string& why) {
+  auto args = prepackArguments(conv, device, prepackIneligible(conv), why);
+  if (!args) return std::nullopt;
+  const auto& a = *args;
+  const auto view = ir::Conv2dKernelOp::match(&conv);  // conv2d or mkldnn_convolution (prepackIneligible checked)
+  const c10::IValue& input = a[view->inputIndex()];
+  // The pack is made once, as the file's load makes it; only the run is timed.
+  torch::jit::Stack pack;
+  for (size_t i : view->prepackOrder()) pack.push_back(a[i]);
+  pack.emplace_back(input.toTensor().sizes().vec());
+  pack.emplace_back(std::string("none"));
+  c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_prepack", "").callBoxed(&pack);
+  return std::vector<tune::Candidate>{tune::boxedCandidate("dense", conv.target(), "", a),
+                                tune::boxedCandidate("prepacked", "mkldnn_prepacked::conv2d_run", "", {input, pack.at(0)})};
+}
+
+std::optional<std::vector<tune::Candidate>> linearPrepackCandidates(const ir::Node& linear, c10::Device device,
+                                                              std::string& why) {
+  auto args = prepackArguments(linear, device, linearPrepackIneligible(linear), why);
+  if (!args) return std::nullopt;
+  const auto& a = *args;
+  // As tuned-kernels writes it: the input viewed as a 4-D channels-last
+  // tensor, the weight as [O, C, 1, 1], packed once (not timed).
+  const at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
+  const std::vector<LinearView> in = linearInputViews(x.dim()), out = linearOutputViews(x.dim());
+  torch::jit::Stack pack{c10::IValue(w.reshape({w.size(0), w.size(1), 1, 1}).contiguous()), a[2],
+                         c10::IValue(std::vector<int64_t>{1, 1}), c10::IValue(std::vector<int64_t>{0, 0}),
+                         c10::IValue(std::vector<int64_t>{1, 1}), c10::IValue(int64_t{1}),
+                         c10::IValue(applyViews(x, in).sizes().vec()), c10::IValue(std::string("none"))};
+  c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_prepack", "").callBoxed(&pack);
+  auto run = std::make_shared<c10::OperatorHandle>(
+      c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn_prepacked::conv2d_run", ""));
+  const c10::IValue context = pack.at(0);
+  tune::Candidate packed{"prepacked", [run, x, context, in, out] {
+                     torch::jit::Stack stack{c10::IValue(applyViews(x, in)), context};
+                     run->callBoxed(&stack);
+                     stack.at(0) = applyViews(stack.at(0).toTensor(), out);
+                   }};
+  return std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", a), std::move(packed)};
+}
+
+bool onCpuWithShapes(tune::TuningSession& s) {
+  return s.context().targetDevice == "cpu" && s.pipelineUses("shape-prop");
+}
+
+void offerConvKernels(tune::TuningSession& s) {
+  if (!ir::findSchema("aten::mkldnn_convolution", "")) return;
+  std::set<std::string> mkldnn;
+  std::vector<ir::Node*> convs;
+  s.model().forward().walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d") && n->owningBlock() == s.model().forward().block()) convs.push_back(n);
+  });
+  for (ir::Node* n : convs) {
+    if (std::string why = mkldnnIneligible(*n); !why.empty()) {
+      s.skipped("conv-kernel", n->output()->name(), "conv2d", why);
+      continue;
+    }
+    const bool oneDnn = s.decideOp("conv-kernel", *n, {"conv2d", "mkldnn"}, [&](std::string& why) {
+      return convKernelCandidates(*n, s.device(), why);
+    });
+    if (oneDnn) mkldnn.insert(n->output()->name());
+  }
+  if (mkldnn.empty()) return;
+  rewriters::PipelineElement e;
+  e.name = "tuned-kernels";
+  e.options.emplace_back("mkldnn", rewriters::joinNameList(mkldnn));
+  if (s.preferOpByOp("conv-kernel", std::nullopt, e)) s.keep(e);
+}
+
+void offerPrepacked(tune::TuningSession& s) {
+  if (!hasPrepackedConvs()) return;
+  std::vector<ir::Node*> ops;
+  s.model().forward().walk([&](ir::Node* n) {
+    if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution") || n->is("aten::linear")) &&
+        n->owningBlock() == s.model().forward().block() && ir::OpView::of(n).value("weight") &&
+        rewriters::constantTensor(ir::OpView::of(n).value("weight")))
+      ops.push_back(n);
+  });
+  std::set<std::string> convs, linears;
+  for (ir::Node* n : ops) {
+    const bool linear = n->is("aten::linear");
+    const std::string kind = linear ? "linear-prepack" : "conv-prepack";
+    if (std::string why = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n); !why.empty()) {
+      s.skipped(kind, n->output()->name(), "dense", why);
+      continue;
+    }
+    const bool pack = s.decideOp(kind, *n, {"dense", "prepacked"}, [&](std::string& why) {
+      return linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
+    });
+    if (pack) (linear ? linears : convs).insert(n->output()->name());
+  }
+  auto element = [](const std::set<std::string>& names) {
+    rewriters::PipelineElement e;
+    e.name = "tuned-kernels";
+    e.options.emplace_back("prepacked", rewriters::joinNameList(names));
+    return e;
+  };
+  std::set<std::string> all = convs;
+  all.insert(linears.begin(), linears.end());
+  if (all.empty()) return;
+  if (s.preferOpByOp("conv-prepack", std::nullopt, element(all))) return s.keep(element(all));
+  if (!convs.empty() && !linears.empty() &&
+      s.preferOpByOp("linear-prepack", std::nullopt, element(linears), "op-by-op linears"))
+    s.keep(element(linears));
+}
+
+}  // namespace
+
+tune::Tunable convKernelTunable() {
+  tune::Tunable t;
+  t.kind = "conv-kernel";
+  t.applies = onCpuWithShapes;
+  t.offeredBefore = {"fuse-cudnn", "tuned-kernels"};
+  t.offer = offerConvKernels;
+  t.listing = {{"conv-kernel", tune::Listing::None}};
+  t.expectedDecisions = tune::convsAndLinears;
+  return t;
+}
+
+tune::Tunable prepackTunable() {
+  tune::Tunable t;
+  t.kind = "conv-prepack";
+  t.applies = onCpuWithShapes;
+  t.offeredBefore = {"fuse-cudnn", "tuned-kernels"};
+  t.after = {"conv-kernel", "onednn-blocked"};
+  t.offer = offerPrepacked;
+  t.expectedDecisions = tune::convsAndLinears;
+  return t;
+}
+
+}  // namespace ptopt::kernels

@@ -1,0 +1,26 @@
+// The kernel choices --tune offers (tune/tunable.h) on CPU targets with
+// shape-prop in the pipeline, before the closing fuse-cudnn or tuned-kernels
+// (else at the end), each a tuned-kernels element (kernels/tuned_kernels.h):
+//   conv-kernel   per eligible conv2d, conv2d vs mkldnn_convolution (a
+//                 micro-benchmark on the op's real shapes, cached by its
+//                 signature); the convs that win, checked together on the
+//                 whole model (TuningSession::preferOpByOp) ->
+//                 tuned-kernels{mkldnn=...};
+//   conv-prepack  after onednn-blocked, per conv and linear still on dense
+//                 tensors with a constant weight (those in onednn-blocked's
+//                 regions read reordered weights and are left alone), as it
+//                 is vs with its weight packed when the model loads
+//                 (micro-benchmarks: conv-prepack and linear-prepack); the
+//                 winners checked together on the whole model, and the
+//                 linears alone when the whole set does not win ->
+//                 tuned-kernels{prepacked=...}.
+#pragma once
+
+#include "tune/tunable.h"
+
+namespace ptopt::kernels {
+
+tune::Tunable convKernelTunable();
+tune::Tunable prepackTunable();
+
+}  // namespace ptopt::kernels

@@ -1,0 +1,16 @@
+// The table of kernel passes (one line each).
+#include "kernels/register.h"
+
+#include "kernels/kernel_tuning.h"
+#include "kernels/tuned_kernels.h"
+
+namespace ptopt::kernels {
+
+void registerKernelPasses(rewriters::PassRegistry& registry) {
+  registry.add([] { return std::make_unique<TunedKernelsPass>(); });
+  registry.addRaiseStep({"tuned-kernels", raisePrepackedConvs});
+  tune::addTunable(registry, convKernelTunable());
+  tune::addTunable(registry, prepackTunable());
+}
+
+}  // namespace ptopt::kernels

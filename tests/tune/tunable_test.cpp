@@ -1,0 +1,94 @@
+// The tunable registry and the tuner's generic driving (tune/tunable.h): the
+// tuner knows no pass by name, so every tunable pass registers its tunable,
+// element tunables get their pass's element, offered ones run once, where
+// and in the order they declare.
+#include "tests/support/pass_test.h"
+#include "tests/tune/fake_timer.h"
+#include "tune/tunable.h"
+#include "tune/tune_model.h"
+
+#include <catch2/catch.hpp>
+#include <torch/script.h>
+
+#include <set>
+#include <stdexcept>
+
+using namespace ptopt;
+
+namespace {
+
+tune::Tunable elementTunable(const std::string& kind, const std::string& pass) {
+  tune::Tunable t;
+  t.kind = kind;
+  t.pass = pass;
+  t.tuneElement = [](tune::TuningSession& s, const rewriters::PipelineElement& e) { s.keep(e); };
+  return t;
+}
+
+// An offered tunable that records when it ran: the passes kept before it.
+tune::Tunable offeredTunable(const std::string& kind, std::vector<std::string> before, std::vector<std::string> after,
+                             std::vector<std::string>& log) {
+  tune::Tunable t;
+  t.kind = kind;
+  t.offeredBefore = std::move(before);
+  t.after = std::move(after);
+  t.offer = [kind, &log](tune::TuningSession& s) {
+    std::string kept;
+    for (const auto& e : s.tunedSoFar().elements) kept += (kept.empty() ? "" : ",") + e.name;
+    log.push_back(kind + " after [" + kept + "]");
+  };
+  return t;
+}
+
+torch::jit::Module tinyModule() {
+  torch::jit::Module m("Tiny");
+  m.register_attribute("training", c10::BoolType::get(), true);
+  m.define(R"(
+def forward(self, x):
+    return torch.relu(x) + 1.0
+)");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("every machine-dependent pass registers its tunable", "[tune][tunable]") {
+  std::set<std::string> kinds, passes;
+  for (const auto& t : tune::tunables(defaultRegistry())) {
+    kinds.insert(t->kind);
+    if (!t->offered()) passes.insert(t->pass);
+  }
+  CHECK(kinds == std::set<std::string>{"bn-to-affine", "channels-last", "conv-kernel", "conv-prepack",
+                                       "fuse-cudnn", "onednn-blocked", "precision"});
+  CHECK(passes == std::set<std::string>{"bn-to-affine", "cast", "channels-last", "fuse-cudnn"});
+}
+
+TEST_CASE("TunableRegistryRefusesDuplicates", "[tune][tunable]") {
+  rewriters::PassRegistry r;
+  tune::addTunable(r, elementTunable("a", "cse"));
+  CHECK_THROWS_AS(tune::addTunable(r, elementTunable("a", "dce")), std::logic_error);   // the same kind
+  CHECK_THROWS_AS(tune::addTunable(r, elementTunable("b", "cse")), std::logic_error);   // the same pass
+  tune::Tunable neither;
+  neither.kind = "c";
+  CHECK_THROWS_AS(tune::addTunable(r, neither), std::logic_error);  // neither tunes an element nor offers
+  CHECK(tune::tunables(r).size() == 1);
+}
+
+TEST_CASE("offered tunables run once, before the passes they name, in their declared order", "[tune][tunable]") {
+  std::vector<std::string> log;
+  rewriters::PassRegistry r;
+  rewriters::registerGenericPasses(r);
+  // Registered in the opposite order of their `after` constraint.
+  tune::addTunable(r, offeredTunable("second", {"dce"}, {"first"}, log));
+  tune::addTunable(r, offeredTunable("first", {"dce"}, {}, log));
+  tune::addTunable(r, offeredTunable("at-the-end", {"not-in-the-pipeline"}, {}, log));
+  Optimizer opt = Optimizer::fromModule(tinyModule());
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
+  test::FakeTimer timer({});
+  tune::TuneOptions o;
+  o.timer = &timer;
+  const auto tuned = tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse,dce,cse,dce", r), r, ctx, o);
+  CHECK(log == std::vector<std::string>{"first after [cse]", "second after [cse]", "at-the-end after [cse,dce,cse,dce]"});
+  CHECK(rewriters::printPipeline(tuned.pipeline) == "cse,dce,cse,dce");
+}

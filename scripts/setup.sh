@@ -7,6 +7,7 @@ packages=(
   libtorch-dev                 # LibTorch 1.13 (CPU), found with find_package(Torch)
   libopenblas0-openmp          # without it LibTorch uses the reference BLAS (~10x slower convs)
   python3-torch python3-torchvision   # fixtures and reload checks in stock PyTorch
+  python3-torchaudio python3-torchtext  # the speech-and-text corpus (tests/corpus/run_speech_text.py)
   libboost-graph-dev           # Boost.Graph adaptor over the IR
   libgraphviz-dev              # optional in-process SVG/PNG rendering
   catch2 libcli11-dev nlohmann-json3-dev libfmt-dev

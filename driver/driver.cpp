@@ -161,12 +161,12 @@ class Run {
       h.write = [this](const torch::jit::Module& exported) {
         file_ = std::make_unique<ir::AtomicModuleFile>(req_.output);
         file_->write(exported);
-        return file_->load();
       };
+      h.loadBack = [this] { return file_->load(); };
       h.outputDigest = [this] { return fileDigest(file_->tempPath()); };
     } else {
-      h.write = [this](const torch::jit::Module& exported) {
-        out_.serialized.bytes = ir::serializeModule(exported);
+      h.write = [this](const torch::jit::Module& exported) { out_.serialized.bytes = ir::serializeModule(exported); };
+      h.loadBack = [this] {
         out_.serialized.module = ir::loadSerializedModule(out_.serialized.bytes);
         return out_.serialized.module;
       };

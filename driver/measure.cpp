@@ -13,6 +13,14 @@
 namespace ptopt {
 
 std::string SpeedMeasurement::line() const {
+  if (tooFewPairs && pairs == 0)
+    return fmt::format("not timed: one run of each took {:.1f} s, and a pair does not fit in the {:.1f} s budget "
+                       "(--measure-budget)", seconds, budgetSeconds);
+  if (tooFewPairs)
+    return fmt::format("{:.3f}x from {} pair{} only ({} needed for a verdict; that many do not fit in the {:.1f} s "
+                       "budget: --measure-budget), {} thread{}, median {:.3f} vs {:.3f} ms",
+                       ratio.median, pairs, pairs == 1 ? "" : "s", minPairs, budgetSeconds, threads,
+                       threads == 1 ? "" : "s", b.medianMs, a.medianMs);
   return fmt::format("{:.3f}x (95% CI {:.3f}-{:.3f}; {} interleaved pairs, {} thread{}, median {:.3f} vs {:.3f} ms)",
                      ratio.median, ratio.low, ratio.high, pairs, threads, threads == 1 ? "" : "s", b.medianMs,
                      a.medianMs);
@@ -23,6 +31,7 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
   measure::SamplingPlan plan;
   plan.warmupRounds = o.warmupRuns;
   plan.minRounds = static_cast<int>(o.minPairs);
+  plan.hardBudget = o.hardBudget;
   plan.maxRounds = static_cast<int>(o.maxPairs);
   plan.budgetSeconds = o.budgetSeconds;  // the warm-up counts against it
   // Stop before the budget once the verdict is settled: from 20 pairs on, every 10.
@@ -36,12 +45,19 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
                                                                     : std::function<bool(const measure::Sampling&)>());
   SpeedMeasurement m;
   m.pairs = s.ms[0].size();
+  m.seconds = s.seconds;
+  m.threads = o.threads;
+  m.minPairs = o.minPairs;
+  m.budgetSeconds = o.budgetSeconds;
+  m.tooFewPairs = m.pairs < o.minPairs;
+  if (m.pairs == 0) {  // nothing timed: no clear difference
+    m.ratio.median = m.ratio.low = m.ratio.high = 1;
+    return m;
+  }
   m.a = measure::summarize(s.ms[0]);
   m.b = measure::summarize(s.ms[1]);
   m.ratio = measure::bootstrapMedianRatio(s.ms[0], s.ms[1]);
-  m.verdict = measure::judge(m.ratio, o.margin);
-  m.seconds = s.seconds;
-  m.threads = o.threads;
+  m.verdict = m.tooFewPairs ? SpeedVerdict::NoClearDifference : measure::judge(m.ratio, o.margin);
   return m;
 }
 
@@ -69,7 +85,8 @@ NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Ca
   if (candidates.empty()) throw std::invalid_argument("pickNotSlower: no candidates");
   NeverSlowerResult result;
   // One budget for the whole choice: a fallback gets what the comparisons
-  // (and builds) before it left, and at least minPairs pairs.
+  // (and builds) before it left, and at least minPairs pairs (OUT against IN
+  // keeps it: options.hardBudget).
   const double start = clock.elapsedSeconds();
   for (size_t i = 0; i < candidates.size(); ++i) {
     CandidateOutcome outcome{candidates[i].name, std::nullopt, ""};
@@ -83,6 +100,9 @@ NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Ca
       }
       MeasureOptions left = options;
       left.budgetSeconds = std::max(0.0, options.budgetSeconds - (clock.elapsedSeconds() - start));
+      // OUT against IN keeps the budget; once OUT is slower, a fallback is
+      // timed for minPairs at least: it is written only when it is not slower.
+      if (i > 0) left.hardBudget = false;
       outcome.measurement = measurePair(in, candidate, left, clock);
     } catch (const std::exception& e) {
       outcome.error = shortError(e);

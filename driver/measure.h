@@ -44,7 +44,12 @@ namespace ptopt {
 struct MeasureOptions {
   double budgetSeconds = 2.0;  // warm-up and timed pairs together (--measure-budget); pickNotSlower: for all its candidates
   int threads = 1;             // intra-op threads while timing (0: leave LibTorch's setting)
-  size_t minPairs = 5;         // timed pairs at least, even past the budget
+  // The fewest timed pairs a verdict is drawn from. With hardBudget the
+  // budget holds and fewer may fit (a slow model): then there is no verdict
+  // (no clear difference, OUT kept), and the measurement says so; without
+  // it, minPairs are timed even past the budget.
+  size_t minPairs = 5;
+  bool hardBudget = true;
   size_t maxPairs = 100;       // enough for a tight interval; fast models stop here
   int warmupRuns = 3;          // untimed runs of each model first
   double margin = 0.02;        // slower only when the CI's lower bound exceeds 1 + margin
@@ -72,7 +77,13 @@ struct SpeedMeasurement {
   int threads = 0;
   double seconds = 0;  // wall time of the comparison, warm-up included
   SpeedVerdict verdict = SpeedVerdict::NoClearDifference;
-  // "0.62x (95% CI 0.60-0.64; 24 interleaved pairs, 1 thread, median 40.1 vs 64.7 ms)"
+  // Fewer pairs than a verdict needs fitted in the budget (hardBudget): no
+  // verdict was drawn.
+  bool tooFewPairs = false;
+  size_t minPairs = 0;    // what a verdict needs
+  double budgetSeconds = 0;
+  // "0.62x (95% CI 0.60-0.64; 24 interleaved pairs, 1 thread, median 40.1 vs 64.7 ms)", and
+  // with too few pairs, how many fitted in the budget.
   std::string line() const;
 };
 

@@ -93,7 +93,8 @@ nlohmann::json speedToJson(const SpeedMeasurement& m) {
   return nlohmann::json{{"ratio", m.ratio.median},      {"ci95", {m.ratio.low, m.ratio.high}},
                         {"pairs", m.pairs},             {"threads", m.threads},
                         {"in_median_ms", m.a.medianMs}, {"candidate_median_ms", m.b.medianMs},
-                        {"seconds", m.seconds},         {"verdict", verdictName(m.verdict)}};
+                        {"seconds", m.seconds},         {"verdict", verdictName(m.verdict)},
+                        {"too_few_pairs", m.tooFewPairs}};
 }
 
 SpeedMeasurement speedFromJson(const nlohmann::json& j) {

@@ -207,7 +207,7 @@ void exportStage(Stages& r) {
   r.record.parameterBytesAfter = driver::parameterBytes(r.opt->model());
   sw.reset();
   try {
-    r.result = r.hooks.write(exported);
+    r.hooks.write(exported);
   } catch (const std::system_error&) {
     throw;
   } catch (const std::exception& e) {
@@ -217,10 +217,16 @@ void exportStage(Stages& r) {
   if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device);
   // Letting go of the IR (its folded weights) now that nothing reads it; the
   // original too, unless a stand-in is checked or the measure stage times
-  // IN (it has its own copy of every weight a pass replaced).
+  // IN (it has its own copy of every weight a pass replaced). Before the
+  // load back: the model is then held twice at most, not three times.
   if (!r.standIn) {
     if (whyNotMeasured(r)) r.opt.reset();
     else r.opt->model() = ir::Model();
+  }
+  try {
+    r.result = r.hooks.loadBack();
+  } catch (const std::exception& e) {
+    throw bug(e);
   }
   r.record.stageMs["save"] = sw.ms();  // write and load back
 }
@@ -310,6 +316,9 @@ std::optional<NeverSlowerResult> cachedVerdict(const VerdictCache& vc, const std
 void storeCachedVerdict(Stages& r, VerdictCache& vc, const NeverSlowerResult& picked,
                         const std::vector<Candidate>& candidates, const std::optional<BuiltCandidate>& built,
                         double seconds) {
+  // A comparison that fitted too few pairs in the budget decided nothing: not kept.
+  const auto& first = picked.tried.front().measurement;
+  if (first && first->tooFewPairs) return;
   CachedVerdict v;
   v.picked = picked;
   for (const auto& c : candidates) v.names.push_back(c.name);
@@ -342,7 +351,8 @@ void reportVerdict(Stages& r, nlohmann::json& rec, const NeverSlowerResult& pick
     rec.update({{"speedup", 1 / m.ratio.median}, {"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}},
                 {"verdict", verdictName(m.verdict)}});
     r.say(fmt::format("speed: OUT/IN latency {}: {}{}\n", m.line(),
-                      m.verdict == SpeedVerdict::Faster   ? "OUT is faster"
+                      m.tooFewPairs                       ? "no verdict, OUT kept"
+                      : m.verdict == SpeedVerdict::Faster ? "OUT is faster"
                       : m.verdict == SpeedVerdict::Slower ? "OUT is measurably slower than IN"
                                                           : "no clear difference",
                       suffix));
@@ -363,7 +373,12 @@ void reportVerdict(Stages& r, nlohmann::json& rec, const NeverSlowerResult& pick
 
 void measureStage(Stages& r, bool ok) {
   const driver::Request& req = *r.req;
-  const MeasureOptions& mo = r.measureOptions;
+  MeasureOptions mo = r.measureOptions;
+  // Verification has just run IN and OUT on these inputs, several times each
+  // (allocations made, oneDNN's primitives created): they are warm, and the
+  // whole budget goes to timed pairs (the median of the pairs shrugs off a
+  // first one slower at the measure's thread count).
+  if (r.verifying() && ok) mo.warmupRuns = 0;
   nlohmann::json rec = {{"budget_s", mo.budgetSeconds}, {"threads", mo.threads},
                         {"executor", mo.optimizingExecutor ? "optimizing" : "plain"}};
   auto skip = [&](const std::string& why) {

@@ -57,9 +57,12 @@ struct StageHooks {
   std::function<void(const std::string&)> notice;
   // A pass's warning ("quantize: no --calibration data; ...").
   std::function<void(const std::string&)> warning;
-  // export: keeps the bytes of `exported` and returns the module loaded back
-  // from them. Throws std::system_error for a failed write.
-  std::function<torch::jit::Module(const torch::jit::Module& exported)> write;
+  // export: keeps the bytes of `exported` (OUT's temporary file, or memory).
+  // Throws std::system_error for a failed write.
+  std::function<void(const torch::jit::Module& exported)> write;
+  // The module loaded back from the bytes `write` kept (called after the IR
+  // and the original are let go, so that the model is not held three times).
+  std::function<torch::jit::Module()> loadBack;
   // measure with tune: digests of IN's bytes and of what `write` kept.
   std::function<std::string()> inputDigest, outputDigest;
   // measure: IN itself as what to write unchanged.

@@ -42,7 +42,10 @@ Sampling sampleInterleaved(Clock& clock, const std::vector<Subject>& subjects, c
   auto spent = [&] { return clock.elapsedSeconds() - start; };
 
   double slowest = 0;
+  double lastRound = 0;  // seconds of the last round (the forecast of the next)
   for (int w = 0; w < plan.warmupRounds || (plan.warmupSeconds > 0 && spent() < plan.warmupSeconds); ++w) {
+    if (plan.hardBudget && w > 0 && spent() + lastRound > plan.budgetSeconds / 3) break;
+    const double roundStart = spent();
     slowest = 0;  // of the last warm-up round, which sets the calls per sample
     for (size_t i = 0; i < n; ++i) {
       if (out.failed(i)) continue;
@@ -54,12 +57,16 @@ Sampling sampleInterleaved(Clock& clock, const std::vector<Subject>& subjects, c
       out.seconds = spent();
       return out;
     }
+    lastRound = spent() - roundStart;
   }
   if (plan.minSampleMs > 0 && slowest > 0 && slowest < plan.minSampleMs)
     out.callsPerSample = std::min(plan.maxCallsPerSample, static_cast<int>(std::ceil(plan.minSampleMs / slowest)));
 
   const double budgetStart = plan.budgetCountsWarmup ? 0 : spent();
   for (int round = 0; round < plan.maxRounds; ++round) {
+    if (plan.hardBudget && spent() - budgetStart + lastRound * out.callsPerSample > plan.budgetSeconds)
+      break;
+    const double roundStart = spent();
     for (size_t k = 0; k < n; ++k) {
       const size_t i = plan.rotate ? (k + static_cast<size_t>(round)) % n : k;
       if (out.failed(i)) continue;
@@ -71,6 +78,7 @@ Sampling sampleInterleaved(Clock& clock, const std::vector<Subject>& subjects, c
       break;
     }
     out.rounds = round + 1;
+    lastRound = (spent() - roundStart) / out.callsPerSample;
     if (settled && out.rounds >= plan.checkFrom && (out.rounds - plan.checkFrom) % std::max(1, plan.checkEvery) == 0 &&
         settled(out)) {
       out.settled = true;

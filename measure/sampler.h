@@ -15,7 +15,10 @@
 //     rounds): true stops the loop (the answer is clear);
 //   - the loop stops when `budgetSeconds` are spent on the clock (counted
 //     from the start, warm-up included, unless `budgetCountsWarmup` is off)
-//     and at least `minRounds` rounds were taken, or after `maxRounds`.
+//     and at least `minRounds` rounds were taken, or after `maxRounds`;
+//     with `hardBudget`, also before a round that would end past the budget
+//     (its length forecast by the last round), minRounds or not, and the
+//     warm-up keeps to a third of the budget after its first round.
 // A subject that throws passes the exception through, unless
 // `keepGoingOnFailure`: then it is out (its samples dropped, the first line
 // of its message kept), and when subject 0 (the baseline) fails sampling ends.
@@ -40,6 +43,12 @@ struct SamplingPlan {
   int maxRounds = 100;
   double budgetSeconds = std::numeric_limits<double>::infinity();
   bool budgetCountsWarmup = true;
+  // The budget holds (the never-slower stage): warm-up rounds after the
+  // first only while the next would end within a third of the budget, and
+  // no timed round that would end past the budget (forecast by the last
+  // round, warm-up or timed), `minRounds` or not (the caller then has fewer
+  // rounds than it wanted, maybe none).
+  bool hardBudget = false;
   bool rotate = false;
   bool keepGoingOnFailure = false;
   int checkFrom = 1, checkEvery = 1;

@@ -53,7 +53,7 @@ TEST_CASE("judge uses the confidence interval and the margin") {
   CHECK(measure::judge({0.99, 0.985, 0.99, 100}, 0.02) == SpeedVerdict::NoClearDifference);
 }
 
-TEST_CASE("measurePair stays within its budget, with at least minPairs pairs") {
+TEST_CASE("measurePair stays within its budget; too few pairs draw no verdict") {
   FakeClock c;
   int callsA = 0, callsB = 0;
   const auto m = measurePair(c.run(10, 0, &callsA), c.run(15, 0, &callsB), options(1.0, false), c);
@@ -64,11 +64,32 @@ TEST_CASE("measurePair stays within its budget, with at least minPairs pairs") {
   CHECK(c.now == Approx(1000));
   CHECK(m.seconds == Approx(1.0));
 
-  // A model slower than the whole budget still gets minPairs pairs.
+  // The budget holds: a model whose pair is longer than the whole budget is
+  // warmed up once and not timed; no verdict is drawn (OUT is kept).
   FakeClock slow;
   const auto s = measurePair(slow.run(800), slow.run(900), options(0.5), slow);
-  CHECK(s.pairs == 5);
-  CHECK(s.verdict == SpeedVerdict::Slower);
+  CHECK(s.pairs == 0);
+  CHECK(s.tooFewPairs);
+  CHECK(s.verdict == SpeedVerdict::NoClearDifference);
+  CHECK(slow.now == Approx(1700));
+  CHECK_THAT(s.line(), Catch::Contains("does not fit in the 0.5 s budget"));
+  // Two pairs fit in the budget (one warm-up round, no more: it would pass a
+  // third of the budget): fewer than a verdict needs, so none is drawn, even
+  // though B is 12% slower.
+  FakeClock few;
+  const auto f = measurePair(few.run(800), few.run(900), options(6.0), few);
+  CHECK(f.pairs == 2);
+  CHECK(f.tooFewPairs);
+  CHECK(f.verdict == SpeedVerdict::NoClearDifference);
+  CHECK(few.now <= 6000);
+  CHECK_THAT(f.line(), Catch::Contains("from 2 pairs only (5 needed for a verdict"));
+  // Without the hard budget (a fallback's timing), minPairs are timed past it.
+  FakeClock soft;
+  MeasureOptions o = options(0.5);
+  o.hardBudget = false;
+  const auto p = measurePair(soft.run(800), soft.run(900), o, soft);
+  CHECK(p.pairs == 5);
+  CHECK(p.verdict == SpeedVerdict::Slower);
 
   // With early stopping, a clear answer ends the timing at 20 pairs.
   FakeClock clear;
@@ -86,7 +107,8 @@ TEST_CASE("measurePair stays within its budget, with at least minPairs pairs") {
   });
   const auto u = measurePair(unclear.run(10, 5), noisy, options(1.0), unclear);
   CHECK(u.pairs > 20);
-  CHECK(unclear.now >= 1000);
+  CHECK(unclear.now >= 950);  // to the budget, less the pair that would have passed it
+  CHECK(unclear.now <= 1000);
 }
 
 TEST_CASE("pickNotSlower keeps OUT unless it is measurably slower") {
@@ -119,8 +141,9 @@ TEST_CASE("pickNotSlower falls back to the first candidate that is not slower") 
 }
 
 TEST_CASE("pickNotSlower: one budget for every candidate, each fallback gets what is left") {
-  // OUT (30 ms) against IN (10 ms): 3 warm-up pairs and 22 timed pairs spend the 1 s budget
-  // (no early stop); the fp32 structure then has none left and gets minPairs.
+  // OUT (30 ms) against IN (10 ms): 3 warm-up pairs and 21 timed pairs spend the 1 s budget
+  // (no early stop; the 22nd, with its jitter, would pass it); the fp32 structure then has
+  // none left and gets minPairs.
   FakeClock c;
   std::vector<Candidate> candidates = {
       {"output", "", [&] { return c.run(30, 1); }},
@@ -129,7 +152,7 @@ TEST_CASE("pickNotSlower: one budget for every candidate, each fallback gets wha
   };
   const NeverSlowerResult r = pickNotSlower(c.run(10, 1), candidates, options(1.0, false), c);
   REQUIRE(r.tried.size() == 2);
-  CHECK(r.tried[0].measurement->pairs == 22);
+  CHECK(r.tried[0].measurement->pairs == 21);
   CHECK(r.tried[1].measurement->pairs == 5);
   CHECK(c.now < 1200);  // past the budget only by the fallback's 3 warm-up and 5 timed pairs (8 x 19.5 ms)
 }

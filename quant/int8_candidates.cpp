@@ -80,12 +80,16 @@ std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, PassCo
     if (auto conv = ir::ConvOp::match(n)) {
       auto w = constantTensor(conv->weight());
       if (conv->transposed()) { decline(n, "transposed conv: no int8 kernel used"); continue; }
-      if (!w || w->dim() != 4 || w->scalar_type() != at::kFloat) { decline(n, "not a 2-D conv with a constant float weight"); continue; }
+      // conv1d (speech: Wav2Letter, ConvTasNet) and conv2d; LibTorch has no static int8 conv3d on CPU.
+      if (!w || (w->dim() != 3 && w->dim() != 4) || w->scalar_type() != at::kFloat) {
+        decline(n, "not a 1-D or 2-D conv with a constant float weight");
+        continue;
+      }
       if (conv->bias() && !constantTensor(conv->bias())) { decline(n, "bias is not a constant"); continue; }
       if (!conv->stride() || !conv->padding() || !conv->dilation()) { decline(n, "stride/padding/dilation are not int lists (padding='same'?)"); continue; }
       if (!isFloatTensor(conv->input())) { decline(n, "input is not float32"); continue; }
       c.kind = Int8Kind::Conv;
-      c.kindName = "conv2d";
+      c.kindName = w->dim() == 3 ? "conv1d" : "conv2d";
     } else if (auto lin = ir::LinearOp::match(n)) {
       auto w = constantTensor(lin->weight());
       if (!w || w->dim() != 2 || w->scalar_type() != at::kFloat) { decline(n, "weight is not a constant float matrix"); continue; }

@@ -131,7 +131,7 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
         c10::IValue packed;
         if (c.kind == Int8Kind::Conv) {
           auto conv = *ir::ConvOp::match(n);
-          packed = callOp("quantized::conv2d_prepack", "",
+          packed = callOp(w.dim() == 3 ? "quantized::conv1d_prepack" : "quantized::conv2d_prepack", "",
                           {wq, b ? c10::IValue(*b) : c10::IValue(), *conv.stride(), *conv.padding(), *conv.dilation(),
                            conv.groups()});
         } else {
@@ -153,9 +153,10 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
         }
         const QParams q = qp(c.out);
         ir::Value* qx = quantized(input, before);
-        std::string target = c.kind == Int8Kind::Conv ? "quantized::conv2d" : "quantized::linear";
+        const bool conv1d = c.kind == Int8Kind::Conv && w.dim() == 3;
+        std::string target = c.kind != Int8Kind::Conv ? "quantized::linear" : conv1d ? "quantized::conv1d" : "quantized::conv2d";
         if (c.act) target += "_relu";
-        if (c.kind == Int8Kind::Conv) target += ".new";
+        if (c.kind == Int8Kind::Conv && !conv1d) target += ".new";  // conv1d has one overload, with the packed params
         qv = rw.call(before, target, {qx, pv, q.scale, q.zeroPoint});
       } else if (c.kind == Int8Kind::Add) {
         const QParams q = qp(c.out);

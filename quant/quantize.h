@@ -16,9 +16,9 @@ class QuantizePass : public rewriters::Pass {
   static constexpr const char* kContract =
       "Static mode (the default) quantizes the top-level block of the graph for the LibTorch quantized engine in "
       "use (onednn on Debian's 1.13; activations use reduce_range on fbgemm/x86 and on onednn without VNNI, "
-      "quant/int8_engine.h): aten::conv2d (2-D, not transposed, constant "
-      "float weight, literal stride/padding/dilation/groups, read through ir::ConvOp) becomes quantized::conv2d, "
-      "or quantized::conv2d_relu when its only user is relu/relu_ or hardtanh(0, v)/relu6 (the fused op's output "
+      "quant/int8_engine.h): aten::conv2d and aten::conv1d (not transposed, constant "
+      "float weight, literal stride/padding/dilation/groups, read through ir::ConvOp) becomes quantized::conv2d (conv1d: quantized::conv1d), "
+      "or quantized::conv2d_relu (conv1d_relu) when its only user is relu/relu_ or hardtanh(0, v)/relu6 (the fused op's output "
       "parameters are observed on the activation's output, whose range ends at or below v, so the clip is implied "
       "and the hardtanh is dropped); aten::linear with a constant weight becomes "
       "quantized::linear / linear_relu; aten::add / add_ / _add_relu / _add_relu_ of two float tensors of equal "

@@ -206,3 +206,76 @@ TEST_CASE("quantize: bad calibration data is refused with a clear message", "[qu
   CHECK_THROWS_WITH(quant::splitCalibrationBatches({}, 1, nullptr, "x.pt"), Catch::Contains("holds no batch"));
   CHECK_THROWS_WITH(load("quant_mlp_calib.pt"), Catch::Contains("expected"));
 }
+
+namespace {
+
+// A conv1d net as speech models have them (Wav2Letter, ConvTasNet), random
+// weights: conv1d + relu, then a strided conv1d.
+torch::jit::Module conv1dNet() {
+  torch::manual_seed(0);
+  torch::jit::Module m("Conv1dNet");
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.register_parameter("w1", torch::randn({16, 8, 5}) * 0.2, false);
+  m.register_parameter("b1", torch::randn({16}) * 0.1, false);
+  m.register_parameter("w2", torch::randn({12, 16, 3}) * 0.2, false);
+  m.register_parameter("b2", torch::randn({12}) * 0.1, false);
+  m.define(R"(
+def forward(self, x):
+    y = torch.relu(torch.conv1d(x, self.w1, self.b1, [1], [2]))
+    return torch.conv1d(y, self.w2, self.b2, [2], [1])
+)");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("quantize: conv1d becomes quantized::conv1d / conv1d_relu, and reloads within the int8 criterion",
+          "[quantize]") {
+  QuantRun r{Optimizer::fromModule(conv1dNet()), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 8, 64})};
+  r.opt.run("-O1", &r.ctx);
+  quant::CalibrationData data;
+  for (int i = 0; i < 4; ++i) data.batches.push_back({at::randn({4, 8, 64})});
+  data.source = "random";
+  r.ctx.inputs.set(std::move(data));
+  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize", defaultRegistry()),
+                            test::checkedInstrumentation());
+  r.report = pm.run(r.opt.model(), r.ctx);
+  const ir::Graph& g = r.opt.model().forward();
+  INFO(ir::printGraph(g));
+  CHECK(r.counter("quantized") == 2);
+  CHECK(test::countOps(g, "aten::conv1d") == 0);
+  CHECK(test::countOps(g, "quantized::conv1d_relu") == 1);
+  CHECK(test::countOps(g, "quantized::conv1d") == 1);
+  CHECK(test::countOps(g, "aten::quantize_per_tensor") == 1);
+  CHECK(test::countOps(g, "aten::dequantize") == 1);
+  // Saved and loaded back as stock LibTorch does, against the original.
+  auto original = conv1dNet();
+  original.eval();
+  auto optimized = r.opt.serialize().module;
+  const at::Tensor x = at::randn({2, 8, 64});
+  const at::Tensor a = original.forward({x}).toTensor(), b = optimized.forward({x}).toTensor();
+  REQUIRE(a.sizes() == b.sizes());
+  CHECK(at::cosine_similarity(a.reshape({1, -1}), b.reshape({1, -1})).item<double>() >= 0.99);
+}
+
+TEST_CASE("QuantizeDoesNotFireOnConv3d", "[quantize]") {
+  // LibTorch has no static int8 conv3d on the CPU: declined with the reason.
+  torch::manual_seed(0);
+  torch::jit::Module m("Conv3dNet");
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.register_parameter("w", torch::randn({4, 2, 3, 3, 3}), false);
+  m.define(R"(
+def forward(self, x):
+    return torch.conv3d(x, self.w)
+)");
+  QuantRun r{Optimizer::fromModule(m), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({1, 2, 6, 6, 6})};
+  r.opt.run("-O1", &r.ctx);
+  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize", defaultRegistry()),
+                            test::checkedInstrumentation());
+  r.report = pm.run(r.opt.model(), r.ctx);
+  CHECK(test::countOps(r.opt.model().forward(), "aten::conv3d") == 1);
+  CHECK(test::countOps(r.opt.model().forward(), "aten::quantize_per_tensor") == 0);
+  CHECK(r.declined("not a 1-D or 2-D conv with a constant float weight"));
+}

@@ -41,13 +41,18 @@
 
 namespace ptopt {
 
+// How far apart every one of too few pairs must be for a verdict (25%).
+constexpr double kClearDifference = 0.25;
+
 struct MeasureOptions {
   double budgetSeconds = 2.0;  // warm-up and timed pairs together (--measure-budget); pickNotSlower: for all its candidates
   int threads = 1;             // intra-op threads while timing (0: leave LibTorch's setting)
-  // The fewest timed pairs a verdict is drawn from. With hardBudget the
-  // budget holds and fewer may fit (a slow model): then there is no verdict
-  // (no clear difference, OUT kept), and the measurement says so; without
-  // it, minPairs are timed even past the budget.
+  // The fewest timed pairs the interval's verdict is drawn from. With
+  // hardBudget the budget holds and fewer may fit (a slow model): then the
+  // verdict is drawn only when every pair, two at least, differs by more
+  // than kClearDifference the same way, else there is none (no clear
+  // difference, OUT kept), and the measurement says so; without it,
+  // minPairs are timed even past the budget.
   size_t minPairs = 5;
   bool hardBudget = true;
   size_t maxPairs = 100;       // enough for a tight interval; fast models stop here

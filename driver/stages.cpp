@@ -351,7 +351,7 @@ void reportVerdict(Stages& r, nlohmann::json& rec, const NeverSlowerResult& pick
     rec.update({{"speedup", 1 / m.ratio.median}, {"ratio", m.ratio.median}, {"ci95", {m.ratio.low, m.ratio.high}},
                 {"verdict", verdictName(m.verdict)}});
     r.say(fmt::format("speed: OUT/IN latency {}: {}{}\n", m.line(),
-                      m.tooFewPairs                       ? "no verdict, OUT kept"
+                      m.tooFewPairs && m.verdict == SpeedVerdict::NoClearDifference ? "no verdict, OUT kept"
                       : m.verdict == SpeedVerdict::Faster ? "OUT is faster"
                       : m.verdict == SpeedVerdict::Slower ? "OUT is measurably slower than IN"
                                                           : "no clear difference",

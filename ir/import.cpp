@@ -279,7 +279,7 @@ class Converter {
       return tensorConstant(stored.toTensor(), holderPath + "_" + name);
     }
     const std::string op = p->kind().toQualString();
-    if (op != "aten::to_mkldnn" && op != "aten::mkldnn_reorder_conv2d_weight" && op != "mkldnn_prepacked::conv2d_prepack")
+    if (!isLoadTimeOperatorName(op))
       unsupported(user, "the load-time value is computed by " + op + ", which ptopt does not rebuild");
     std::vector<Arg> args;
     for (ts::Value* in : p->inputs()) {

@@ -85,10 +85,13 @@ bool qualifies(const Model& model, const Node& n, const std::set<const Node*>& h
 
 }  // namespace
 
+bool isLoadTimeOperatorName(const std::string& qualified) {
+  return qualified == "aten::to_mkldnn" || qualified == "aten::mkldnn_reorder_conv2d_weight" ||
+         qualified == "mkldnn_prepacked::conv2d_prepack" || qualified == "prepacked::conv2d_clamp_prepack";
+}
+
 bool isLoadTimeOperator(const Node& n) {
-  return n.isCall() && n.numOutputs() == 1 && n.blocks().empty() &&
-         (n.is("aten::to_mkldnn") || n.is("aten::mkldnn_reorder_conv2d_weight") ||
-          n.is("mkldnn_prepacked::conv2d_prepack"));
+  return n.isCall() && n.numOutputs() == 1 && n.blocks().empty() && isLoadTimeOperatorName(n.target());
 }
 
 bool hasLoadTimeNodes(const Model& model) {

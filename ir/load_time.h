@@ -5,7 +5,8 @@
 // load-time table (aten::to_mkldnn, aten::mkldnn_reorder_conv2d_weight: their
 // results are oneDNN tensors, which torch.jit.save refuses;
 // mkldnn_prepacked::conv2d_prepack: its packed-conv object does not load back
-// in LibTorch 1.13, "Fusion behavior undefined") in the top-level
+// in LibTorch 1.13, "Fusion behavior undefined"; prepacked::conv2d_clamp_prepack:
+// XNNPACK's context, stored as its dense weight like the others) in the top-level
 // block of a method, and each of its value arguments is a tensor constant
 // (a get_attr) or the result of another load-time node; its other arguments
 // are literals TorchScript source can spell (ints, int lists, floats, bools,
@@ -38,8 +39,10 @@ namespace ptopt::ir {
 
 inline constexpr const char* kLoadTimeModule = "ptopt_load_time";
 
-// An operator whose result only a load can make (see above).
+// An operator whose result only a load can make (see above), by node or by
+// its qualified name (the import rebuilds the chains of these only).
 bool isLoadTimeOperator(const Node& n);
+bool isLoadTimeOperatorName(const std::string& qualified);
 
 struct LoadTimeValues {
   std::vector<at::Tensor> state;    // s0, s1, ...: the dense constants the chains read

@@ -2,6 +2,7 @@
 
 #include "ir/op_views.h"
 #include "kernels/tuned_kernels.h"
+#include "kernels/xnnpack_convs.h"
 #include "rewriters/constants.h"
 #include "tune/signature.h"
 
@@ -10,6 +11,7 @@
 #include <torch/script.h>
 
 #include <memory>
+#include <stdexcept>
 #include <set>
 
 namespace ptopt::kernels {
@@ -90,6 +92,17 @@ std::optional<std::vector<tune::Candidate>> linearPrepackCandidates(const ir::No
   return std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", a), std::move(packed)};
 }
 
+// The conv as XNNPACK runs it: conv2d_clamp_run with the context packed
+// once (not timed) and its fused clamp, on the dense candidate's input.
+tune::Candidate xnnpackCandidate(const ir::Node& conv, c10::Device device) {
+  std::string why;
+  auto args = tune::benchArguments(conv, device, why);
+  if (!args) throw std::runtime_error(why);
+  const c10::IValue input = (*args)[ir::ConvOp::match(&conv)->index("input")];
+  const c10::IValue context = xnnpackContext(conv, fusableClamp(const_cast<ir::Node*>(&conv)));
+  return tune::boxedCandidate("xnnpack", "prepacked::conv2d_clamp_run", "", {input, context});
+}
+
 bool onCpuWithShapes(tune::TuningSession& s) {
   return s.context().targetDevice == "cpu" && s.pipelineUses("shape-prop");
 }
@@ -127,7 +140,7 @@ void offerPrepacked(tune::TuningSession& s) {
         rewriters::constantTensor(ir::OpView::of(n).value("weight")))
       ops.push_back(n);
   });
-  std::set<std::string> convs, linears;
+  std::set<std::string> convs, linears, xnnpack;
   for (ir::Node* n : ops) {
     const bool linear = n->is("aten::linear");
     const std::string kind = linear ? "linear-prepack" : "conv-prepack";
@@ -135,24 +148,36 @@ void offerPrepacked(tune::TuningSession& s) {
       s.skipped(kind, n->output()->name(), "dense", why);
       continue;
     }
-    const bool pack = s.decideOp(kind, *n, {"dense", "prepacked"}, [&](std::string& why) {
-      return linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
-    });
-    if (pack) (linear ? linears : convs).insert(n->output()->name());
+    // XNNPACK is a third candidate where it runs (its own kernels: only this
+    // machine can say whether they win).
+    const bool withXnnpack = !linear && xnnpackIneligible(*n).empty();
+    std::vector<std::string> names{"dense", "prepacked"};
+    if (withXnnpack) names.push_back("xnnpack");
+    const std::string choice = s.chooseOp(
+        kind, *n, names,
+        [&](std::string& why) -> std::optional<std::vector<tune::Candidate>> {
+          auto candidates = linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
+          if (candidates && withXnnpack) candidates->push_back(xnnpackCandidate(*n, s.device()));
+          return candidates;
+        },
+        withXnnpack ? "xnnpack" : "");
+    if (choice == "prepacked") (linear ? linears : convs).insert(n->output()->name());
+    if (choice == "xnnpack") xnnpack.insert(n->output()->name());
   }
-  auto element = [](const std::set<std::string>& names) {
+  auto element = [](const std::set<std::string>& packed, const std::set<std::string>& onXnnpack) {
     rewriters::PipelineElement e;
     e.name = "tuned-kernels";
-    e.options.emplace_back("prepacked", rewriters::joinNameList(names));
+    if (!packed.empty()) e.options.emplace_back("prepacked", rewriters::joinNameList(packed));
+    if (!onXnnpack.empty()) e.options.emplace_back("xnnpack", rewriters::joinNameList(onXnnpack));
     return e;
   };
   std::set<std::string> all = convs;
   all.insert(linears.begin(), linears.end());
-  if (all.empty()) return;
-  if (s.preferOpByOp("conv-prepack", std::nullopt, element(all))) return s.keep(element(all));
+  if (all.empty() && xnnpack.empty()) return;
+  if (s.preferOpByOp("conv-prepack", std::nullopt, element(all, xnnpack))) return s.keep(element(all, xnnpack));
   if (!convs.empty() && !linears.empty() &&
-      s.preferOpByOp("linear-prepack", std::nullopt, element(linears), "op-by-op linears"))
-    s.keep(element(linears));
+      s.preferOpByOp("linear-prepack", std::nullopt, element(linears, {}), "op-by-op linears"))
+    s.keep(element(linears, {}));
 }
 
 }  // namespace

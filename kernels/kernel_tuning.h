@@ -9,11 +9,13 @@
 //   conv-prepack  after onednn-blocked, per conv and linear still on dense
 //                 tensors with a constant weight (those in onednn-blocked's
 //                 regions read reordered weights and are left alone), as it
-//                 is vs with its weight packed when the model loads
+//                 is vs with its weight packed when the model loads, and for
+//                 a conv2d where this LibTorch has XNNPACK, vs XNNPACK with
+//                 its relu/relu6 fused (kernels/xnnpack_convs.h)
 //                 (micro-benchmarks: conv-prepack and linear-prepack); the
 //                 winners checked together on the whole model, and the
 //                 linears alone when the whole set does not win ->
-//                 tuned-kernels{prepacked=...}.
+//                 tuned-kernels{prepacked=...,xnnpack=...}.
 #pragma once
 
 #include "tune/tunable.h"

@@ -3,12 +3,14 @@
 
 #include "kernels/kernel_tuning.h"
 #include "kernels/tuned_kernels.h"
+#include "kernels/xnnpack_convs.h"
 
 namespace ptopt::kernels {
 
 void registerKernelPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<TunedKernelsPass>(); });
   registry.addRaiseStep({"tuned-kernels", raisePrepackedConvs});
+  registry.addRaiseStep({"tuned-kernels", raiseXnnpackConvs});
   tune::addTunable(registry, convKernelTunable());
   tune::addTunable(registry, prepackTunable());
 }

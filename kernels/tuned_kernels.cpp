@@ -1,5 +1,7 @@
 #include "kernels/tuned_kernels.h"
 
+#include "kernels/xnnpack_convs.h"
+
 #include "ir/literal.h"
 #include "ir/op_views.h"
 #include "rewriters/constants.h"
@@ -16,7 +18,10 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
            "convs (their results' names, ';'-separated; * for all) to run as aten::mkldnn_convolution", {}, {}, {}},
           {"prepacked", OptionKind::String, "",
            "convs and linears (their results' names, ';'-separated; * for all) to run as oneDNN convs with the weight "
-           "packed when the model loads (mkldnn_prepacked::conv2d_run; a linear as a 1x1 conv)", {}, {}, {}}};
+           "packed when the model loads (mkldnn_prepacked::conv2d_run; a linear as a 1x1 conv)", {}, {}, {}},
+          {"xnnpack", OptionKind::String, "",
+           "convs (their results' names, ';'-separated; * for all) to run on XNNPACK "
+           "(prepacked::conv2d_clamp_run, a following relu/relu6/hardtanh fused as its clamp)", {}, {}, {}}};
 }
 
 namespace {
@@ -95,13 +100,19 @@ std::string mkldnnIneligible(const ir::Node& n) {
 PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   std::set<std::string> names = parseNameList(options().getString("mkldnn"));
-  const std::set<std::string> packed = parseNameList(options().getString("prepacked"));
-  if (names.empty() && packed.empty()) return r;
+  std::set<std::string> packed = parseNameList(options().getString("prepacked"));
+  const std::set<std::string> xnnpack = parseNameList(options().getString("xnnpack"));
+  if (names.empty() && packed.empty() && xnnpack.empty()) return r;
   if (ctx.targetDevice != "cpu") {
     ctx.decline(name(), graph.block()->outputNode(), "the target is " + ctx.targetDevice + ": oneDNN convs are CPU kernels");
     return r;
   }
   ir::Rewriter rw(graph, ctx.edits, name());
+  // A conv named for XNNPACK runs there, whatever the other lists say.
+  if (!xnnpack.empty()) {
+    packXnnpackConvs(graph, ctx, rw, xnnpack, r, name());
+    for (const std::string& x : xnnpack) packed.erase(x), names.erase(x);
+  }
   if (!packed.empty()) {
     if (hasPrepackedConvs()) {
       packConvs(graph, ctx, rw, packed, r);

@@ -46,13 +46,17 @@ class TunedKernelsPass : public rewriters::Pass {
       "is channels-last, as it is for these views: contiguous, as linear's result): oneDNN's blocked "
       "GEMM where ATen's linear calls the BLAS. Other ranks are declined. The "
       "import reads a packed linear back as the 1x1 conv between the views. `*` in a list names every conv (and, "
-      "in `prepacked=`, every linear; each one that does not qualify is declined with the reason). Counters: "
-      "mkldnn, prepacked, prepacked-linear.";
+      "in `prepacked=`, every linear; each one that does not qualify is declined with the reason). "
+      "`xnnpack=` names convs that run on XNNPACK instead (kernels/xnnpack_convs.h): "
+      "`prepacked::conv2d_clamp_run(x, ctx)` with the packed context a constant that TorchScript pickles by its "
+      "dense weight, a following relu/relu6/hardtanh fused as its clamp; float32 only, where this LibTorch has "
+      "XNNPACK (declined, with the reason, where it does not); a conv named there and in another list runs on "
+      "XNNPACK. Counters: mkldnn, prepacked, prepacked-linear, xnnpack.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {
-    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution or prepacked oneDNN convs; the named "
-           "linears -> prepacked 1x1 convs";
+    return "--tune's kernel choices: the named convs -> aten::mkldnn_convolution, prepacked oneDNN convs or XNNPACK; "
+           "the named linears -> prepacked 1x1 convs";
   }
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;

@@ -1,6 +1,8 @@
 #include "target/kernel_probes.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <torch/cuda.h>
 
 #include <functional>
@@ -79,6 +81,23 @@ bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int6
     *why = cuda ? "cuDNN on this device computes this conv kind in the contiguous format only (probed)"
                 : "this LibTorch computes this conv kind in the contiguous format only on a CPU (probed)";
   return ok;
+}
+
+bool xnnpackConvRuns() {
+  return probeOnce({"xnnpack_conv", 0, 0, 0}, [] {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    const auto prepack = dispatcher.findSchema({"prepacked::conv2d_clamp_prepack", ""});
+    const auto run = dispatcher.findSchema({"prepacked::conv2d_clamp_run", ""});
+    if (!prepack || !run) return false;
+    const at::Tensor x = at::linspace(-1, 1, 2 * 5 * 5).reshape({1, 2, 5, 5});
+    const at::Tensor w = at::linspace(-1, 1, 3 * 2 * 3 * 3).reshape({3, 2, 3, 3});
+    torch::jit::Stack stack{w, c10::IValue(), std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1},
+                            std::vector<int64_t>{1, 1}, int64_t{1}, c10::IValue(0.0), c10::IValue()};
+    prepack->callBoxed(&stack);
+    stack = {x, stack.at(0)};
+    run->callBoxed(&stack);
+    return at::allclose(stack.at(0).toTensor(), at::relu(at::conv2d(x, w, {}, 1, 1)), 1e-4, 1e-5);
+  });
 }
 
 }  // namespace ptopt::target

@@ -31,4 +31,9 @@ bool cpuAddReluRuns(c10::ScalarType dtype);
 // CPU). `why` gets one line when false.
 bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why = nullptr);
 
+// Whether this LibTorch's XNNPACK convs run here: prepacked::conv2d_clamp_prepack
+// and conv2d_clamp_run exist (Debian's 1.13 has them; PyPI's x86 wheels are
+// built without XNNPACK) and give conv2d's result with the clamp applied.
+bool xnnpackConvRuns();
+
 }  // namespace ptopt::target

@@ -85,6 +85,10 @@ class TuningSession {
   using CandidateFactory = std::function<std::optional<std::vector<Candidate>>(std::string& why)>;
   virtual bool decideOp(const std::string& kind, const ir::Node& op, const std::vector<std::string>& names,
                         const CandidateFactory& make, const std::string& context = "") = 0;
+  // The same, for more than two candidates: the chosen one's name (the
+  // first when skipped).
+  virtual std::string chooseOp(const std::string& kind, const ir::Node& op, const std::vector<std::string>& names,
+                               const CandidateFactory& make, const std::string& context = "") = 0;
   // A whole-model A/B of `variants` (the baseline first), cached under
   // `signature`; skipped when the variants cannot be exported.
   virtual DecisionRecord compareModels(const std::string& kind, const std::string& signature,

@@ -227,12 +227,22 @@ class PipelineTuning final : public TuningSession {
 
   bool decideOp(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
                 const CandidateFactory& make, const std::string& context) override {
+    return chooseOp(kind, n, names, make, context) != names.front();
+  }
+
+  std::string chooseOp(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
+                       const CandidateFactory& make, const std::string& context) override {
+    return decideOpRecord(kind, n, names, make, context).choice;
+  }
+
+  DecisionRecord decideOpRecord(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
+                                const CandidateFactory& make, const std::string& context) {
     const std::string node = n.output()->name();
     std::string why;
     auto sig = opSignature(n, why);
-    if (!sig) return skipped(kind, node, names.front(), why).rewrites();
+    if (!sig) return skipped(kind, node, names.front(), why);
     if (!context.empty()) *sig += " " + context;
-    if (auto hit = fromCache(kind, node, *sig, names)) return hit->rewrites();
+    if (auto hit = fromCache(kind, node, *sig, names)) return *hit;
     std::optional<std::vector<Candidate>> candidates;
     try {
       candidates = make(why);
@@ -241,10 +251,10 @@ class PipelineTuning final : public TuningSession {
       // oneDNN primitive on a CPU without AVX-512, say): they are out.
       DecisionRecord d = baselineRecord(kind, node, names);
       for (size_t i = 1; i < names.size(); ++i) d.out.emplace_back(names[i], firstLine(e.what()));
-      return skip(std::move(d), "cannot run on this machine: " + firstLine(e.what())).rewrites();
+      return skip(std::move(d), "cannot run on this machine: " + firstLine(e.what()));
     }
-    if (!candidates) return skipped(kind, node, names.front(), why).rewrites();
-    return measureDecision(kind, node, *sig, *candidates, 1.0).rewrites();
+    if (!candidates) return skipped(kind, node, names.front(), why);
+    return measureDecision(kind, node, *sig, *candidates, 1.0);
   }
 
   DecisionRecord compareModels(const std::string& kind, const std::string& signature,

@@ -82,11 +82,7 @@ void tuneBnToAffine(tune::TuningSession& s, const rewriters::PipelineElement& e)
 }  // namespace
 
 tune::Tunable bnToAffineTunable() {
-  tune::Tunable t;
-  t.kind = "bn-to-affine";
-  t.pass = "bn-to-affine";
-  t.tuneElement = tuneBnToAffine;
-  return t;
+  return tune::elementTunable("bn-to-affine", "bn-to-affine", tuneBnToAffine);
 }
 
 }  // namespace ptopt::fusion

@@ -17,12 +17,7 @@ void tuneFuseCudnn(tune::TuningSession& s, const rewriters::PipelineElement& e) 
 }  // namespace
 
 tune::Tunable fuseCudnnTunable() {
-  tune::Tunable t;
-  t.kind = "fuse-cudnn";
-  t.pass = "fuse-cudnn";
-  t.tuneElement = tuneFuseCudnn;
-  t.listing = {{"fuse-cudnn", tune::Listing::Every}};
-  return t;
+  return tune::elementTunable("fuse-cudnn", "fuse-cudnn", tuneFuseCudnn, tune::Listing::Every);
 }
 
 }  // namespace ptopt::fusion

@@ -236,12 +236,7 @@ void tuneChannelsLast(tune::TuningSession& s, const rewriters::PipelineElement& 
 }  // namespace
 
 tune::Tunable channelsLastTunable() {
-  tune::Tunable t;
-  t.kind = "channels-last";
-  t.pass = "channels-last";
-  t.tuneElement = tuneChannelsLast;
-  t.listing = {{"channels-last", tune::Listing::Every}};
-  return t;
+  return tune::elementTunable("channels-last", "channels-last", tuneChannelsLast, tune::Listing::Every);
 }
 
 }  // namespace ptopt::layout

@@ -169,11 +169,7 @@ void tuneCast(tune::TuningSession& s, const rewriters::PipelineElement& e) {
 }  // namespace
 
 tune::Tunable castTunable() {
-  tune::Tunable t;
-  t.kind = "precision";
-  t.pass = "cast";
-  t.tuneElement = tuneCast;
-  t.listing = {{"precision", tune::Listing::None}};
+  tune::Tunable t = tune::elementTunable("precision", "cast", tuneCast, tune::Listing::None);
   t.expectedDecisions = tune::convsAndLinears;
   return t;
 }

@@ -18,6 +18,16 @@ struct RegisteredTunables {
 
 }  // namespace
 
+Tunable elementTunable(std::string kind, std::string pass,
+                       std::function<void(TuningSession&, const rewriters::PipelineElement&)> tune, Listing listing) {
+  Tunable t;
+  t.listing = {{kind, listing}};
+  t.kind = std::move(kind);
+  t.pass = std::move(pass);
+  t.tuneElement = std::move(tune);
+  return t;
+}
+
 void addTunable(rewriters::PassRegistry& registry, Tunable t) {
   if (t.kind.empty()) throw std::logic_error("a tunable needs a kind");
   if (t.offered() == static_cast<bool>(t.tuneElement))

@@ -148,6 +148,12 @@ struct Tunable {
   bool offered() const { return static_cast<bool>(offer); }
 };
 
+// A tunable of `pass`'s elements whose decisions are of `kind`, listed in
+// the summary as `listing` says.
+Tunable elementTunable(std::string kind, std::string pass,
+                       std::function<void(TuningSession&, const rewriters::PipelineElement&)> tune,
+                       Listing listing = Listing::Rewritten);
+
 // Registers `t` next to its pass. Throws std::logic_error when a tunable of
 // that kind, or a second one for the same pass's elements, is registered.
 void addTunable(rewriters::PassRegistry& registry, Tunable t);

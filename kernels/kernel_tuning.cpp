@@ -1,9 +1,11 @@
 #include "kernels/kernel_tuning.h"
 
 #include "ir/op_views.h"
+#include "kernels/onednn_fused_convs.h"
 #include "kernels/tuned_kernels.h"
 #include "kernels/xnnpack_convs.h"
 #include "rewriters/constants.h"
+#include "target/kernel_probes.h"
 #include "tune/signature.h"
 
 #include <ATen/ATen.h>
@@ -180,7 +182,66 @@ void offerPrepacked(tune::TuningSession& s) {
     s.keep(element(linears, {}));
 }
 
+// The given pipeline as a whole network on one kernel family: its top-level
+// cast elements dropped when `fp32`, channels-last forced on (inserted
+// before the kernels when the pipeline has none), and
+// tuned-kernels{`option`=*} before its closing fuse-cudnn (or at its end).
+rewriters::Pipeline networkPipeline(const rewriters::Pipeline& given, const std::string& option, bool fp32) {
+  rewriters::PipelineElement kernels, channelsLast;
+  kernels.name = "tuned-kernels";
+  kernels.options.emplace_back(option, "*");
+  channelsLast.name = "channels-last";
+  channelsLast.options.emplace_back("mode", "on");
+  rewriters::Pipeline p;
+  bool hasChannelsLast = false, placed = false;
+  auto place = [&] {
+    if (!hasChannelsLast) p.elements.push_back(channelsLast);
+    p.elements.push_back(kernels);
+    placed = true;
+  };
+  for (const rewriters::PipelineElement& e : given.elements) {
+    if ((fp32 && e.name == "cast") || e.name == "tuned-kernels") continue;
+    if (e.name == "channels-last") {
+      rewriters::PipelineElement on = e;
+      on.setOption("mode", "on");
+      on.eraseOption("regions");
+      p.elements.push_back(on);
+      hasChannelsLast = true;
+      continue;
+    }
+    if (e.name == "fuse-cudnn" && !placed) place();
+    p.elements.push_back(e);
+  }
+  if (!placed) place();
+  return p;
+}
+
+std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tune::TuningSession& s,
+                                                                             const rewriters::Pipeline& given) {
+  std::vector<std::pair<std::string, rewriters::Pipeline>> out;
+  if (hasFusedConvs()) {
+    out.emplace_back("fused-network", networkPipeline(given, "fused", false));
+    if (rewriters::pipelineUses(given, "cast")) out.emplace_back("fused-network-fp32", networkPipeline(given, "fused", true));
+  }
+  if (target::xnnpackConvRuns()) out.emplace_back("xnnpack-network", networkPipeline(given, "xnnpack", true));
+  (void)s;
+  return out;
+}
+
 }  // namespace
+
+tune::Tunable networkTunable() {
+  tune::Tunable t;
+  t.kind = "kernel-network";
+  t.applies = [](tune::TuningSession& s) {
+    bool convs = false;
+    s.model().forward().walk([&](ir::Node* n) { convs = convs || n->is("aten::conv2d"); });
+    return onCpuWithShapes(s) && convs;
+  };
+  t.alternatives = networkAlternatives;
+  t.expectedDecisions = [](const ir::Graph&) { return size_t{1}; };
+  return t;
+}
 
 tune::Tunable convKernelTunable() {
   tune::Tunable t;

@@ -16,6 +16,20 @@
 //                 winners checked together on the whole model, and the
 //                 linears alone when the whole set does not win ->
 //                 tuned-kernels{prepacked=...,xnnpack=...}.
+// And the whole networks it proposes instead of the tuned pipeline
+// (Tunable::alternatives; kind kernel-network, one whole-model A/B against
+// the tuned model, which stays within noise), made from the pipeline given
+// to --tune with channels-last forced on, where this LibTorch runs them:
+//   fused-network       every conv a oneDNN conv with its weight packed at
+//                       load and its activation fused
+//                       (tuned-kernels{fused=*}: LibTorch 2.x), the
+//                       pipeline's cast as given;
+//   fused-network-fp32  the same without the cast (when it has one);
+//   xnnpack-network     every conv on XNNPACK with its relu/relu6 fused, in
+//                       float32 (tuned-kernels{xnnpack=*}: where XNNPACK
+//                       runs, Debian's 1.13).
+// Per-op choices cannot find these: XNNPACK and fused post-ops pay on a
+// whole channels-last fp32 network, and the precision decision comes first.
 #pragma once
 
 #include "tune/tunable.h"
@@ -24,5 +38,6 @@ namespace ptopt::kernels {
 
 tune::Tunable convKernelTunable();
 tune::Tunable prepackTunable();
+tune::Tunable networkTunable();
 
 }  // namespace ptopt::kernels

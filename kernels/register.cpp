@@ -2,6 +2,7 @@
 #include "kernels/register.h"
 
 #include "kernels/kernel_tuning.h"
+#include "kernels/onednn_fused_convs.h"
 #include "kernels/tuned_kernels.h"
 #include "kernels/xnnpack_convs.h"
 
@@ -11,8 +12,10 @@ void registerKernelPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<TunedKernelsPass>(); });
   registry.addRaiseStep({"tuned-kernels", raisePrepackedConvs});
   registry.addRaiseStep({"tuned-kernels", raiseXnnpackConvs});
+  registry.addRaiseStep({"tuned-kernels", raiseFusedConvs});
   tune::addTunable(registry, convKernelTunable());
   tune::addTunable(registry, prepackTunable());
+  tune::addTunable(registry, networkTunable());
 }
 
 }  // namespace ptopt::kernels

@@ -1,5 +1,6 @@
 #include "kernels/tuned_kernels.h"
 
+#include "kernels/onednn_fused_convs.h"
 #include "kernels/xnnpack_convs.h"
 
 #include "ir/literal.h"
@@ -21,7 +22,11 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
            "packed when the model loads (mkldnn_prepacked::conv2d_run; a linear as a 1x1 conv)", {}, {}, {}},
           {"xnnpack", OptionKind::String, "",
            "convs (their results' names, ';'-separated; * for all) to run on XNNPACK "
-           "(prepacked::conv2d_clamp_run, a following relu/relu6/hardtanh fused as its clamp)", {}, {}, {}}};
+           "(prepacked::conv2d_clamp_run, a following relu/relu6/hardtanh fused as its clamp)", {}, {}, {}},
+          {"fused", OptionKind::String, "",
+           "convs (their results' names, ';'-separated; * for all) to run as oneDNN convs with the weight packed when "
+           "the model loads and the following activation fused (mkldnn::_convolution_pointwise, LibTorch 2.x)",
+           {}, {}, {}}};
 }
 
 namespace {
@@ -102,7 +107,8 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   std::set<std::string> names = parseNameList(options().getString("mkldnn"));
   std::set<std::string> packed = parseNameList(options().getString("prepacked"));
   const std::set<std::string> xnnpack = parseNameList(options().getString("xnnpack"));
-  if (names.empty() && packed.empty() && xnnpack.empty()) return r;
+  const std::set<std::string> fused = parseNameList(options().getString("fused"));
+  if (names.empty() && packed.empty() && xnnpack.empty() && fused.empty()) return r;
   if (ctx.targetDevice != "cpu") {
     ctx.decline(name(), graph.block()->outputNode(), "the target is " + ctx.targetDevice + ": oneDNN convs are CPU kernels");
     return r;
@@ -112,6 +118,11 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   if (!xnnpack.empty()) {
     packXnnpackConvs(graph, ctx, rw, xnnpack, r, name());
     for (const std::string& x : xnnpack) packed.erase(x), names.erase(x);
+  }
+  // Then a conv named for a fused post-op runs so, whatever the lists after.
+  if (!fused.empty()) {
+    packFusedConvs(graph, ctx, rw, fused, r, name());
+    for (const std::string& f : fused) packed.erase(f), names.erase(f);
   }
   if (!packed.empty()) {
     if (hasPrepackedConvs()) {

@@ -30,13 +30,15 @@ Tunable elementTunable(std::string kind, std::string pass,
 
 void addTunable(rewriters::PassRegistry& registry, Tunable t) {
   if (t.kind.empty()) throw std::logic_error("a tunable needs a kind");
-  if (t.offered() == static_cast<bool>(t.tuneElement))
-    throw std::logic_error("tunable '" + t.kind + "' must either tune its pass's element or offer passes");
-  if (!t.offered() && t.pass.empty()) throw std::logic_error("tunable '" + t.kind + "' names no pass");
+  const int kinds = int(t.offered()) + int(t.proposesPipelines()) + int(static_cast<bool>(t.tuneElement));
+  if (kinds != 1)
+    throw std::logic_error("tunable '" + t.kind +
+                           "' must do one of: tune its pass's element, offer passes, propose pipelines");
+  if (t.tunesElements() && t.pass.empty()) throw std::logic_error("tunable '" + t.kind + "' names no pass");
   auto& list = registry.extensions().getOrCreate<RegisteredTunables>().list;
   for (const auto& other : list) {
     if (other->kind == t.kind) throw std::logic_error("tunable '" + t.kind + "' registered twice");
-    if (!t.offered() && !other->offered() && other->pass == t.pass)
+    if (t.tunesElements() && other->tunesElements() && other->pass == t.pass)
       throw std::logic_error("two tunables tune the elements of pass '" + t.pass + "'");
   }
   list.push_back(std::make_shared<const Tunable>(std::move(t)));

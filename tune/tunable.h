@@ -139,6 +139,16 @@ struct Tunable {
   std::vector<std::string> offeredBefore;  // passes
   std::vector<std::string> after;          // offered tunables' kinds
   std::function<void(TuningSession&)> offer;
+  // Or proposes whole pipelines to run instead of the tuned one, for
+  // rewrites that pay only as a whole network (every conv on XNNPACK in
+  // fp32 channels-last, where the tuned pipeline chose bf16 per op): when
+  // `applies` holds, `alternatives` makes them (named) from the pipeline
+  // given to --tune; after the pipeline is tuned, each is run on the input
+  // model, and the tuned model and those that differ from it are timed in
+  // one whole-model A/B (the tuned one the baseline, kept within noise).
+  // The winner's pipeline is the result.
+  std::function<std::vector<std::pair<std::string, rewriters::Pipeline>>(TuningSession&, const rewriters::Pipeline&)>
+      alternatives;
   // About how many decisions it times on `graph`.
   std::function<size_t(const ir::Graph&)> expectedDecisions;
   // How the summary lists the kinds of its decisions (tune/decision.h), by
@@ -146,6 +156,8 @@ struct Tunable {
   std::map<std::string, Listing> listing;
 
   bool offered() const { return static_cast<bool>(offer); }
+  bool proposesPipelines() const { return static_cast<bool>(alternatives); }
+  bool tunesElements() const { return !offered() && !proposesPipelines(); }
 };
 
 // A tunable of `pass`'s elements whose decisions are of `kind`, listed in

@@ -137,7 +137,7 @@ class PipelineTuning final : public TuningSession {
  public:
   PipelineTuning(const ir::Model& model, const rewriters::PassRegistry& registry, const rewriters::PassContext& base,
                  const TuneOptions& o)
-      : registry_(registry), o_(o), work_(model.clone()), ctx_(base.forTrial()) {
+      : registry_(registry), o_(o), input_(model), work_(model.clone()), ctx_(base.forTrial()) {
     if (!o.timer) ownTimer_ = std::make_unique<measure::DeviceClock>(o.device, measure::DeviceClock::Options{true, true});
     timer_ = o.timer ? o.timer : ownTimer_.get();
     start_ = timer_->elapsedSeconds();
@@ -167,7 +167,7 @@ class PipelineTuning final : public TuningSession {
     const auto offered = offerOrder(all);
     std::map<std::string, const Tunable*> byPass;  // element tunables
     for (const auto& t : all)
-      if (!t->offered()) byPass[t->pass] = t.get();
+      if (t->tunesElements()) byPass[t->pass] = t.get();
     countExpected(all);
     for (const auto& t : all) result_.listing.insert(t->listing.begin(), t->listing.end());
     size_t nextOffer = 0;  // offered[0, nextOffer) are done
@@ -188,6 +188,8 @@ class PipelineTuning final : public TuningSession {
       else keep(e);
     }
     offerUpTo(offered.size());
+    for (const auto& t : all)
+      if (t->proposesPipelines() && (!t->applies || t->applies(*this))) proposeAlternatives(*t, pipeline);
     try {
       cache_.save();
     } catch (const CacheError& e) {
@@ -349,9 +351,52 @@ class PipelineTuning final : public TuningSession {
   void runOn(ir::Model& m, const PipelineElement& e) {
     Pipeline p;
     p.elements.push_back(e);
+    runOn(m, p);
+  }
+  void runOn(ir::Model& m, const Pipeline& p) {
     rewriters::PassContext ctx = ctx_.forTrial();  // its reports and warnings are not the run's
     ctx.edits.setKeepText(false);
     rewriters::PassManager(registry_, p).run(m, ctx);
+  }
+
+  // `t`'s whole pipelines against the tuned one (Tunable::alternatives).
+  void proposeAlternatives(const Tunable& t, const Pipeline& given) {
+    if (!budgetLeft()) {  // building them runs whole pipelines
+      skipped(t.kind, "model", "tuned", "the --tune-budget is spent");
+      return;
+    }
+    std::vector<std::pair<std::string, Pipeline>> pipelines;
+    std::vector<ir::Model> models;
+    std::string texts;
+    for (auto& [name, p] : t.alternatives(*this, given)) {
+      ir::Model m = input_.clone();
+      try {
+        runOn(m, p);
+      } catch (const std::exception& ex) {
+        skipped(t.kind, "model", "tuned", name + " failed: " + firstLine(ex.what()));
+        continue;
+      }
+      // What the tuning chose already, or another alternative's graph.
+      if (m.forward().str() == work_.forward().str() ||
+          std::any_of(models.begin(), models.end(), [&](const ir::Model& o) { return o.forward().str() == m.forward().str(); }))
+        continue;
+      texts += "|" + name + "=" + rewriters::printPipeline(p);
+      pipelines.emplace_back(name, std::move(p));
+      models.push_back(std::move(m));
+    }
+    if (models.empty()) return;
+    ModelVariants variants{{"tuned", &work_}};
+    for (size_t i = 0; i < models.size(); ++i) variants.emplace_back(pipelines[i].first, &models[i]);
+    say(fmt::format("tune        {:5.1f} s  {}: the tuned model vs {} whole pipeline{}", elapsedSeconds(), t.kind,
+                    models.size(), models.size() == 1 ? "" : "s"));
+    const DecisionRecord d =
+        compareModels(t.kind, modelSignature(texts + "|input " + digest(input_.forward().str())), variants);
+    for (size_t i = 0; d.rewrites() && i < models.size(); ++i)
+      if (pipelines[i].first == d.choice) {
+        work_ = std::move(models[i]);
+        out_ = std::move(pipelines[i].second);
+        return;
+      }
   }
 
   // About how many decisions will be timed: what the tunables expect (the
@@ -361,7 +406,7 @@ class PipelineTuning final : public TuningSession {
   void countExpected(const std::vector<std::shared_ptr<const Tunable>>& all) {
     expected_ = 3;
     for (const auto& t : all)
-      if (t->expectedDecisions && (t->offered() || pipelineUses(t->pass)))
+      if (t->expectedDecisions && (!t->tunesElements() || pipelineUses(t->pass)))
         expected_ += t->expectedDecisions(work_.forward());
   }
   double remaining() const { return o_.budgetSeconds - (timer_->elapsedSeconds() - start_); }
@@ -447,6 +492,7 @@ class PipelineTuning final : public TuningSession {
 
   const rewriters::PassRegistry& registry_;
   const TuneOptions& o_;
+  const ir::Model& input_;
   ir::Model work_;
   rewriters::PassContext ctx_;
   const Pipeline* pipeline_ = nullptr;

@@ -56,10 +56,10 @@ TEST_CASE("every machine-dependent pass registers its tunable", "[tune][tunable]
   std::set<std::string> kinds, passes;
   for (const auto& t : tune::tunables(defaultRegistry())) {
     kinds.insert(t->kind);
-    if (!t->offered()) passes.insert(t->pass);
+    if (t->tunesElements()) passes.insert(t->pass);
   }
   CHECK(kinds == std::set<std::string>{"bn-to-affine", "channels-last", "conv-kernel", "conv-prepack",
-                                       "fuse-cudnn", "onednn-blocked", "precision"});
+                                       "fuse-cudnn", "kernel-network", "onednn-blocked", "precision"});
   CHECK(passes == std::set<std::string>{"bn-to-affine", "cast", "channels-last", "fuse-cudnn"});
 }
 
@@ -91,4 +91,61 @@ TEST_CASE("offered tunables run once, before the passes they name, in their decl
   const auto tuned = tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse,dce,cse,dce", r), r, ctx, o);
   CHECK(log == std::vector<std::string>{"first after [cse]", "second after [cse]", "at-the-end after [cse,dce,cse,dce]"});
   CHECK(rewriters::printPipeline(tuned.pipeline) == "cse,dce,cse,dce");
+}
+
+TEST_CASE("a proposed whole pipeline replaces the tuned one only when it wins the whole-model A/B", "[tune][tunable]") {
+  // relu(x) twice: the alternative's cse merges the twins (another graph),
+  // timed against the tuned model, which kept both.
+  auto tuneWith = [](double alternativeMs, double tunedMs) {
+    rewriters::PassRegistry r;
+    rewriters::registerGenericPasses(r);
+    tune::Tunable t;
+    t.kind = "whole";
+    t.alternatives = [](tune::TuningSession&, const rewriters::Pipeline& given) {
+      rewriters::Pipeline p = given;
+      rewriters::PipelineElement cse;
+      cse.name = "cse";
+      p.elements.insert(p.elements.begin(), cse);
+      rewriters::Pipeline same = given;  // the tuned graph again: not timed
+      return std::vector<std::pair<std::string, rewriters::Pipeline>>{{"same", same}, {"other", p}};
+    };
+    tune::addTunable(r, t);
+    torch::jit::Module m("Twins");
+    m.register_attribute("training", c10::BoolType::get(), false);
+    m.define(R"(
+def forward(self, x):
+    return torch.relu(x) + torch.relu(x)
+)");
+    Optimizer opt = Optimizer::fromModule(m);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
+    test::FakeTimer timer({{"tuned", tunedMs}, {"other", alternativeMs}, {"same", 0.01}});
+    tune::TuneOptions o;
+    o.timer = &timer;
+    auto tuned = tune::tunePipeline(opt.model(), rewriters::parsePipeline("dce", r), r, ctx, o);
+    CHECK(timer.samplesOf("same") == 0);
+    return std::make_pair(rewriters::printPipeline(tuned.pipeline), tuned);
+  };
+  {
+    const auto [pipeline, result] = tuneWith(0.5, 1.0);
+    CHECK(pipeline == "cse,dce");
+    REQUIRE(result.decisions.size() == 1);
+    CHECK(result.decisions[0].kind == "whole");
+    CHECK(result.decisions[0].choice == "other");
+  }
+  {
+    const auto [pipeline, result] = tuneWith(1.0, 1.0);  // no win beyond noise: the tuned pipeline stays
+    CHECK(pipeline == "dce");
+    REQUIRE(result.decisions.size() == 1);
+    CHECK(result.decisions[0].choice == "tuned");
+  }
+}
+
+TEST_CASE("TunableRegistryRefusesATunableOfTwoKinds", "[tune][tunable]") {
+  rewriters::PassRegistry r;
+  tune::Tunable both = elementTunable("a", "cse");
+  both.alternatives = [](tune::TuningSession&, const rewriters::Pipeline&) {
+    return std::vector<std::pair<std::string, rewriters::Pipeline>>{};
+  };
+  CHECK_THROWS_AS(tune::addTunable(r, both), std::logic_error);
 }

@@ -1,0 +1,196 @@
+// oneDNN convs with their activation fused (the contract is in the header).
+#include "kernels/onednn_fused_convs.h"
+
+#include "ir/literal.h"
+#include "ir/op_views.h"
+#include "kernels/tuned_kernels.h"
+#include "rewriters/constants.h"
+
+#include <cmath>
+#include <set>
+
+namespace ptopt::kernels {
+
+namespace {
+
+constexpr const char* kFusedConv = "mkldnn::_convolution_pointwise";
+constexpr const char* kProvenance = "tuned-kernels(fused)";
+
+// The type of the operator's `scalars` (Scalar?[]): a list literal would be
+// float[], which TorchScript does not pass there, so the list is built.
+c10::TypePtr scalarListType() { return c10::ListType::create(c10::OptionalType::create(c10::NumberType::get())); }
+
+// The numbers of a list argument: a literal, or a ListConstruct of literals
+// (how the import reads the built list back).
+std::optional<std::vector<double>> numberList(const ir::Arg& a) {
+  if (a.isLiteral()) {
+    const ir::Literal& l = a.literal();
+    if (l.is<std::vector<double>>()) return l.as<std::vector<double>>();
+    if (l.is<std::vector<int64_t>>()) return std::vector<double>(l.as<std::vector<int64_t>>().begin(), l.as<std::vector<int64_t>>().end());
+    return std::nullopt;
+  }
+  const ir::Node* list = a.value()->node();
+  if (!list || !list->is("prim::ListConstruct")) return std::nullopt;
+  std::vector<double> out;
+  for (size_t i = 0; i < list->numArgs(); ++i) {
+    const ir::Arg& item = list->arg(i);
+    if (!item.isLiteral()) return std::nullopt;
+    if (item.literal().is<double>()) out.push_back(item.literal().as<double>());
+    else if (item.literal().is<int64_t>()) out.push_back(static_cast<double>(item.literal().as<int64_t>()));
+    else return std::nullopt;
+  }
+  return out;
+}
+
+// attr -> the activation the import puts back after the conv.
+ir::Value* activationAfter(ir::Rewriter& rw, ir::Node* before, ir::Value* y, const std::string& attr,
+                           const std::vector<double>& scalars, const std::string& algorithm) {
+  if (attr == "relu") return rw.call(before, "aten::relu", {y});
+  if (attr == "hardtanh" && scalars.size() == 2)
+    return rw.call(before, "aten::hardtanh", {y, ir::Literal(scalars[0]), ir::Literal(scalars[1])});
+  if (attr == "swish") return rw.call(before, "aten::silu", {y});
+  if (attr == "hardswish") return rw.call(before, "aten::hardswish", {y});
+  if (attr == "hardsigmoid") return rw.call(before, "aten::hardsigmoid", {y});
+  if (attr == "sigmoid") return rw.call(before, "aten::sigmoid", {y});
+  if (attr == "tanh") return rw.call(before, "aten::tanh", {y});
+  if (attr == "gelu") return rw.call(before, "aten::gelu", {y, ir::Literal(algorithm.empty() ? "none" : algorithm)});
+  if (attr == "leaky_relu" && scalars.size() == 1)
+    return rw.call(before, "aten::leaky_relu", {y, ir::Literal(scalars[0])});
+  return nullptr;
+}
+
+}  // namespace
+
+FusedPostOp fusablePostOp(ir::Node* conv) {
+  ir::Value* y = conv->output();
+  if (y->uses().size() != 1 || y->uses()[0].argIndex != 0) return {};
+  ir::Node* u = y->uses()[0].user;
+  if (!u->isCall() || u->owningBlock() != conv->owningBlock() || u->numOutputs() != 1) return {};
+  const ir::OpView op = ir::OpView::of(u);
+  auto named = [&](const std::string& base) {
+    return u->target() == "aten::" + base || u->target() == "aten::" + base + "_";
+  };
+  if (named("relu")) return {u, "relu", {}, ""};
+  if (named("hardtanh")) {
+    const auto clamp = ir::ClampOp::match(u);
+    if (const auto bounds = clamp ? clamp->bounds() : std::nullopt)
+      if (std::isfinite(bounds->first) && std::isfinite(bounds->second))
+        return {u, "hardtanh", {bounds->first, bounds->second}, ""};
+    return {};
+  }
+  if (named("relu6")) return {u, "hardtanh", {0.0, 6.0}, ""};
+  if (named("silu")) return {u, "swish", {}, ""};
+  if (named("hardswish")) return {u, "hardswish", {}, ""};
+  if (named("hardsigmoid")) return {u, "hardsigmoid", {}, ""};
+  if (named("sigmoid")) return {u, "sigmoid", {}, ""};
+  if (named("tanh")) return {u, "tanh", {}, ""};
+  if (u->is("aten::gelu")) {
+    if (!op.has("approximate")) return {u, "gelu", {}, "none"};
+    const ir::Literal* approx = op.literal("approximate");
+    if (approx && approx->is<std::string>() && (approx->as<std::string>() == "none" || approx->as<std::string>() == "tanh"))
+      return {u, "gelu", {}, approx->as<std::string>()};
+    return {};
+  }
+  if (named("leaky_relu")) {
+    const std::optional<double> slope = op.has("negative_slope") ? op.floatArg("negative_slope") : 0.01;
+    if (slope) return {u, "leaky_relu", {*slope}, ""};
+  }
+  return {};
+}
+
+bool hasFusedConvs() { return ir::findSchema(kFusedConv, "") != nullptr; }
+
+std::string fusedIneligible(const ir::Node& n) {
+  if (std::string why = mkldnnIneligible(n); !why.empty()) return why;  // conv2d, literal geometry, 4-D float input
+  if (!hasFusedConvs()) return std::string("this LibTorch has no ") + kFusedConv + " (LibTorch 2.x has it)";
+  const auto conv = ir::ConvOp::match(&n);
+  const at::Tensor w = *rewriters::constantTensor(conv->weight());
+  if (w.layout() != c10::kStrided) return "the conv's weight is not a dense tensor";
+  if (conv->input()->meta().dtype != w.scalar_type()) return "the conv's weight's dtype differs from its input's";
+  if (conv->bias() && !rewriters::constantTensor(conv->bias())) return "the conv's bias is not a constant";
+  if (rewriters::isWrittenAnywhere(conv->weight())) return "the conv's weight is written in place";
+  if (conv->input()->meta().memoryFormat != c10::MemoryFormat::ChannelsLast)
+    return "its input is not known to be channels-last (with a packed weight oneDNN returns channels-last, where "
+           "conv2d returns the input's layout; run channels-last first)";
+  return "";
+}
+
+void packFusedConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw, const std::set<std::string>& names,
+                    rewriters::PassResult& r, const std::string& pass) {
+  std::vector<ir::Node*> convs;
+  graph.walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d") && n->numOutputs() == 1 && (names.count("*") || names.count(n->output()->name())))
+      convs.push_back(n);
+  });
+  for (ir::Node* n : convs) {
+    if (std::string why = fusedIneligible(*n); !why.empty()) {
+      if (ctx.declineOnce(pass, n, why)) r.count("declined");
+      continue;
+    }
+    const auto conv = ir::Conv2dKernelOp::match(n);
+    const FusedPostOp post = fusablePostOp(n);
+    // The weight packed when the file loads, as onednn-blocked packs it.
+    ir::Value* wm = rw.call(n, "aten::to_mkldnn", {conv->weight(), ir::Literal()});
+    std::vector<ir::Arg> reorderArgs{wm};
+    for (const ir::Arg& a : conv->reorderGeometry()) reorderArgs.push_back(a);
+    ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight", std::move(reorderArgs));
+    std::vector<ir::Arg> scalarItems;
+    for (double s : post.scalars) scalarItems.emplace_back(ir::Literal(s));
+    ir::Value* scalars = rw.call(n, "prim::ListConstruct", std::move(scalarItems), scalarListType());
+    std::vector<ir::Arg> args = conv->mkldnnConvolutionArgs(std::nullopt, ir::Arg(packed));
+    args.emplace_back(ir::Literal(post.attr));
+    args.emplace_back(scalars);
+    args.emplace_back(post.algorithm.empty() ? ir::Literal() : ir::Literal(post.algorithm));
+    // The fused result takes the activation's place.
+    ir::Node* replaced = post.activation ? post.activation : n;
+    ir::Value* y = rw.createLike(replaced, kFusedConv, std::move(args), kProvenance);
+    rw.replace(replaced, y);
+    if (post.activation) rw.erase(n);
+    r.count("fused");
+  }
+}
+
+void raiseFusedConvs(ir::Graph& g) {
+  ir::Rewriter rw(g, nullptr, "tuned-kernels");
+  std::vector<ir::Node*> runs;
+  for (ir::Node* n : *g.block())
+    if (n->is(kFusedConv) && n->overload().empty()) runs.push_back(n);
+  std::vector<ir::Node*> dead;  // in the order they can go: users first
+  for (ir::Node* n : runs) {
+    const ir::OpView run = ir::OpView::of(n);
+    ir::Value* packed = run.value("W");
+    ir::Node* reorder = packed ? packed->node() : nullptr;
+    if (!reorder || !reorder->is("aten::mkldnn_reorder_conv2d_weight")) continue;
+    ir::Value* wm = ir::OpView::of(reorder).value("self");
+    ir::Node* toMkldnn = wm ? wm->node() : nullptr;
+    if (!toMkldnn || !toMkldnn->is("aten::to_mkldnn")) continue;
+    const ir::Literal* attr = run.literal("attr");
+    const auto scalars = numberList(run.arg("scalars"));
+    const ir::Literal* algorithm = run.literal("algorithm");
+    if (!attr || !attr->is<std::string>() || !scalars) continue;
+    const std::string alg = algorithm && algorithm->is<std::string>() ? algorithm->as<std::string>() : "";
+    ir::Value* y = rw.call(n, "aten::conv2d",
+                           {run.arg("X"), ir::OpView::of(toMkldnn).arg("self"), run.arg("B"), run.arg("stride"),
+                            run.arg("padding"), run.arg("dilation"), run.arg("groups")});
+    y->node()->setScope(n->scope());
+    if (attr->as<std::string>() != "none") {
+      ir::Value* act = activationAfter(rw, n, y, attr->as<std::string>(), *scalars, alg);
+      if (!act) {  // a post-op ptopt does not write: leave the conv as it is
+        rw.erase(y->node());
+        continue;
+      }
+      y = act;
+      y->node()->setScope(n->scope());
+    }
+    rw.setMeta(y, n->output()->meta());
+    rw.replace(n, y);
+    if (run.value("scalars")) dead.push_back(run.value("scalars")->node());
+    dead.push_back(reorder);
+    dead.push_back(toMkldnn);
+  }
+  std::set<ir::Node*> erased;
+  for (ir::Node* d : dead)
+    if (d && erased.insert(d).second && !d->output()->hasUses()) rw.erase(d);
+}
+
+}  // namespace ptopt::kernels

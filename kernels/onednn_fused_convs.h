@@ -1,0 +1,64 @@
+// oneDNN convs with their activation fused, tuned-kernels' `fused=`
+// (kernels/tuned_kernels.h): a conv as `mkldnn::_convolution_pointwise(x,
+// Wp, B, padding, stride, dilation, groups, attr, scalars, algorithm)`, the
+// operator LibTorch 2.x registers for oneDNN convs with a post-op (what
+// torch.compile's CPU backend calls), with its weight packed into oneDNN's
+// blocked layout when the file loads: Wp = `aten::mkldnn_reorder_conv2d_weight(
+// aten::to_mkldnn(W), padding, stride, dilation, groups)`, a function of
+// constants (ir/load_time.h: the file stores the dense weight). The conv's
+// only reader, when it is an activation oneDNN has as a post-op, is fused
+// and dropped:
+//   relu/relu_ -> "relu"; hardtanh/hardtanh_ with literal bounds (relu6) ->
+//   "hardtanh" [min, max]; silu -> "swish"; hardswish -> "hardswish";
+//   hardsigmoid -> "hardsigmoid"; sigmoid -> "sigmoid"; tanh -> "tanh";
+//   gelu -> "gelu" with its approximation ("none" or "tanh") as algorithm;
+//   leaky_relu with a literal slope -> "leaky_relu" [slope].
+// Otherwise attr is "none". Activations and convs stay dense tensors: no
+// region, no entry or exit reorders, and every other op reads them as it did.
+//
+// Conditions (fusedIneligible): aten::conv2d with int-list padding and
+// literal stride/padding/dilation/groups, a constant 4-D weight of the
+// input's dtype, a constant bias or none, an input shape-prop knows as a 4-D
+// float32 or bfloat16 CPU tensor in channels-last (with a packed weight
+// oneDNN returns channels-last whatever the input's layout, where conv2d
+// returns the input's: on a contiguous input a later view would fail);
+// and this LibTorch has the operator (2.x; 1.13 has none: declined once,
+// with the reason). The result reloads in stock PyTorch 2.x built with oneDNN.
+// The import raises it back (raiseFusedConvs: aten::conv2d, then the
+// activation), so every pass reads a model ptopt wrote.
+#pragma once
+
+#include "ir/ir.h"
+#include "ir/rewriter.h"
+#include "rewriters/pass.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ptopt::kernels {
+
+// The activation oneDNN fuses into conv `conv` as its post-op.
+struct FusedPostOp {
+  ir::Node* activation = nullptr;  // null: attr "none"
+  std::string attr = "none";
+  std::vector<double> scalars;
+  std::string algorithm;  // gelu's approximation, else ""
+};
+FusedPostOp fusablePostOp(ir::Node* conv);
+
+// Whether this LibTorch has mkldnn::_convolution_pointwise.
+bool hasFusedConvs();
+
+// Why `n` cannot run as a fused oneDNN conv, or "".
+std::string fusedIneligible(const ir::Node& n);
+
+// Rewrites the convs named in `names` (`*`: every one); a named conv that
+// does not qualify is declined with the reason. Counter: fused.
+void packFusedConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,
+                    const std::set<std::string>& names, rewriters::PassResult& r, const std::string& pass);
+
+// The inverse, the raise step import runs on a model ptopt wrote.
+void raiseFusedConvs(ir::Graph& g);
+
+}  // namespace ptopt::kernels

@@ -1,0 +1,208 @@
+// tuned-kernels{fused=...} (kernels/onednn_fused_convs.h): the named convs
+// become mkldnn::_convolution_pointwise with the weight packed when the file
+// loads and their activation fused as the post-op; numerics equal the
+// original's within fp32 tolerance, for every post-op written; every edit is
+// logged; the saved file reloads at two shapes and ptopt imports it back to
+// conv2d + activation; named must-not-fire cases (LibTorch 1.13 has no such
+// operator: declined with the reason).
+#include "ir/load_time.h"
+#include "kernels/onednn_fused_convs.h"
+#include "kernels/tuned_kernels.h"
+#include "tests/support/checked_run.h"
+#include "tests/support/ir_check.h"
+#include "tests/support/pass_test.h"
+
+#include <catch2/catch.hpp>
+#include <torch/script.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+using namespace ptopt;
+
+namespace {
+
+// Ten convs, each read only by one activation oneDNN fuses, summed.
+torch::jit::Module activationsModule() {
+  torch::jit::Module m("Activations");
+  m.register_attribute("training", c10::BoolType::get(), false);
+  for (int i = 0; i < 10; ++i) {
+    m.register_parameter("w" + std::to_string(i), at::randn({8, 8, 3, 3}) * 0.3, false);
+    m.register_parameter("b" + std::to_string(i), at::randn({8}), false);
+  }
+  m.define(R"(
+def forward(self, x):
+    a0 = torch.relu(torch.conv2d(x, self.w0, self.b0, [1, 1], [1, 1], [1, 1], 1))
+    a1 = torch.nn.functional.hardtanh(torch.conv2d(x, self.w1, self.b1, [1, 1], [1, 1], [1, 1], 1), -1.0, 2.0)
+    a2 = torch.nn.functional.silu(torch.conv2d(x, self.w2, self.b2, [1, 1], [1, 1], [1, 1], 1))
+    a3 = torch.nn.functional.hardswish(torch.conv2d(x, self.w3, self.b3, [1, 1], [1, 1], [1, 1], 1))
+    a4 = torch.nn.functional.hardsigmoid(torch.conv2d(x, self.w4, self.b4, [1, 1], [1, 1], [1, 1], 1))
+    a5 = torch.sigmoid(torch.conv2d(x, self.w5, self.b5, [1, 1], [1, 1], [1, 1], 1))
+    a6 = torch.tanh(torch.conv2d(x, self.w6, self.b6, [1, 1], [1, 1], [1, 1], 1))
+    a7 = torch.nn.functional.gelu(torch.conv2d(x, self.w7, self.b7, [1, 1], [1, 1], [1, 1], 1))
+    a8 = torch.nn.functional.gelu(torch.conv2d(x, self.w8, self.b8, [1, 1], [1, 1], [1, 1], 1), approximate="tanh")
+    a9 = torch.nn.functional.leaky_relu(torch.conv2d(x, self.w9, self.b9, [1, 1], [1, 1], [1, 1], 1), 0.2)
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9
+)");
+  return m;
+}
+
+// Saves, reloads in stock LibTorch at two shapes (against the original) and
+// imports back with ptopt; the imported graph.
+Optimizer reloadChecked(Optimizer& opt, const std::vector<std::vector<int64_t>>& shapes, const char* tag) {
+  Optimizer::Serialized saved = opt.serialize();
+  std::istringstream bytes(saved.bytes);
+  torch::jit::Module reloaded = torch::jit::load(bytes);
+  reloaded.eval();
+  for (const auto& shape : shapes) {
+    const at::Tensor x = at::randn(shape);
+    auto cmp = verify::compareOutputs(reloaded.forward({x}), opt.original().forward({x}),
+                                      verify::Tolerance::elementwise(1e-4, 1e-4));
+    INFO(cmp.summary());
+    CHECK(cmp.withinTolerance());
+  }
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            (std::string("ptopt_fused_") + tag + std::to_string(::getpid()) + ".pt")).string();
+  Optimizer::save(saved, path);
+  Optimizer again = Optimizer::load(path);
+  std::filesystem::remove(path);
+  return again;
+}
+
+}  // namespace
+
+TEST_CASE("tuned-kernels fuses mobilenet_v2's relu6 into oneDNN convs packed at load") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("mobilenet_v2_script");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  opt.run("channels-last{mode=on}", &ctx);
+  REQUIRE(test::countOps(opt.model().forward(), "aten::conv2d") == 52);
+  auto report = opt.run("tuned-kernels{fused=\"*\"}", &ctx, test::checkedInstrumentation());
+  CHECK(report.changed());
+  CHECK(test::counter(report, "tuned-kernels", "fused") == 52);
+  CHECK(test::loggedEdits(report) > 0);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::conv2d") == 0);
+  CHECK(test::countOps(g, "mkldnn::_convolution_pointwise") == 52);
+  CHECK(test::countOps(g, "aten::mkldnn_reorder_conv2d_weight") == 52);
+  // Every relu6 was a conv's only reader: fused as its post-op.
+  CHECK(test::countOps(g, "aten::hardtanh") + test::countOps(g, "aten::hardtanh_") == 0);
+  test::checkIR(g.str(), R"(
+    # CHECK: mkldnn::_convolution_pointwise(
+    # CHECK-SAME: "hardtanh"
+  )");
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+  // The file stores dense weights; the holder packs them when it loads.
+  const std::string code = opt.serialize().module.get_method("forward").graph()->toString();
+  CHECK(code.find("mkldnn_reorder_conv2d_weight") == std::string::npos);
+  CHECK(code.find("_convolution_pointwise") != std::string::npos);
+  Optimizer again = reloadChecked(opt, {{1, 3, 64, 64}, {2, 3, 96, 80}}, "mnv2");
+  const ir::Graph& back = again.model().forward();
+  CHECK(test::countOps(back, "mkldnn::_convolution_pointwise") == 0);
+  CHECK(test::countOps(back, "aten::mkldnn_reorder_conv2d_weight") == 0);
+  CHECK(test::countOps(back, "aten::conv2d") == 52);
+  CHECK(test::countOps(back, "aten::hardtanh") == 35);
+  auto againV = again.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(againV.summary);
+  CHECK(againV.passed);
+}
+
+TEST_CASE("tuned-kernels fuses every activation oneDNN has as a post-op, with the original's numerics") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  Optimizer opt = Optimizer::fromModule(activationsModule());
+  verify::InputSpec input;
+  input.shape = {1, 8, 12, 12};
+  const std::vector<verify::InputSpec> shape{input};
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(shape, 0);
+  opt.run("canonicalize,shape-prop,channels-last{mode=on}", &ctx);
+  REQUIRE(test::countOps(opt.model().forward(), "aten::conv2d") == 10);
+  auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "fused") == 10);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "mkldnn::_convolution_pointwise") == 10);
+  for (const char* gone : {"aten::relu", "aten::hardtanh", "aten::silu", "aten::hardswish", "aten::hardsigmoid",
+                           "aten::sigmoid", "aten::tanh", "aten::gelu", "aten::leaky_relu"}) {
+    INFO(gone);
+    CHECK(test::countOps(g, gone) == 0);
+  }
+  const std::string text = g.str();
+  for (const char* attr : {"\"relu\"", "\"hardtanh\"", "\"swish\"", "\"hardswish\"", "\"hardsigmoid\"", "\"sigmoid\"",
+                           "\"tanh\"", "\"gelu\"", "\"leaky_relu\""}) {
+    INFO(attr);
+    CHECK(text.find(attr) != std::string::npos);
+  }
+  auto v = opt.verify(shape, {1e-4, 1e-4}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+  Optimizer again = reloadChecked(opt, {{1, 8, 12, 12}, {3, 8, 7, 9}}, "acts");
+  const ir::Graph& back = again.model().forward();
+  CHECK(test::countOps(back, "aten::conv2d") == 10);
+  CHECK(test::countOps(back, "aten::gelu") == 2);
+  CHECK(test::countOps(back, "aten::silu") == 1);
+  auto againV = again.verify(shape, {1e-4, 1e-4}, 1);
+  INFO(againV.summary);
+  CHECK(againV.passed);
+}
+
+TEST_CASE("TunedKernelsDoesNotFuseWithoutChannelsLastOrShapesOrWhereTheOperatorIsMissing") {
+  // No shape-prop: the input is not known to be a 4-D tensor.
+  auto plain = test::parseWithConstants(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor = aten::conv2d(%x, %w, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  output(%y)\n",
+      {{"w", at::randn({4, 3, 3, 3})}});
+  rewriters::PassContext ctx;
+  CHECK_FALSE(test::runChecked(*plain.graph, "tuned-kernels{fused=*}", &ctx).changed());
+  CHECK(test::declinedWith(ctx, "not known to be a 4-D tensor"));
+  // A contiguous input: a packed weight would make the result channels-last.
+  auto nchw = test::parseWithConstants(
+      "graph(%x : Tensor{float32, [1, 3, 8, 8], contiguous_format, cpu}):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor{float32, [1, 4, 8, 8], contiguous_format, cpu} = aten::conv2d(%x, %w, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %z : Tensor{float32, [1, 4, 8, 8], contiguous_format, cpu} = aten::relu(%y)\n"
+      "  output(%z)\n",
+      {{"w", at::randn({4, 3, 3, 3})}});
+  rewriters::PassContext nctx;
+  CHECK_FALSE(test::runChecked(*nchw.graph, "tuned-kernels{fused=*}", &nctx).changed());
+  CHECK(test::declinedWith(nctx, kernels::hasFusedConvs() ? "not known to be channels-last" : "no mkldnn::_convolution_pointwise"));
+  CHECK(test::countOps(*nchw.graph, "aten::relu") == 1);
+}
+
+TEST_CASE("TunedKernelsDoesNotFuseAnActivationWithOtherReadersIntoAOneDnnConv") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  // The conv's result is read by the relu and returned: attr "none", the relu stays.
+  auto p = test::parseWithConstants(
+      "graph(%x : Tensor{float32, [1, 3, 8, 8], channels_last, cpu}):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor{float32, [1, 4, 8, 8], channels_last, cpu} = aten::conv2d(%x, %w, None, [1, 1], [1, 1], [1, 1], 1)\n"
+      "  %z : Tensor{float32, [1, 4, 8, 8], channels_last, cpu} = aten::relu(%y)\n"
+      "  %t : Tuple[Tensor, Tensor] = prim::TupleConstruct(%y, %z)\n"
+      "  output(%t)\n",
+      {{"w", at::randn({4, 3, 3, 3})}});
+  rewriters::PassContext ctx;
+  CHECK(test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx).changed());
+  CHECK(test::countOps(*p.graph, "mkldnn::_convolution_pointwise") == 1);
+  CHECK(test::countOps(*p.graph, "aten::relu") == 1);
+  test::checkIR(p.graph->str(), R"(
+    # CHECK: mkldnn::_convolution_pointwise(
+    # CHECK-SAME: "none"
+  )");
+}

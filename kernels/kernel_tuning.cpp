@@ -182,37 +182,25 @@ void offerPrepacked(tune::TuningSession& s) {
     s.keep(element(linears, {}));
 }
 
-// The given pipeline as a whole network on one kernel family: its top-level
-// cast elements dropped when `fp32`, channels-last forced on (inserted
-// before the kernels when the pipeline has none), and
-// tuned-kernels{`option`=*} before its closing fuse-cudnn (or at its end).
+// The given pipeline as a whole network on one kernel family: its cast
+// dropped when `fp32`, channels-last forced on (added when the pipeline has
+// none), and tuned-kernels{`option`=*} where extra passes go (before the
+// closing fuse-cudnn).
 rewriters::Pipeline networkPipeline(const rewriters::Pipeline& given, const std::string& option, bool fp32) {
-  rewriters::PipelineElement kernels, channelsLast;
-  kernels.name = "tuned-kernels";
-  kernels.options.emplace_back(option, "*");
-  channelsLast.name = "channels-last";
-  channelsLast.options.emplace_back("mode", "on");
-  rewriters::Pipeline p;
-  bool hasChannelsLast = false, placed = false;
-  auto place = [&] {
-    if (!hasChannelsLast) p.elements.push_back(channelsLast);
-    p.elements.push_back(kernels);
-    placed = true;
-  };
-  for (const rewriters::PipelineElement& e : given.elements) {
-    if ((fp32 && e.name == "cast") || e.name == "tuned-kernels") continue;
+  rewriters::Pipeline p = given;
+  rewriters::dropPass(p, "tuned-kernels");
+  if (fp32) rewriters::dropPass(p, "cast");
+  std::vector<rewriters::PipelineElement> extra;
+  bool hasChannelsLast = false;
+  for (rewriters::PipelineElement& e : p.elements)
     if (e.name == "channels-last") {
-      rewriters::PipelineElement on = e;
-      on.setOption("mode", "on");
-      on.eraseOption("regions");
-      p.elements.push_back(on);
+      e.setOption("mode", "on");
+      e.eraseOption("regions");
       hasChannelsLast = true;
-      continue;
     }
-    if (e.name == "fuse-cudnn" && !placed) place();
-    p.elements.push_back(e);
-  }
-  if (!placed) place();
+  if (!hasChannelsLast) extra.push_back(rewriters::PipelineElement{"channels-last", {{"mode", "on"}}, {}});
+  extra.push_back(rewriters::PipelineElement{"tuned-kernels", {{option, "*"}}, {}});
+  rewriters::addExtraPasses(p, extra);
   return p;
 }
 

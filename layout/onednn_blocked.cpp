@@ -205,6 +205,17 @@ class Converter {
         rw.setMeta(relu, n->output()->meta());
         converted.insert(relu->node());
         retarget(rw, n, relu, converted);
+      } else if (n->is("aten::silu") || n->is("aten::silu_")) {
+        // x * sigmoid(x): oneDNN tensors have sigmoid and mul, not silu (the
+        // in-place form was its input's only reader).
+        ir::Value* x = ir::OpView::of(n).value("self");
+        ir::Value* gate = rw.call(n, "aten::sigmoid", {x});
+        rw.setMeta(gate, n->output()->meta());
+        converted.insert(gate->node());
+        ir::Value* product = rw.call(n, "aten::mul", {x, gate});
+        rw.setMeta(product, n->output()->meta());
+        converted.insert(product->node());
+        retarget(rw, n, product, converted);
       }
     }
     // Exits: every use outside the regions reads a dense copy.
@@ -240,9 +251,9 @@ class Converter {
     auto allOnes = [](const std::optional<std::vector<int64_t>>& l) {
       return l && std::all_of(l->begin(), l->end(), [](int64_t d) { return d == 1; });
     };
-    if (n->is("aten::relu") || n->is("aten::sigmoid")) {
+    if (n->is("aten::relu") || n->is("aten::sigmoid") || n->is("aten::silu")) {
       if (tensor("self")) return std::vector<const ir::Value*>{tensor("self")};
-    } else if (n->is("aten::relu_")) {
+    } else if (n->is("aten::relu_") || n->is("aten::silu_")) {
       if (onlyUser("self")) return std::vector<const ir::Value*>{tensor("self")};
     } else if (n->is("aten::gelu")) {
       const ir::Literal* approx = op.literal("approximate");
@@ -286,7 +297,8 @@ class Converter {
       const ir::Node* user = u.user;
       if (ir::useMayWrite(u)) {
         if (u.argIndex == 0 && v->uses().size() == 1 &&
-            (user->is("aten::relu_") || user->is("aten::add_") || user->is("aten::_add_relu_")))
+            (user->is("aten::relu_") || user->is("aten::add_") || user->is("aten::_add_relu_") ||
+             user->is("aten::silu_")))
           continue;
         return false;
       }
@@ -338,6 +350,20 @@ void raiseBlockedRegions(ir::Graph& g) {
       if (ir::Node* toMkldnn = producedBy(self(reorder), "aten::to_mkldnn"))
         if (ir::Value* dense = self(toMkldnn)) rw.setArg(n, conv.index("weight"), dense);
   }
+  // silu's decomposition (x * sigmoid(x)) back to silu.
+  for (ir::Node* n : nodes) {
+    if (!n->is("aten::mul") || n->numArgs() != 2 || !n->arg(0).isValue() || !n->arg(1).isValue()) continue;
+    ir::Value* x = n->arg(0).value();
+    ir::Node* gate = producedBy(n->arg(1).value(), "aten::sigmoid");
+    if (!gate || self(gate) != x || gate->output()->uses().size() != 1) continue;
+    ir::Value* silu = rw.call(n, "aten::silu", {x});
+    silu->node()->setScope(n->scope());
+    rw.setMeta(silu, n->output()->meta());
+    rw.replace(n, silu);
+    rw.erase(gate);
+  }
+  nodes.clear();
+  for (ir::Node* n : *g.block()) nodes.push_back(n);
   // Within a region every in-place op was its value's only reader, so
   // dropping the exits' copies changes nothing.
   std::set<const ir::Node*> gone;

@@ -25,7 +25,8 @@ class OneDnnBlockedPass : public rewriters::Pass {
       "stride/padding/dilation/groups and the int-list padding overload, or aten::mkldnn_convolution, with a "
       "constant 4-D weight and bias or None, on an input shape-prop knows to be a 4-D float32 or bfloat16 CPU "
       "tensor of the weight's dtype); and, once their tensor inputs are members, the ops LibTorch computes on "
-      "oneDNN tensors: relu/relu_, sigmoid, gelu (none approximation), add/add_ and mul of two members of the "
+      "oneDNN tensors: relu/relu_, sigmoid, gelu (none approximation), silu/silu_ (as x * sigmoid(x): no silu "
+      "kernel there), add/add_ and mul of two members of the "
       "same shape (alpha 1), _add_relu and _add_relu_ (as add then relu), max_pool2d (dilation 1) and adaptive_avg_pool2d to 1x1 (other sizes need the input divisible by them). An "
       "in-place member must be the only user of the value it writes. A conv whose input is not a member starts "
       "from `aten::to_mkldnn(x)` (one per value); every use of a member's result by a non-member, or by the "
@@ -52,7 +53,8 @@ class OneDnnBlockedPass : public rewriters::Pass {
 // an op that has no kernel for them); the convs read W (the import rebuilt
 // `mkldnn_reorder_conv2d_weight(to_mkldnn(W))` from the holder's
 // __setstate__) and dense activations, as tuned-kernels leaves them, and the
-// pass may convert them again.
+// pass may convert them again. A decomposed silu (x * sigmoid(x)) comes back
+// as silu.
 void raiseBlockedRegions(ir::Graph& g);
 
 }  // namespace ptopt::layout

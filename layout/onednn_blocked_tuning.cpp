@@ -31,6 +31,23 @@ void offerOneDnnBlocked(tune::TuningSession& s) {
 
 }  // namespace
 
+tune::Tunable blockedNetworkTunable() {
+  tune::Tunable t;
+  t.kind = "blocked-network";
+  t.applies = [](tune::TuningSession& s) {
+    return s.context().targetDevice == "cpu" && s.pipelineUses("shape-prop") && s.pipelineUses("cast");
+  };
+  t.alternatives = [](tune::TuningSession&, const rewriters::Pipeline& given) {
+    rewriters::Pipeline p = given;
+    rewriters::dropPass(p, "cast");
+    rewriters::dropPass(p, kPass);
+    rewriters::addExtraPasses(p, {rewriters::PipelineElement{kPass, {}, {}}});
+    return std::vector<std::pair<std::string, rewriters::Pipeline>>{{"blocked-network-fp32", p}};
+  };
+  t.expectedDecisions = [](const ir::Graph&) { return size_t{1}; };
+  return t;
+}
+
 tune::Tunable oneDnnBlockedTunable() {
   tune::Tunable t;
   t.kind = kPass;

@@ -6,6 +6,13 @@
 // digest of the graph and the input shapes) -> an onednn-blocked element
 // when it wins beyond noise, else none. Given in the pipeline before this
 // point, it is kept as given.
+// And, where the pipeline casts (-O3), the whole network it proposes instead
+// of the tuned pipeline (Tunable::alternatives, kind blocked-network): the
+// pipeline given to --tune without its cast, onednn-blocked where extra passes
+// go, as optimize_for_inference runs a network (fp32, oneDNN tensors, weights
+// packed): the precision decision comes first and is per op, so it cannot
+// find an fp32 network that beats bf16 ops; one whole-model A/B against the
+// tuned model, which stays within noise.
 #pragma once
 
 #include "tune/tunable.h"
@@ -13,5 +20,6 @@
 namespace ptopt::layout {
 
 tune::Tunable oneDnnBlockedTunable();
+tune::Tunable blockedNetworkTunable();
 
 }  // namespace ptopt::layout

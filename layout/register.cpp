@@ -14,6 +14,7 @@ void registerLayoutPasses(rewriters::PassRegistry& registry) {
   registry.addRaiseStep({"onednn-blocked", raiseBlockedRegions});
   tune::addTunable(registry, channelsLastTunable());
   tune::addTunable(registry, oneDnnBlockedTunable());
+  tune::addTunable(registry, blockedNetworkTunable());
 }
 
 }  // namespace ptopt::layout

@@ -35,15 +35,15 @@ torch::jit::Module activationsModule() {
   m.define(R"(
 def forward(self, x):
     a0 = torch.relu(torch.conv2d(x, self.w0, self.b0, [1, 1], [1, 1], [1, 1], 1))
-    a1 = torch.nn.functional.hardtanh(torch.conv2d(x, self.w1, self.b1, [1, 1], [1, 1], [1, 1], 1), -1.0, 2.0)
-    a2 = torch.nn.functional.silu(torch.conv2d(x, self.w2, self.b2, [1, 1], [1, 1], [1, 1], 1))
-    a3 = torch.nn.functional.hardswish(torch.conv2d(x, self.w3, self.b3, [1, 1], [1, 1], [1, 1], 1))
-    a4 = torch.nn.functional.hardsigmoid(torch.conv2d(x, self.w4, self.b4, [1, 1], [1, 1], [1, 1], 1))
+    a1 = torch.hardtanh(torch.conv2d(x, self.w1, self.b1, [1, 1], [1, 1], [1, 1], 1), -1.0, 2.0)
+    a2 = torch.silu(torch.conv2d(x, self.w2, self.b2, [1, 1], [1, 1], [1, 1], 1))
+    a3 = torch.hardswish(torch.conv2d(x, self.w3, self.b3, [1, 1], [1, 1], [1, 1], 1))
+    a4 = torch.hardsigmoid(torch.conv2d(x, self.w4, self.b4, [1, 1], [1, 1], [1, 1], 1))
     a5 = torch.sigmoid(torch.conv2d(x, self.w5, self.b5, [1, 1], [1, 1], [1, 1], 1))
     a6 = torch.tanh(torch.conv2d(x, self.w6, self.b6, [1, 1], [1, 1], [1, 1], 1))
-    a7 = torch.nn.functional.gelu(torch.conv2d(x, self.w7, self.b7, [1, 1], [1, 1], [1, 1], 1))
-    a8 = torch.nn.functional.gelu(torch.conv2d(x, self.w8, self.b8, [1, 1], [1, 1], [1, 1], 1), approximate="tanh")
-    a9 = torch.nn.functional.leaky_relu(torch.conv2d(x, self.w9, self.b9, [1, 1], [1, 1], [1, 1], 1), 0.2)
+    a7 = torch.gelu(torch.conv2d(x, self.w7, self.b7, [1, 1], [1, 1], [1, 1], 1))
+    a8 = torch.gelu(torch.conv2d(x, self.w8, self.b8, [1, 1], [1, 1], [1, 1], 1), approximate="tanh")
+    a9 = torch.leaky_relu(torch.conv2d(x, self.w9, self.b9, [1, 1], [1, 1], [1, 1], 1), 0.2)
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9
 )");
   return m;

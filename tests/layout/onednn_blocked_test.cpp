@@ -8,6 +8,7 @@
 #include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
+#include <torch/script.h>
 
 #include <string>
 
@@ -153,6 +154,48 @@ TEST_CASE("onednn-blocked stops a region at ops oneDNN tensors lack (mobilenet_v
   INFO(v.summary);
   CHECK(v.passed);
   CHECK_NOTHROW(p.opt.serialize());
+}
+
+TEST_CASE("onednn-blocked keeps silu in the region as x * sigmoid(x), and the import reads it back as silu") {
+  torch::jit::Module m("SiluBlock");
+  m.register_attribute("training", c10::BoolType::get(), false);
+  for (int i = 0; i < 2; ++i) {
+    m.register_parameter("w" + std::to_string(i), at::randn({8, 8, 3, 3}) * 0.3, false);
+    m.register_parameter("b" + std::to_string(i), at::randn({8}), false);
+  }
+  m.define(R"(
+def forward(self, x):
+    y = torch.silu(torch.conv2d(x, self.w0, self.b0, [1, 1], [1, 1], [1, 1], 1))
+    z = torch.conv2d(y, self.w1, self.b1, [1, 1], [1, 1], [1, 1], 1)
+    return torch.silu(z) + y
+)");
+  Optimizer opt = Optimizer::fromModule(m);
+  verify::InputSpec input;
+  input.shape = {1, 8, 10, 10};
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs({input}, 0);
+  opt.run("canonicalize,shape-prop", &ctx);
+  auto report = opt.run("onednn-blocked", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "onednn-blocked", "regions") == 1);
+  CHECK(test::counter(report, "onednn-blocked", "convs") == 2);
+  CHECK(test::counter(report, "onednn-blocked", "exits") == 1);  // the sum, once, at the output
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::silu") == 0);
+  CHECK(test::countOps(g, "aten::sigmoid") == 2);
+  CHECK(test::countOps(g, "aten::mul") == 2);
+  auto v = opt.verify({input}, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+  Optimizer::Serialized s = opt.serialize();
+  torch::NoGradGuard noGrad;
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 8, 10, 10}, std::vector<int64_t>{2, 8, 7, 13}}) {
+    const at::Tensor x = at::randn(shape);
+    CHECK(at::allclose(s.module.forward({x}).toTensor(), opt.original().forward({x}).toTensor(), 1e-4, 1e-4));
+  }
+  Optimizer again = Optimizer::fromModule(s.module);
+  CHECK(test::countOps(again.model().forward(), "aten::silu") == 2);
+  CHECK(test::countOps(again.model().forward(), "aten::sigmoid") == 0);
+  CHECK(test::countOps(again.model().forward(), "aten::mkldnn_convolution") == 2);
 }
 
 TEST_CASE("onednn-blocked leaves adaptive pooling to sizes other than 1x1 dense") {

@@ -272,7 +272,7 @@ TEST_CASE("tunePipeline: stays within its budget and the rest keep their baselin
   CHECK(t.result.seconds <= 2.0 + 0.5);
   for (const auto& d : t.result.decisions)
     if (d.source == tune::DecisionRecord::Source::Skipped)
-      CHECK(d.choice == (d.kind == "kernel-network" ? "tuned"
+      CHECK(d.choice == (d.kind == "kernel-network" || d.kind == "blocked-network" ? "tuned"
                          : d.kind == "onednn-blocked" || d.kind == "conv-prepack" || d.kind == "linear-prepack"
                              ? "dense"
                              : "conv2d"));

@@ -223,7 +223,7 @@ tune::Tunable networkTunable() {
   t.kind = "kernel-network";
   t.applies = [](tune::TuningSession& s) {
     bool convs = false;
-    s.model().forward().walk([&](ir::Node* n) { convs = convs || n->is("aten::conv2d"); });
+    s.input().forward().walk([&](ir::Node* n) { convs = convs || n->is("aten::conv2d"); });
     return onCpuWithShapes(s) && convs;
   };
   t.alternatives = networkAlternatives;

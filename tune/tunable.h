@@ -58,6 +58,8 @@ class TuningSession {
   // ---- what the decisions read
   // The working copy, as the pipeline so far has left it.
   virtual ir::Model& model() = 0;
+  // The model given to --tune (what alternative pipelines run on).
+  virtual const ir::Model& input() const = 0;
   // The run's target, preferences and example inputs.
   virtual const rewriters::PassContext& context() const = 0;
   virtual c10::Device device() const = 0;

@@ -205,6 +205,7 @@ class PipelineTuning final : public TuningSession {
   // ---- TuningSession: what the decisions read
 
   ir::Model& model() override { return work_; }
+  const ir::Model& input() const override { return input_; }
   const rewriters::PassContext& context() const override { return ctx_; }
   c10::Device device() const override { return o_.device; }
   bool pipelineUses(const std::string& pass) const override { return rewriters::pipelineUses(*pipeline_, pass); }

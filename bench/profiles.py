@@ -72,7 +72,7 @@ def main():
         torch.jit.save(torch.jit.script(model), src)
         out = os.path.join(work, name + "_tune.pt")
         env = dict(os.environ, OMP_NUM_THREADS="1")
-        proc = subprocess.run([args.ptopt, src, out, "-O3", "--tune", "-q", "--input-shape", ",".join(map(str, shape)),
+        proc = subprocess.run([args.ptopt, src, out, "-O3", "--tune", "--input-shape", ",".join(map(str, shape)),
                                "--tuning-cache", os.path.join(work, name + ".tuning.json")],
                               env=env, capture_output=True, text=True)
         original = torch.jit.load(src).eval()
@@ -94,6 +94,11 @@ def main():
         for label, (ms, rows) in results:
             ops = "; ".join("`%s` (%d) %.2f, %.0f%%" % (k, c, t, p) for k, c, t, p in rows)
             print("| %s | %.1f | %.3f | %s |" % (label, ms, ms / base, ops))
+        print()
+        chosen = [line.split("tune: ", 1)[1] for line in proc.stderr.splitlines()
+                  if line.startswith("tune: ") and "network (whole model)" in line]
+        for line in chosen:
+            print("- --tune's whole-network A/B: %s" % line)
         print()
         sys.stdout.flush()
 

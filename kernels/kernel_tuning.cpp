@@ -94,15 +94,17 @@ std::optional<std::vector<tune::Candidate>> linearPrepackCandidates(const ir::No
   return std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", a), std::move(packed)};
 }
 
-// The conv as XNNPACK runs it: conv2d_clamp_run with the context packed
-// once (not timed) and its fused clamp, on the dense candidate's input.
+// The conv (or linear) as XNNPACK runs it: conv2d_clamp_run (linear_clamp_run)
+// with the context packed once (not timed) and its fused clamp, on the dense
+// candidate's input.
 tune::Candidate xnnpackCandidate(const ir::Node& conv, c10::Device device) {
   std::string why;
   auto args = tune::benchArguments(conv, device, why);
   if (!args) throw std::runtime_error(why);
-  const c10::IValue input = (*args)[ir::ConvOp::match(&conv)->index("input")];
+  const c10::IValue input = (*args)[ir::OpView::of(const_cast<ir::Node*>(&conv)).index("input")];  // conv2d or linear
   const c10::IValue context = xnnpackContext(conv, fusableClamp(const_cast<ir::Node*>(&conv)));
-  return tune::boxedCandidate("xnnpack", "prepacked::conv2d_clamp_run", "", {input, context});
+  return tune::boxedCandidate("xnnpack", conv.is("aten::linear") ? "prepacked::linear_clamp_run" : "prepacked::conv2d_clamp_run",
+                              "", {input, context});
 }
 
 bool onCpuWithShapes(tune::TuningSession& s) {
@@ -152,7 +154,7 @@ void offerPrepacked(tune::TuningSession& s) {
     }
     // XNNPACK is a third candidate where it runs (its own kernels: only this
     // machine can say whether they win).
-    const bool withXnnpack = !linear && xnnpackIneligible(*n).empty();
+    const bool withXnnpack = (linear ? xnnpackLinearIneligible(*n) : xnnpackIneligible(*n)).empty();
     std::vector<std::string> names{"dense", "prepacked"};
     if (withXnnpack) names.push_back("xnnpack");
     const std::string choice = s.chooseOp(

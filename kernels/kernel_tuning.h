@@ -10,7 +10,7 @@
 //                 tensors with a constant weight (those in onednn-blocked's
 //                 regions read reordered weights and are left alone), as it
 //                 is vs with its weight packed when the model loads, and for
-//                 a conv2d where this LibTorch has XNNPACK, vs XNNPACK with
+//                 a conv2d or a float32 linear where this LibTorch has XNNPACK, vs XNNPACK with
 //                 its relu/relu6 fused (kernels/xnnpack_convs.h)
 //                 (micro-benchmarks: conv-prepack and linear-prepack); the
 //                 winners checked together on the whole model, and the
@@ -25,7 +25,7 @@
 //                       (tuned-kernels{fused=*}: LibTorch 2.x), the
 //                       pipeline's cast as given;
 //   fused-network-fp32  the same without the cast (when it has one);
-//   xnnpack-network     every conv on XNNPACK with its relu/relu6 fused, in
+//   xnnpack-network     every conv and linear on XNNPACK with its relu/relu6 fused, in
 //                       float32 (tuned-kernels{xnnpack=*}: where XNNPACK
 //                       runs, Debian's 1.13).
 // Per-op choices cannot find these: XNNPACK and fused post-ops pay on a

@@ -21,8 +21,9 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
            "convs and linears (their results' names, ';'-separated; * for all) to run as oneDNN convs with the weight "
            "packed when the model loads (mkldnn_prepacked::conv2d_run; a linear as a 1x1 conv)", {}, {}, {}},
           {"xnnpack", OptionKind::String, "",
-           "convs (their results' names, ';'-separated; * for all) to run on XNNPACK "
-           "(prepacked::conv2d_clamp_run, a following relu/relu6/hardtanh fused as its clamp)", {}, {}, {}},
+           "convs and linears (their results' names, ';'-separated; * for all) to run on XNNPACK "
+           "(prepacked::conv2d_clamp_run, linear_clamp_run; a following relu/relu6/hardtanh fused as its clamp)",
+           {}, {}, {}},
           {"fused", OptionKind::String, "",
            "convs (their results' names, ';'-separated; * for all) to run as oneDNN convs with the weight packed when "
            "the model loads and the following activation fused (mkldnn::_convolution_pointwise, LibTorch 2.x)",

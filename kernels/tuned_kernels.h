@@ -51,12 +51,13 @@ class TunedKernelsPass : public rewriters::Pass {
       "`prepacked::conv2d_clamp_run(x, ctx)` with the packed context a constant that TorchScript pickles by its "
       "dense weight, a following relu/relu6/hardtanh fused as its clamp; float32 only, where this LibTorch has "
       "XNNPACK (declined, with the reason, where it does not); a conv named there and in another list runs on "
-      "XNNPACK. `fused=` names convs that become `mkldnn::_convolution_pointwise(x, Wp, b, ..., attr, scalars, "
+      "XNNPACK; `xnnpack=` also names linears (float32, input of rank 2 or more): `prepacked::linear_clamp_run(x, "
+      "ctx)`, a following relu/hardtanh fused the same way. `fused=` names convs that become `mkldnn::_convolution_pointwise(x, Wp, b, ..., attr, scalars, "
       "algorithm)` (kernels/onednn_fused_convs.h): oneDNN with the weight packed when the model loads and the "
       "conv's only reader fused as its post-op when it is relu, hardtanh/relu6, silu, hardswish, hardsigmoid, "
       "sigmoid, tanh, gelu or leaky_relu, on channels-last dense tensors (LibTorch 2.x; declined with the reason "
       "in 1.13 or on other inputs); a conv named there and in a list other than xnnpack= is fused. "
-      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, fused.";
+      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {

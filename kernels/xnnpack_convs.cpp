@@ -39,10 +39,37 @@ std::string xnnpackIneligible(const ir::Node& n) {
   return "";
 }
 
+std::string xnnpackLinearIneligible(const ir::Node& n) {
+  if (!n.is("aten::linear")) return "not an aten::linear";
+  const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(&n));
+  ir::Value* x = op.value("input");
+  ir::Value* wv = op.value("weight");
+  const auto w = wv ? rewriters::constantTensor(wv) : std::nullopt;
+  if (!w || w->dim() != 2 || !w->device().is_cpu() || w->layout() != c10::kStrided)
+    return "the linear's weight is not a constant 2-D CPU tensor";
+  if (w->scalar_type() != at::kFloat) return "XNNPACK linears are float32 (the weight is not)";
+  if (!x || !x->meta().shape || x->meta().shape->size() < 2 || x->meta().dtype != c10::ScalarType::Float ||
+      (x->meta().device && !x->meta().device->is_cpu()))
+    return "its input is not known to be a float32 CPU tensor of rank 2 or more (run shape-prop)";
+  if (rewriters::isWrittenAnywhere(wv)) return "the linear's weight is written in place";
+  if (op.has("bias") && op.value("bias") && !rewriters::constantTensor(op.value("bias")))
+    return "the linear's bias is not a constant";
+  if (!target::xnnpackConvRuns()) return "this LibTorch has no XNNPACK (prepacked::linear_clamp_run)";
+  return "";
+}
+
 c10::IValue xnnpackContext(const ir::Node& n, const FusedClamp& clamp) {  // for the tuner's candidates
+  auto optional = [](const std::optional<double>& v) { return v ? c10::IValue(*v) : c10::IValue(); };
+  if (n.is("aten::linear")) {
+    const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(&n));
+    const auto bias = op.value("bias") ? rewriters::constantTensor(op.value("bias")) : std::nullopt;
+    torch::jit::Stack stack{*rewriters::constantTensor(op.value("weight")), bias ? c10::IValue(*bias) : c10::IValue(),
+                            optional(clamp.min), optional(clamp.max)};
+    c10::Dispatcher::singleton().findSchemaOrThrow("prepacked::linear_clamp_prepack", "").callBoxed(&stack);
+    return stack.at(0);
+  }
   const auto conv = ir::ConvOp::match(&n);
   const auto bias = conv->bias() ? rewriters::constantTensor(conv->bias()) : std::nullopt;
-  auto optional = [](const std::optional<double>& v) { return v ? c10::IValue(*v) : c10::IValue(); };
   torch::jit::Stack stack{*rewriters::constantTensor(conv->weight()), bias ? c10::IValue(*bias) : c10::IValue(),
                           *conv->stride(), *conv->padding(), *conv->dilation(), conv->groups(),
                           optional(clamp.min), optional(clamp.max)};
@@ -50,22 +77,56 @@ c10::IValue xnnpackContext(const ir::Node& n, const FusedClamp& clamp) {  // for
   return stack.at(0);
 }
 
+namespace {
+
+// linear(x, W, b) [-> relu/hardtanh] as linear_clamp_run(x, linear_clamp_prepack(W, b, min, max)).
+template <typename Bound>
+void packXnnpackLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* n, const Bound& bound) {
+  const ir::OpView op = ir::OpView::of(n);
+  const FusedClamp clamp = fusableClamp(n);
+  const c10::FunctionSchema* prepack = ir::findSchema("prepacked::linear_clamp_prepack", "");
+  ir::Node* pack = graph.createCall("prepacked::linear_clamp_prepack",
+                                    {op.arg("weight"), op.has("bias") ? op.arg("bias") : ir::Arg(ir::Literal()),
+                                     ir::Arg(bound(clamp.min)), ir::Arg(bound(clamp.max))},
+                                    {prepack->returns().at(0).type()});
+  pack->setScope(n->scope());
+  pack->setProvenance("tuned-kernels(xnnpack)");
+  rw.insert(pack, n);
+  ir::Node* replaced = clamp.activation ? clamp.activation : n;
+  ir::Value* y = rw.createLike(replaced, "prepacked::linear_clamp_run", {op.arg("input"), ir::Arg(pack->output())},
+                               "tuned-kernels(xnnpack)");
+  rw.replace(replaced, y);
+  if (clamp.activation) rw.erase(n);
+}
+
+}  // namespace
+
 void packXnnpackConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,
                       const std::set<std::string>& names, rewriters::PassResult& r, const std::string& pass) {
   std::vector<ir::Node*> convs;
   graph.walk([&](ir::Node* n) {
-    if (n->is("aten::conv2d") && n->numOutputs() == 1 && (names.count("*") || names.count(n->output()->name())))
+    if ((n->is("aten::conv2d") || n->is("aten::linear")) && n->numOutputs() == 1 &&
+        (names.count("*") || names.count(n->output()->name())))
       convs.push_back(n);
   });
   const c10::FunctionSchema* prepack = ir::findSchema("prepacked::conv2d_clamp_prepack", "");
+  auto bound = [](const std::optional<double>& v) { return v ? ir::Literal(*v) : ir::Literal(); };
   for (ir::Node* n : convs) {
+    if (n->is("aten::linear")) {
+      if (std::string why = xnnpackLinearIneligible(*n); !why.empty()) {
+        if (ctx.declineOnce(pass, n, why)) r.count("declined");
+        continue;
+      }
+      packXnnpackLinear(graph, rw, n, bound);
+      r.count("xnnpack-linear");
+      continue;
+    }
     if (std::string why = xnnpackIneligible(*n); !why.empty()) {
       if (ctx.declineOnce(pass, n, why)) r.count("declined");
       continue;
     }
     const auto conv = ir::ConvOp::match(n);
     const FusedClamp clamp = fusableClamp(n);
-    auto bound = [](const std::optional<double>& v) { return v ? ir::Literal(*v) : ir::Literal(); };
     // conv2d_clamp_prepack(W, B, stride, padding, dilation, groups, min, max):
     // a function of constants, made when the file loads (ir/load_time.h).
     ir::Node* pack = graph.createCall(
@@ -92,17 +153,19 @@ void raiseXnnpackConvs(ir::Graph& g) {
   ir::Rewriter rw(g, nullptr, "tuned-kernels");
   std::vector<ir::Node*> runs;
   for (ir::Node* n : *g.block())
-    if (n->is("prepacked::conv2d_clamp_run")) runs.push_back(n);
+    if (n->is("prepacked::conv2d_clamp_run") || n->is("prepacked::linear_clamp_run")) runs.push_back(n);
   std::set<ir::Node*> packs;
   for (ir::Node* n : runs) {
     const ir::OpView run = ir::OpView::of(n);
     ir::Value* packed = run.value("W_prepack");
     ir::Node* pack = packed ? packed->node() : nullptr;
-    if (!pack || !pack->is("prepacked::conv2d_clamp_prepack")) continue;
+    const bool linear = n->is("prepacked::linear_clamp_run");
+    if (!pack || !pack->is(linear ? "prepacked::linear_clamp_prepack" : "prepacked::conv2d_clamp_prepack")) continue;
     const ir::OpView p = ir::OpView::of(pack);
-    ir::Value* y = rw.call(n, "aten::conv2d",
-                           {run.arg("X"), p.arg("W"), p.arg("B"), p.arg("stride"), p.arg("padding"), p.arg("dilation"),
-                            p.arg("groups")});
+    ir::Value* y = linear ? rw.call(n, "aten::linear", {run.arg("X"), p.arg("W"), p.arg("B")})
+                          : rw.call(n, "aten::conv2d",
+                                    {run.arg("X"), p.arg("W"), p.arg("B"), p.arg("stride"), p.arg("padding"),
+                                     p.arg("dilation"), p.arg("groups")});
     y->node()->setScope(n->scope());
     const std::optional<double> lo = p.floatArg("output_min"), hi = p.floatArg("output_max");
     if (lo == 0.0 && !hi) {

@@ -13,8 +13,14 @@
 // not written in place, a constant bias or none, an input shape-prop knows
 // as a 4-D float32 CPU tensor; and this LibTorch's XNNPACK runs here
 // (target::xnnpackConvRuns: Debian's 1.13 has it, PyPI's x86 wheels do not).
-// The import raises it back (raiseXnnpackConvs: aten::conv2d, then relu or
-// hardtanh for the clamp), so every pass reads a model ptopt wrote.
+// Linears the same way: `aten::linear(x, W, b)` with a constant 2-D float32
+// weight on an input shape-prop knows as a float32 CPU tensor of rank 2 or
+// more becomes `prepacked::linear_clamp_run(x, prepacked::linear_clamp_prepack(
+// W, B, min, max))` (XNNPACK's GEMM over the last dim, any leading dims), a
+// following relu/hardtanh fused the same way (xnnpackLinearIneligible).
+// The import raises them back (raiseXnnpackConvs: aten::conv2d or
+// aten::linear, then relu or hardtanh for the clamp), so every pass reads a
+// model ptopt wrote.
 #pragma once
 
 #include "ir/ir.h"
@@ -39,12 +45,15 @@ FusedClamp fusableClamp(ir::Node* conv);
 
 // Why `n` cannot run as an XNNPACK conv, or "".
 std::string xnnpackIneligible(const ir::Node& n);
+// Why linear `n` cannot run as an XNNPACK linear, or "".
+std::string xnnpackLinearIneligible(const ir::Node& n);
 
-// The XNNPACK context of conv `n` (eligible) with `clamp`, made now.
+// The XNNPACK context of conv or linear `n` (eligible) with `clamp`, made now.
 c10::IValue xnnpackContext(const ir::Node& n, const FusedClamp& clamp);
 
-// Rewrites the convs named in `names` (`*`: every one); a named conv that
-// does not qualify is declined with the reason. Counter: xnnpack.
+// Rewrites the convs and linears named in `names` (`*`: every one); a named
+// op that does not qualify is declined with the reason. Counters: xnnpack,
+// xnnpack-linear.
 void packXnnpackConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,
                       const std::set<std::string>& names, rewriters::PassResult& r, const std::string& pass);
 

@@ -6,6 +6,7 @@
 #include "ir/rewriter.h"
 #include "ir/mutation.h"
 #include "rewriters/constants.h"
+#include "rewriters/name_list.h"
 
 #include <fmt/format.h>
 
@@ -22,7 +23,10 @@ using rewriters::PassResult;
 
 std::vector<rewriters::OptionSpec> OneDnnBlockedPass::optionSpecs() const {
   return {{"min-convs", OptionKind::Int, "2",
-           "convert a region only when it has at least this many convs (entry and exit reorders cost)", {}, 1.0, {}}};
+           "convert a region only when it has at least this many convs (entry and exit reorders cost)", {}, 1.0, {}},
+          {"regions", OptionKind::String, "",
+           "only these regions (the names of their first ops' results, ';'-separated; empty: all), as --tune "
+           "decides them", {}, {}, {}}};
 }
 
 namespace {
@@ -81,12 +85,11 @@ class Converter {
   Converter(ir::Graph& g, PassContext& ctx, std::string pass, int64_t minConvs)
       : g_(g), ctx_(ctx), pass_(std::move(pass)), minConvs_(minConvs), mutation_(g) {}
 
-  PassResult run() {
-    PassResult r;
-    ir::Block* top = g_.block();
+  // The regions, by root, each its members in program order.
+  std::map<size_t, std::vector<ir::Node*>> regions() {
     std::vector<ir::Node*> order;
-    for (ir::Node* n : *top) order.push_back(n);
-    // 1. Membership, in program order: a value is blocked when a member made it.
+    for (ir::Node* n : *g_.block()) order.push_back(n);
+    // Membership, in program order: a value is blocked when a member made it.
     std::map<const ir::Node*, size_t> regionOf;  // member -> region id
     std::vector<size_t> parent;                  // union-find over region ids
     auto find = [&](size_t x) {
@@ -133,10 +136,29 @@ class Converter {
       }
       regionOf[n] = *joined;
     }
-    if (regionOf.empty()) return r;
     std::map<size_t, std::vector<ir::Node*>> members;  // root -> members in program order
     for (ir::Node* n : order)
       if (auto it = regionOf.find(n); it != regionOf.end()) members[find(it->second)].push_back(n);
+    return members;
+  }
+
+  // The regions that min-convs keeps: id (the first member's result) and convs.
+  std::vector<BlockedRegion> listed() {
+    std::vector<BlockedRegion> out;
+    for (auto& [root, nodes] : regions()) {
+      const size_t convs = static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), isConv2dForm));
+      if (static_cast<int64_t>(convs) >= minConvs_) out.push_back({nodes.front()->output()->name(), convs});
+    }
+    return out;
+  }
+
+  PassResult run(const std::set<std::string>& named) {
+    PassResult r;
+    ir::Block* top = g_.block();
+    std::vector<ir::Node*> order;
+    for (ir::Node* n : *top) order.push_back(n);
+    const std::map<size_t, std::vector<ir::Node*>> members = regions();
+    if (members.empty()) return r;
     std::set<const ir::Node*> converted;
     for (auto& [root, nodes] : members) {
       int64_t convs = 0;
@@ -145,6 +167,10 @@ class Converter {
         ctx_.decline(pass_, nodes.front(),
                      fmt::format("a region of {} conv{} (min-convs={}): the entry and exit reorders cost more",
                                  convs, convs == 1 ? "" : "s", minConvs_));
+        continue;
+      }
+      if (!named.empty() && !named.count(nodes.front()->output()->name())) {
+        ctx_.decline(pass_, nodes.front(), "its region is not named in regions=");
         continue;
       }
       for (ir::Node* n : nodes) converted.insert(n);
@@ -332,7 +358,13 @@ PassResult OneDnnBlockedPass::run(ir::Graph& graph, PassContext& ctx) {
       ctx.decline(name(), top->outputNode(), std::string("this LibTorch has no ") + op);
       return unchanged();
     }
-  return Converter(graph, ctx, name(), options().getInt("min-convs")).run();
+  return Converter(graph, ctx, name(), options().getInt("min-convs"))
+      .run(rewriters::parseNameList(options().getString("regions")));
+}
+
+std::vector<BlockedRegion> oneDnnBlockedRegions(ir::Graph& graph, int64_t minConvs) {
+  rewriters::PassContext scratch;
+  return Converter(graph, scratch, "onednn-blocked", minConvs).listed();
 }
 
 void raiseBlockedRegions(ir::Graph& g) {

@@ -7,6 +7,7 @@
 #include "rewriters/pass.h"
 
 #include <string>
+#include <vector>
 
 namespace ptopt::layout {
 
@@ -32,10 +33,12 @@ class OneDnnBlockedPass : public rewriters::Pass {
       "from `aten::to_mkldnn(x)` (one per value); every use of a member's result by a non-member, or by the "
       "graph's outputs, reads `aten::to_dense` of it (one per value, placed after it), so everything outside the "
       "regions sees dense tensors as before. Regions with fewer than `min-convs` convs are not converted (the "
-      "entry and exit reorders cost more). Fires only for a CPU target (oneDNN tensors are CPU tensors) on a "
+      "entry and exit reorders cost more); with `regions=` only the regions named there (by their first op's result). "
+      "Fires only for a CPU target (oneDNN tensors are CPU tensors) on a "
       "LibTorch with these operators; declines name the reason. Numerics are oneDNN's (the same kernels "
       "mkldnn_convolution uses). Whether it pays depends on the machine (much with AVX-512 and bf16, little on "
-      "AVX2): --tune decides it with a whole-model A/B and adds it before the closing fuse-cudnn; given "
+      "AVX2): --tune decides it with whole-model A/Bs, all regions and then each region in turn, and adds it "
+      "before the closing fuse-cudnn; given "
       "explicitly, it converts every region. Counters: regions, convs, entries, exits.";
 
   std::string name() const override { return "onednn-blocked"; }
@@ -46,6 +49,15 @@ class OneDnnBlockedPass : public rewriters::Pass {
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
 };
+
+// The regions the pass converts on `graph` (min-convs applied), in program
+// order: each one's id (the name of its first op's result: what regions=
+// names) and conv count; for --tune's per-region decisions.
+struct BlockedRegion {
+  std::string id;
+  size_t convs = 0;
+};
+std::vector<BlockedRegion> oneDnnBlockedRegions(ir::Graph& graph, int64_t minConvs);
 
 // The pass's inverse, the raise step import runs on a model ptopt wrote
 // (ir/raise.h): its regions come back dense. Passes know dense tensors only

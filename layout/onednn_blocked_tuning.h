@@ -3,8 +3,11 @@
 // before the closing fuse-cudnn or tuned-kernels: the whole model with its
 // conv regions on oneDNN tensors and their weights packed when it loads
 // (layout/onednn_blocked.h) vs the model as tuned so far (A/B, cached by a
-// digest of the graph and the input shapes) -> an onednn-blocked element
-// when it wins beyond noise, else none. Given in the pipeline before this
+// digest of the graph and the input shapes); then, with two or more regions,
+// each region in turn (most convs first, up to 8; the others as that A/B
+// left them): the best set so far vs the set with this region the other
+// way, kept only when it wins beyond noise -> onednn-blocked (all regions)
+// or onednn-blocked{regions=...}, else none. Given in the pipeline before this
 // point, it is kept as given.
 // And, where the pipeline casts (-O3), the whole network it proposes instead
 // of the tuned pipeline (Tunable::alternatives, kind blocked-network): the

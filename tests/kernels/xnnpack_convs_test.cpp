@@ -1,5 +1,5 @@
-// tuned-kernels{xnnpack=...} (kernels/xnnpack_convs.h): the named convs run
-// on XNNPACK with a following relu6/relu fused as the clamp, the context
+// tuned-kernels{xnnpack=...} (kernels/xnnpack_convs.h): the named convs (and
+// linears) run on XNNPACK with a following relu6/relu fused as the clamp, the context
 // packed when the file loads; numerics equal the original's within fp32
 // tolerance; every edit is logged; the saved file reloads at two shapes and
 // ptopt imports it back to conv2d + hardtanh; named must-not-fire cases.
@@ -39,11 +39,14 @@ TEST_CASE("tuned-kernels runs the named convs on XNNPACK with relu6 fused, packe
   auto report = opt.run("tuned-kernels{xnnpack=\"*\"}", &ctx, test::checkedInstrumentation());
   CHECK(report.changed());
   CHECK(test::counter(report, "tuned-kernels", "xnnpack") == 52);
+  CHECK(test::counter(report, "tuned-kernels", "xnnpack-linear") == 1);  // the classifier
   CHECK(test::loggedEdits(report) > 0);
   const ir::Graph& g = opt.model().forward();
   CHECK(test::countOps(g, "aten::conv2d") == 0);
   CHECK(test::countOps(g, "prepacked::conv2d_clamp_run") == 52);
   CHECK(test::countOps(g, "prepacked::conv2d_clamp_prepack") == 52);
+  CHECK(test::countOps(g, "aten::linear") == 0);
+  CHECK(test::countOps(g, "prepacked::linear_clamp_run") == 1);
   // Every relu6 was a conv's only reader: fused into its clamp.
   CHECK(test::countOps(g, "aten::hardtanh") + test::countOps(g, "aten::hardtanh_") == 0);
   test::checkIR(g.str(), R"(
@@ -81,6 +84,8 @@ TEST_CASE("tuned-kernels runs the named convs on XNNPACK with relu6 fused, packe
   CHECK(test::countOps(back, "prepacked::conv2d_clamp_prepack") == 0);
   CHECK(test::countOps(back, "aten::conv2d") == 52);
   CHECK(test::countOps(back, "aten::hardtanh") == 35);
+  CHECK(test::countOps(back, "prepacked::linear_clamp_run") == 0);
+  CHECK(test::countOps(back, "aten::linear") == 1);
   auto again_v = again.verify(f.inputs, {1e-4, 1e-5}, 1);
   INFO(again_v.summary);
   CHECK(again_v.passed);
@@ -111,6 +116,31 @@ TEST_CASE("TunedKernelsDoesNotRunOnXnnpackWithoutShapesOrFloat32") {
   rewriters::PassContext bctx;
   CHECK_FALSE(test::runChecked(*bf16.graph, "tuned-kernels{xnnpack=*}", &bctx).changed());
   CHECK(test::declinedWith(bctx, "XNNPACK convs are float32"));
+}
+
+TEST_CASE("TunedKernelsDoesNotRunALinearOnXnnpackWithoutShapesOrFloat32") {
+  if (!target::xnnpackConvRuns()) {
+    WARN("SKIPPED: this LibTorch has no XNNPACK");
+    return;
+  }
+  auto plain = test::parseWithConstants(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  output(%y)\n",
+      {{"w", at::randn({4, 3})}});
+  rewriters::PassContext ctx;
+  CHECK_FALSE(test::runChecked(*plain.graph, "tuned-kernels{xnnpack=*}", &ctx).changed());
+  CHECK(test::declinedWith(ctx, "rank 2 or more"));
+  auto bf16 = test::parseWithConstants(
+      "graph(%x : Tensor{bfloat16, [2, 3], contiguous_format, cpu}):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  output(%y)\n",
+      {{"w", at::randn({4, 3}).to(at::kBFloat16)}});
+  rewriters::PassContext bctx;
+  CHECK_FALSE(test::runChecked(*bf16.graph, "tuned-kernels{xnnpack=*}", &bctx).changed());
+  CHECK(test::declinedWith(bctx, "XNNPACK linears are float32"));
 }
 
 TEST_CASE("TunedKernelsDoesNotFuseAnActivationWithOtherReaders") {

@@ -198,6 +198,22 @@ def forward(self, x):
   CHECK(test::countOps(again.model().forward(), "aten::mkldnn_convolution") == 2);
 }
 
+TEST_CASE("onednn-blocked converts only the regions named in regions=") {
+  const auto& f = test::fixture("mobilenet_v2_script");
+  Prepared p = prepared("mobilenet_v2_script", "-O2");
+  const auto regions = layout::oneDnnBlockedRegions(p.opt.model().forward(), 2);
+  REQUIRE(regions.size() > 2);  // relu6 ends a region at every activation
+  for (const auto& r : regions) CHECK(r.convs >= 2);
+  const std::string pick = regions[1].id;
+  auto report = p.opt.run("onednn-blocked{regions=\"" + pick + "\"}", &p.ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "onednn-blocked", "regions") == 1);
+  CHECK(test::counter(report, "onednn-blocked", "convs") == static_cast<int64_t>(regions[1].convs));
+  CHECK(test::declinedWith(p.ctx, "not named in regions="));
+  auto v = p.opt.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
 TEST_CASE("onednn-blocked leaves adaptive pooling to sizes other than 1x1 dense") {
   const auto& f = test::fixture("adaptive_pool3");
   Prepared p = prepared("adaptive_pool3", "-O1");

@@ -5,6 +5,8 @@
 // channels-last is decided per region (one A/B for a single region). The
 // candidates themselves run for real (the fake timer calls them), so a
 // candidate with wrong arguments fails here.
+#include "kernels/onednn_fused_convs.h"
+#include "target/kernel_probes.h"
 #include "kernels/tuned_kernels.h"
 #include "layout/channels_last.h"
 #include "target/capabilities.h"
@@ -87,8 +89,10 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   // 20 convs, the whole-model check of their kernels, onednn-blocked's A/B,
   // and, where this LibTorch has prepacked convs, each conv's and the fc
   // linear's prepack (a tie here: none is packed, so no whole-model check
-  // follows).
-  const size_t decisions = 22 + (kernels::hasPrepackedConvs() ? 21 : 0);
+  // follows), and the whole networks' A/B where this LibTorch has fused
+  // oneDNN convs or XNNPACK.
+  const size_t decisions = 22 + (kernels::hasPrepackedConvs() ? 21 : 0) +
+                           (kernels::hasFusedConvs() || target::xnnpackConvRuns() ? 1 : 0);
   CHECK(first.result.measured < decisions);  // repeated shapes are measured once
   CHECK(first.result.cached == decisions - first.result.measured);
   const tune::DecisionRecord* blocked = wholeModel(first.result, "onednn-blocked");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -36,10 +37,34 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
   plan.hardBudget = o.hardBudget;
   plan.maxRounds = static_cast<int>(o.maxPairs);
   plan.budgetSeconds = o.budgetSeconds;  // the warm-up counts against it
-  // Stop before the budget once the verdict is settled: from 20 pairs on, every 10.
-  plan.checkFrom = 20;
-  plan.checkEvery = 10;
-  auto settled = [&o](const measure::Sampling& s) {
+  // Stop before the budget once the answer is clear (asked after every pair).
+  plan.checkFrom = 1;
+  plan.checkEvery = 1;
+  const double start = clock.elapsedSeconds();
+  auto settled = [&o, &clock, start](const measure::Sampling& s) {
+    const size_t n = s.ms[0].size();
+    if (n < o.minPairs) {
+      // A slow model: when, at the last pair's pace, the pairs that fit in a
+      // hard budget stay below minPairs, the only verdict left is every pair
+      // differing by more than kClearDifference the same way; once one pair
+      // does not, there will be none, and the rest of the budget would buy
+      // nothing.
+      if (!o.hardBudget) return false;
+      const double pairSeconds = (s.ms[0].back() + s.ms[1].back()) * s.callsPerSample / 1000.0;
+      const double left = o.budgetSeconds - (clock.elapsedSeconds() - start);
+      const double more = pairSeconds > 0 && left > 0 ? std::floor(left / pairSeconds) : 0;
+      if (static_cast<double>(n) + more >= static_cast<double>(o.minPairs)) return false;
+      bool slower = true, faster = true;
+      for (size_t i = 0; i < n; ++i) {
+        const double r = s.ms[1][i] / s.ms[0][i];
+        slower = slower && r > 1 + kClearDifference;
+        faster = faster && r < 1 - kClearDifference;
+      }
+      return !slower && !faster;
+    }
+    // Then at minPairs and every 5 pairs: the verdict settled (the interval
+    // wholly above 1 + margin, below 1 - margin, or within 1 +- margin).
+    if ((n - o.minPairs) % 5 != 0) return false;
     return measure::verdictSettled(measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 400), o.margin);
   };
   const measure::Sampling s =
@@ -77,12 +102,14 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
   return m;
 }
 
+// Set even when the count is already LibTorch's: at::set_num_threads also
+// sizes the pthreadpool XNNPACK runs on, which OMP_NUM_THREADS does not (it
+// starts with one thread per core), and a 1-thread timing reads the calling
+// thread's CPU time, so work on other pool threads would go uncounted.
 ScopedThreads::ScopedThreads(int threads) : previous_(at::get_num_threads()) {
-  if (threads > 0 && threads != previous_) at::set_num_threads(threads);
+  if (threads > 0) at::set_num_threads(threads);
 }
-ScopedThreads::~ScopedThreads() {
-  if (at::get_num_threads() != previous_) at::set_num_threads(previous_);
-}
+ScopedThreads::~ScopedThreads() { at::set_num_threads(previous_); }
 
 namespace {
 // LibTorch's message without its backtrace; of a TorchScript traceback, the

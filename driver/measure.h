@@ -58,9 +58,11 @@ struct MeasureOptions {
   size_t maxPairs = 100;       // enough for a tight interval; fast models stop here
   int warmupRuns = 3;          // untimed runs of each model first
   double margin = 0.02;        // slower only when the CI's lower bound exceeds 1 + margin
-  // Stop before the budget once the answer is clear: from 20 pairs on, every
-  // 10 pairs, when the CI lies wholly above 1 + margin, below 1 - margin, or
-  // within 1 +- margin.
+  // Stop before the budget once the answer is clear: at minPairs and every 5
+  // pairs after, when the CI lies wholly above 1 + margin, below 1 - margin,
+  // or within 1 +- margin; and, with hardBudget, on a model so slow that fewer
+  // than minPairs pairs fit, as soon as a pair differs by less than
+  // kClearDifference (or the pairs disagree in direction): no verdict can come.
   bool earlyStop = true;
   // Run both through LibTorch's profiling executor with its graph optimizer
   // on, as deployment does. Off by default (as verification runs them): the

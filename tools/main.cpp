@@ -9,6 +9,7 @@
 #include "ir/version.h"
 #include "rewriters/pass.h"
 
+#include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 
 #include <pthread.h>
@@ -53,6 +54,12 @@ namespace {
 
 int ptoptMain(int argc, char** argv) {
   using namespace ptopt::tools;
+  // Every pool at the intra-op thread count (OMP_NUM_THREADS or the cores):
+  // at::set_num_threads also sizes the pthreadpool XNNPACK runs on, which
+  // otherwise keeps one thread per core whatever OMP_NUM_THREADS says, so
+  // XNNPACK kernels would run (and --tune time them) on more threads than
+  // everything else.
+  at::set_num_threads(at::get_num_threads());
   CLI::App app{"ptopt: optimize TorchScript models for inference, with proof of numerics.\n"
                "  ptopt IN.pt OUT.pt [-O1 | --passes PIPELINE] [--input-shape 1,3,224,224]\n"
                "  ptopt show IN.pt\n  ptopt verify A.pt B.pt --input-shape 1,3,224,224\n"

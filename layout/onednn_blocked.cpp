@@ -384,10 +384,11 @@ void raiseBlockedRegions(ir::Graph& g) {
   }
   // silu's decomposition (x * sigmoid(x)) back to silu.
   for (ir::Node* n : nodes) {
-    if (!n->is("aten::mul") || n->numArgs() != 2 || !n->arg(0).isValue() || !n->arg(1).isValue()) continue;
-    ir::Value* x = n->arg(0).value();
-    ir::Node* gate = producedBy(n->arg(1).value(), "aten::sigmoid");
-    if (!gate || self(gate) != x || gate->output()->uses().size() != 1) continue;
+    if (!n->is("aten::mul")) continue;
+    const ir::OpView mul = ir::OpView::of(n);
+    ir::Value* x = mul.value("self");
+    ir::Node* gate = producedBy(mul.value("other"), "aten::sigmoid");
+    if (!x || !gate || self(gate) != x || gate->output()->uses().size() != 1) continue;
     ir::Value* silu = rw.call(n, "aten::silu", {x});
     silu->node()->setScope(n->scope());
     rw.setMeta(silu, n->output()->meta());

@@ -424,6 +424,7 @@ void measureStage(Stages& r, bool ok) {
       torch::NoGradGuard noGrad;
       torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
       measure::DeviceClock clock(r.device);  // thread CPU time at one thread; CUDA events
+      rec["clock"] = clock.method();
       picked = pickNotSlower(in, candidates, mo, clock);
       if (candidates.size() == 1) {  // force: OUT is written whatever it measures; time it anyway
         picked.tried.back().measurement = measurePair(in, candidates[0].build(), mo, clock);

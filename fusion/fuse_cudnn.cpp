@@ -58,7 +58,7 @@ class Fuser {
         return decline(relu, "an in-place add followed by an out-of-place relu");
       return fuseAdd(relu, producer, producer->is("aten::add_"));
     }
-    if (producer->is("aten::conv2d")) {
+    if (producer->is("aten::conv2d") || producer->is("aten::_convolution") || producer->is("aten::convolution")) {
       ConvMatch m = fusibleConv(in);
       if (!m.conv) return decline(relu, m.why);
       const ir::ConvOp& conv = *m.conv;
@@ -110,21 +110,45 @@ class Fuser {
     r_.count("add-relu");
   }
 
-  // `v` as the result of a conv2d that cuDNN can fuse, or why not.
+  // `v` as the result of a conv2d (or of a traced model's 2-D
+  // aten::_convolution / aten::convolution) that cuDNN can fuse, or why not.
   ConvMatch fusibleConv(ir::Value* v) {
     ir::Node* node = v->node();
-    if (!node || !node->is("aten::conv2d")) return {std::nullopt, "no conv2d feeds it"};
-    if (node->overload() != "") return {std::nullopt, "the conv's padding is a string (\"same\"/\"valid\")"};
+    const bool unified = node && (node->is("aten::_convolution") || node->is("aten::convolution"));
+    if (!node || !(node->is("aten::conv2d") || unified)) return {std::nullopt, "no conv2d feeds it"};
+    if (!unified && node->overload() != "") return {std::nullopt, "the conv's padding is a string (\"same\"/\"valid\")"};
     if (v->uses().size() != 1) return {std::nullopt, "the conv's result has another user"};
     const ir::OpView args = ir::OpView::of(node);
     if (!args.has("groups")) return {std::nullopt, "the conv has defaulted arguments"};
     for (const char* list : {"stride", "padding", "dilation"})
       if (!args.intListArg(list)) return {std::nullopt, "the conv's stride/padding/dilation are not literal"};
+    if (unified) {
+      if (auto why = unifiedConvProblem(args)) return {std::nullopt, *why};
+    }
     auto conv = ir::ConvOp::match(node);
     if (!conv) return {std::nullopt, "groups is not literal"};
     auto w = constantTensor(conv->weight());
     if (!w || w->dim() != 4) return {std::nullopt, "the conv's weight is not a constant 4-D tensor"};
     return {conv, ""};
+  }
+
+  // Why the unified form (traced models) cannot become cuDNN's fused conv:
+  // it must be a plain convolution, and the cuDNN flags that the graph fixes
+  // must be ones the fused kernel, which reads the global flags, agrees with.
+  static std::optional<std::string> unifiedConvProblem(const ir::OpView& args) {
+    const auto transposed = args.boolArg("transposed");
+    if (!transposed || *transposed) return "the conv is transposed (or its 'transposed' flag is not literal)";
+    const auto outputPadding = args.intListArg("output_padding");
+    if (!outputPadding) return "the conv's output_padding is not literal";
+    for (int64_t p : *outputPadding)
+      if (p != 0) return "the conv has a non-zero output_padding";
+    if (args.has("cudnn_enabled") && args.boolArg("cudnn_enabled") != std::optional<bool>(true))
+      return "the traced conv has cuDNN disabled (cudnn_enabled=False)";
+    if (args.has("deterministic") && args.boolArg("deterministic") != std::optional<bool>(false))
+      return "the traced conv asks for deterministic cuDNN algorithms, which the fused kernel does not promise";
+    if (args.has("allow_tf32") && args.boolArg("allow_tf32") != std::optional<bool>(true))
+      return "the traced conv forbids TF32 (allow_tf32=False) while the fused kernel follows the global flag";
+    return std::nullopt;
   }
 
   // The conv's weight, stored contiguous when it is in neither format.

@@ -96,7 +96,7 @@ TEST_CASE("fuse-cudnn turns resnet18's conv+add+relu and conv+relu into cuDNN's 
 }
 
 // Only the CUDA run: ctest reports a case that prints SKIPPED as skipped.
-TEST_CASE("resnet18 with cuDNN's fused kernels matches the original on CUDA") {
+TEST_CASE("resnet18 with cuDNN's fused kernels matches the original on CUDA", "[cuda]") {
   const auto& f = test::fixture("resnet18_script");
   ir::Model model = test::importFixture(f);
   rewriters::PassContext ctx;
@@ -105,6 +105,49 @@ TEST_CASE("resnet18 with cuDNN's fused kernels matches the original on CUDA") {
   test::runPipeline(model.forward(), "-O1", &ctx);
   REQUIRE(test::countOps(model.forward(), "aten::cudnn_convolution_add_relu") == 8);
   checkOnCuda(ir::exportModel(model), torch::jit::load(f.path), verify::makeInputs(f.inputs, 1));
+}
+
+// A traced model keeps aten::_convolution for CUDA targets (canonicalize
+// leaves its fixed cuDNN flags alone there): fuse-cudnn fuses that form.
+TEST_CASE("fuse-cudnn fuses a traced resnet18's aten::_convolution, on CUDA too", "[cuda]") {
+  const auto& f = test::fixture("resnet18_trace");
+  ir::Model model = test::importFixture(f);
+  rewriters::PassContext ctx;
+  ctx.targetDevice = "cuda";
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  auto report = test::runPipeline(model.forward(), "-O1", &ctx);
+  CHECK(test::counter(report, "fuse-cudnn", "add-relu") == 8);
+  CHECK(test::counter(report, "fuse-cudnn", "relu") == 9);
+  CHECK(test::countOps(model.forward(), "aten::cudnn_convolution_add_relu") == 8);
+  CHECK(test::countOps(model.forward(), "aten::cudnn_convolution_relu") == 9);
+  // The three downsample convs and nothing else stay unfused.
+  CHECK(test::countOps(model.forward(), "aten::_convolution") == 3);
+  checkOnCuda(ir::exportModel(model), torch::jit::load(f.path), verify::makeInputs(f.inputs, 1));
+}
+
+TEST_CASE("FuseCudnnDoesNotFireOnATracedConvWhoseFlagsTheFusedKernelWouldNotKeep") {
+  // _convolution(input, weight, bias, stride, padding, dilation, transposed,
+  //              output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32)
+  auto traced = [](const std::string& flags) {
+    return build("  %t : Tensor = aten::_convolution(%x, %w, %b, [1, 1], [0, 0], [1, 1], " + flags + ")\n"
+                 "  %o : Tensor = aten::relu(%t)\n"
+                 "  %u : Tuple[Tensor, Tensor] = prim::TupleConstruct(%o, %y)\n"
+                 "  output(%u)\n");
+  };
+  auto plain = traced("False, [0, 0], 1, False, False, True, True");
+  auto fp = fuse(*plain.graph);
+  CHECK(fp->count("relu") == 1);  // the plain traced conv fuses; %y (a conv2d read twice) does not
+  for (const auto& [flags, why] : std::vector<std::pair<std::string, std::string>>{
+           {"False, [0, 0], 1, False, True, True, True", "deterministic"},
+           {"False, [0, 0], 1, False, False, False, True", "cuDNN disabled"},
+           {"False, [0, 0], 1, False, False, True, False", "forbids TF32"}}) {
+    auto b = traced(flags);
+    auto f = fuse(*b.graph);
+    INFO(flags);
+    CHECK(f->count("relu") == 0);
+    CHECK(test::countOps(*b.graph, "aten::_convolution") == 1);
+    CHECK(f->declined(why));
+  }
 }
 
 TEST_CASE("FuseCudnnDoesNotFireForCpuTargets") {

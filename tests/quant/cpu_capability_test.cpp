@@ -205,7 +205,7 @@ TEST_CASE("an assumed ISA replaces the probe for the decisions, and the probe co
   CHECK(target::cpuCapabilities().nativeBf16 == real.nativeBf16);
 }
 
-TEST_CASE("CUDA capabilities: native fp16 from sm_70, bf16 from sm_80, and the probe") {
+TEST_CASE("CUDA capabilities: native fp16 from sm_70, bf16 from sm_80, and the probe", "[cuda]") {
   CHECK_FALSE(target::cudaNativeFp16(6, 1));
   CHECK(target::cudaNativeFp16(7, 5));
   CHECK_FALSE(target::cudaNativeBf16(7, 5));

@@ -395,7 +395,7 @@ TEST_CASE("the runner caches the reference, checks candidates, and names inputs 
                     Catch::Contains("fails on the given inputs (x=1,5,64,64)"));
 }
 
-TEST_CASE("devices: auto picks CUDA only when present; cuda is refused without it") {
+TEST_CASE("devices: auto picks CUDA only when present; cuda is refused without it", "[cuda]") {
   if (torch::cuda::is_available()) {
     CHECK(verify::resolveDevice("auto").is_cuda());
   } else {
@@ -407,7 +407,7 @@ TEST_CASE("devices: auto picks CUDA only when present; cuda is refused without i
 
 // Only the CUDA run: ctest reports a case that prints SKIPPED as skipped,
 // so nothing else is checked here.
-TEST_CASE("verification runs on CUDA") {
+TEST_CASE("verification runs on CUDA", "[cuda]") {
   if (!torch::cuda::is_available()) {
     WARN("SKIPPED: CUDA verification (no CUDA device here)");
     return;

@@ -1,0 +1,650 @@
+#!/usr/bin/env python3
+"""ptopt beside what deployment engineers pick instead (issue 34): torch.compile,
+ONNX Runtime and OpenVINO on the same models, timed in the same process.
+
+    .venv/bin/python bench/peers.py [--ptopt build-torch2/tools/ptopt]
+        [--models resnet50,mobilenet_v2,...] [--threads 1,all] [--rounds 15]
+        [--variants original,eager,...] [--work DIR] [--out bench/results/peers]
+
+Needs the PyTorch 2.x world (.venv, scripts/setup-torch2.sh); the peers are
+optional (`scripts/setup-peers.sh` installs them into .venv) and each missing
+one is reported as "not installed": onnx + onnxruntime, openvino,
+transformers (BERT, GPT-2), timm.
+
+Models (random weights, no download; eval mode):
+  torchvision  resnet50, mobilenet_v2, efficientnet_b0, convnext_tiny, vit_b_16
+               (scripted; 1x3x224x224; BatchNorm statistics randomized as
+               bench/harness.py does, so that folds are not identities)
+  transformers bert_base (BertModel, BertConfig's defaults: 12 layers, 768
+               wide) and gpt2_small (GPT2Model, GPT2Config's defaults), traced
+               with torchscript=True, 1x128 tokens (BERT with an attention
+               mask whose last 16 positions are padding)
+  timm         levit_128s (attention with BatchNorm'd linears, hardswish) and
+               ghostnet_100 (ghost modules, hard-sigmoid SE), traced
+
+Variants, per model (a variant that cannot be built says why in the tables):
+  original     the TorchScript file (torch.jit.load), the denominator
+  eager        the PyTorch module itself
+  freeze       torch.jit.freeze of the original
+  ofi          torch.jit.optimize_for_inference of it
+  compile      torch.compile(eager), Inductor with freezing=True (default mode)
+  compile-max  the same with mode="max-autotune"
+  ort          ONNX Runtime, CPU EP, ORT_ENABLE_ALL, from torch.onnx.export of
+               the eager model
+  ort-int8     ONNX Runtime on its own int8 model: quantize_static (QDQ,
+               per-channel s8 weights, u8 activations, 16 calibration batches
+               drawn like the inputs) for the vision models, quantize_dynamic
+               for the text models
+  openvino     OpenVINO's CPU plugin on the ONNX file
+  openvino-int8  OpenVINO on ORT's QDQ int8 file (OpenVINO's own int8 needs
+               NNCF, a separate training-tools package)
+  ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at 1 thread, a fresh
+               cache), ptopt-int8 (--quantize int8 with the same calibration
+               batches for the vision models; -O1,quantize{mode=dynamic} for
+               the text models): the ptopt CLI's output files, verified by
+               ptopt and loaded with torch.jit.load
+
+Timing: for each thread count (1, and all of this machine's cores) every
+variant is built for that count (ORT and OpenVINO sessions, torch.compile's
+code, whose OpenMP thread count is fixed when it compiles), warmed up 3
+times, then all variants run once per round, in a shuffled order, for
+--rounds rounds. The ratio of a round is the variant's time over the
+original's in that round (1 thread: CPU time of the process, which counts
+every runtime's threads; all threads: wall time); the table gives the median
+ratio and its 95% confidence interval (order statistics of the rounds'
+ratios). ORT's intra-op threads do not spin between runs at all threads
+(allow_spinning=0), so that one runtime's spinning threads do not slow the
+next variant in the round.
+
+Numerics: every variant's outputs on the first input against the original's
+(max abs error, cosine of all outputs flattened). Files: whether the variant
+is a file, and whether it reloads (stock PyTorch for TorchScript, ORT for
+.onnx, OpenVINO for its IR).
+
+Writes OUT.md and OUT.json; prints the markdown.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+warnings.filterwarnings("ignore")  # torch.jit's deprecation warnings, exporters' chatter
+
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+
+VISION = ["resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b_16"]
+TEXT = ["bert_base", "gpt2_small"]
+TIMM = ["levit_128s", "ghostnet_100"]
+ALL_MODELS = VISION + TEXT + TIMM
+VARIANTS = ["original", "eager", "freeze", "ofi", "compile", "compile-max", "ort", "ort-int8", "openvino",
+            "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-int8"]
+PEERS = ["eager", "freeze", "ofi", "compile", "compile-max", "ort", "ort-int8", "openvino", "openvino-int8"]
+SEQ = 128
+
+
+class Unavailable(Exception):
+    """A variant that cannot be built here; the message says why."""
+
+
+def optional(module):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise Unavailable("%s not installed (scripts/setup-peers.sh)" % module)
+
+
+def first_line(text):
+    lines = [l for l in str(text).strip().splitlines() if l.strip()]
+    return (lines[0] if lines else "").strip()[:160]
+
+
+# ---------------------------------------------------------------- models ---
+
+class Spec:
+    def __init__(self, name, family, mode, build, make_inputs, text=False):
+        self.name, self.family, self.mode, self.build, self.make_inputs, self.text = (
+            name, family, mode, build, make_inputs, text)
+
+
+def image_inputs(gen):
+    return (torch.randn(1, 3, 224, 224, generator=gen),)
+
+
+def bert_inputs(gen):
+    ids = torch.randint(0, 30522, (1, SEQ), generator=gen)
+    mask = torch.ones(1, SEQ, dtype=torch.long)
+    mask[:, -16:] = 0
+    return ids, mask
+
+
+def gpt2_inputs(gen):
+    return (torch.randint(0, 50257, (1, SEQ), generator=gen),)
+
+
+def torchvision_model(name):
+    import torchvision
+    from make_fixtures import randomize_bn
+    return randomize_bn(getattr(torchvision.models, name)(weights=None)).eval()
+
+
+def bert_model():
+    transformers = optional("transformers")
+    config = transformers.BertConfig(torchscript=True)
+    return transformers.BertModel(config, add_pooling_layer=True).eval()
+
+
+def gpt2_model():
+    transformers = optional("transformers")
+    config = transformers.GPT2Config(torchscript=True, use_cache=False)
+    return transformers.GPT2Model(config).eval()
+
+
+def timm_model(name):
+    timm = optional("timm")
+    from make_fixtures import randomize_bn
+    return randomize_bn(timm.create_model(name, pretrained=False)).eval()
+
+
+def specs():
+    out = {n: Spec(n, "torchvision", "script", lambda n=n: torchvision_model(n), image_inputs) for n in VISION}
+    out["bert_base"] = Spec("bert_base", "transformers", "trace", bert_model, bert_inputs, text=True)
+    out["gpt2_small"] = Spec("gpt2_small", "transformers", "trace", gpt2_model, gpt2_inputs, text=True)
+    for n in TIMM:
+        out[n] = Spec(n, "timm", "trace", lambda n=n: timm_model(n), image_inputs)
+    return out
+
+
+def flat_outputs(out):
+    """Every tensor of a model's output, in order (tuples, lists, dicts, ModelOutputs)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in flat_outputs(v)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in flat_outputs(v)]
+    if hasattr(out, "to_tuple"):
+        return flat_outputs(out.to_tuple())
+    import numpy as np
+    if isinstance(out, np.ndarray):
+        return [torch.from_numpy(out)]
+    return []
+
+
+def numerics(ref, got):
+    a = torch.cat([t.detach().double().flatten() for t in ref])
+    b = torch.cat([t.detach().double().flatten() for t in got])
+    if a.numel() != b.numel():
+        return {"error": "outputs differ in size (%d vs %d values)" % (a.numel(), b.numel())}
+    cos = float(torch.dot(a, b) / (a.norm() * b.norm()).clamp_min(1e-300))
+    return {"max_abs": float((a - b).abs().max()), "cosine": cos}
+
+
+# -------------------------------------------------------------- variants ---
+
+class Context:
+    """What the builders share for one model: the eager model, its inputs, the
+    original file, calibration batches, and files made once (ONNX, QDQ)."""
+
+    def __init__(self, args, spec, work):
+        self.args, self.spec, self.work = args, spec, work
+        gen = torch.Generator().manual_seed(0)
+        torch.manual_seed(0)
+        self.eager = spec.build()
+        self.inputs = spec.make_inputs(gen)
+        self.calibration = [spec.make_inputs(gen) for _ in range(16)]
+        self.original_path = os.path.join(work, spec.name + ".pt")
+        with torch.no_grad():
+            if spec.mode == "script":
+                scripted = torch.jit.script(self.eager)
+            else:
+                scripted = torch.jit.trace(self.eager, self.inputs, check_trace=False)
+        scripted.save(self.original_path)
+        self.inputs_path = os.path.join(work, spec.name + ".inputs.pt")
+        torch.save(self.inputs if len(self.inputs) > 1 else self.inputs[0], self.inputs_path)
+        self.calibration_path = os.path.join(work, spec.name + ".calibration.pt")
+        torch.save([c if len(c) > 1 else c[0] for c in self.calibration], self.calibration_path)
+        self.input_names = ["input_ids", "attention_mask"][:len(self.inputs)] if spec.text else ["x"]
+        self._onnx = self._qdq = None
+        self.ptopt_files = {}
+
+    def onnx_path(self):
+        if self._onnx is None:
+            optional("onnx")
+            path = os.path.join(self.work, self.spec.name + ".onnx")
+            errors = []
+            for dynamo in (False, True):
+                try:
+                    with torch.no_grad():
+                        torch.onnx.export(self.eager, self.inputs, path, input_names=self.input_names,
+                                          opset_version=17, dynamo=dynamo)
+                    self._onnx = path
+                    break
+                except Exception as e:  # noqa: BLE001 - try the other exporter, then report both
+                    errors.append("dynamo=%s: %s" % (dynamo, first_line(e)))
+            if self._onnx is None:
+                raise Unavailable("torch.onnx.export failed (%s)" % "; ".join(errors))
+        return self._onnx
+
+    def feeds(self, inputs):
+        return {n: t.numpy() for n, t in zip(self.input_names, inputs)}
+
+    def qdq_path(self):
+        if self._qdq is None:
+            optional("onnxruntime")
+            from onnxruntime import quantization as q
+            src = self.onnx_path()
+            path = os.path.join(self.work, self.spec.name + ".int8.onnx")
+            if self.spec.text:
+                q.quantize_dynamic(src, path, weight_type=q.QuantType.QInt8)
+            else:
+                batches = iter([self.feeds(c) for c in self.calibration])
+
+                class Reader(q.CalibrationDataReader):
+                    def get_next(self):
+                        return next(batches, None)
+
+                pre = os.path.join(self.work, self.spec.name + ".pre.onnx")
+                try:
+                    q.quant_pre_process(src, pre)
+                except Exception:  # noqa: BLE001 - the pre-processing is an optimization only
+                    pre = src
+                q.quantize_static(pre, path, Reader(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                                  activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
+            self._qdq = path
+        return self._qdq
+
+
+def torch_runner(module):
+    def run(inputs):
+        with torch.no_grad():
+            return module(*inputs)
+    return run
+
+
+def saved_reloads(module, work, name):
+    path = os.path.join(work, name + ".reload.pt")
+    try:
+        torch.jit.save(module, path)
+        torch.jit.load(path)
+        return "reloads"
+    except Exception as e:  # noqa: BLE001
+        return "does not reload (%s)" % first_line(e)
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def build_torchscript(ctx, name, threads):
+    original = torch.jit.load(ctx.original_path).eval()
+    if name == "original":
+        return torch_runner(original), "TorchScript file, reloads"
+    frozen = torch.jit.freeze(original)
+    if name == "freeze":
+        return torch_runner(frozen), "TorchScript, " + saved_reloads(frozen, ctx.work, "freeze")
+    ofi = torch.jit.optimize_for_inference(frozen)
+    return torch_runner(ofi), "TorchScript, " + saved_reloads(ofi, ctx.work, "ofi")
+
+
+def build_compile(ctx, name, threads):
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+    torch._dynamo.reset()
+    inductor_config.freezing = True
+    mode = "max-autotune" if name == "compile-max" else None
+    compiled = torch.compile(ctx.eager, mode=mode)
+    run = torch_runner(compiled)
+    t0 = time.perf_counter()
+    run(ctx.inputs)  # compiles now, for this thread count
+    return run, "no file (compiled in the process, %.0f s)" % (time.perf_counter() - t0)
+
+
+def ort_session(path, threads):
+    ort = optional("onnxruntime")
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if threads > 1:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def build_ort(ctx, name, threads):
+    path = ctx.qdq_path() if name == "ort-int8" else ctx.onnx_path()
+    sess = ort_session(path, threads)
+    run = lambda inputs: sess.run(None, ctx.feeds(inputs))  # noqa: E731
+    return run, "ONNX file, reloads in ONNX Runtime"
+
+
+def build_openvino(ctx, name, threads):
+    ov = optional("openvino")
+    path = ctx.qdq_path() if name == "openvino-int8" else ctx.onnx_path()
+    core = ov.Core()
+    model = core.read_model(path)
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+
+    def run(inputs):
+        request.infer(ctx.feeds(inputs))
+        return [request.get_output_tensor(i).data.copy() for i in range(len(compiled.outputs))]
+
+    ir_path = os.path.join(ctx.work, "%s.%s.xml" % (ctx.spec.name, name))
+    try:
+        ov.save_model(model, ir_path)
+        core.read_model(ir_path)
+        file = "OpenVINO IR file, reloads in OpenVINO"
+    except Exception as e:  # noqa: BLE001
+        file = "OpenVINO IR does not reload (%s)" % first_line(e)
+    return run, file
+
+
+def ptopt_args(ctx, name):
+    if name == "ptopt-O2":
+        return ["-O2"]
+    if name == "ptopt-O3":
+        return ["-O3"]
+    if name == "ptopt-tune":
+        return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")]
+    if ctx.spec.text:
+        return ["--passes", "-O1,quantize{mode=dynamic}"]
+    return ["--quantize", "int8", "--calibration", ctx.calibration_path]
+
+
+def make_ptopt_file(ctx, name):
+    """Runs the ptopt CLI once per model and variant (at 1 thread, as the
+    README's `--tune` does on a 1-thread target); its verdict is kept."""
+    if name in ctx.ptopt_files:
+        return ctx.ptopt_files[name]
+    if not ctx.args.ptopt or not os.path.exists(ctx.args.ptopt):
+        raise Unavailable("no ptopt binary (--ptopt)")
+    out = os.path.join(ctx.work, "%s.%s.pt" % (ctx.spec.name, name))
+    report = out + ".json"
+    cmd = [ctx.args.ptopt, ctx.original_path, out] + ptopt_args(ctx, name) + [
+        "--inputs", ctx.inputs_path, "--overwrite", "-q", "--report", report]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=ctx.args.ptopt_timeout)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0 or not os.path.exists(out):
+        lines = [l for l in proc.stdout.splitlines() if "error" in l.lower() or "fail" in l.lower()]
+        raise Unavailable("ptopt exit %d: %s" % (proc.returncode, first_line(lines[0] if lines else proc.stdout)))
+    with open(report) as fh:
+        rep = json.load(fh)
+    info = {"seconds": round(seconds, 1), "outcome": rep.get("outcome"), "precision": rep.get("precision"),
+            "measurement": rep.get("measurement")}
+    ctx.ptopt_files[name] = (out, info)
+    return out, info
+
+
+def build_ptopt(ctx, name, threads):
+    out, info = make_ptopt_file(ctx, name)
+    module = torch.jit.load(out).eval()  # stock PyTorch reloads it, or this throws
+    return torch_runner(module), "TorchScript file, reloads (ptopt %s, %.0f s)" % (info["outcome"], info["seconds"])
+
+
+BUILDERS = {"original": build_torchscript, "freeze": build_torchscript, "ofi": build_torchscript,
+            "eager": lambda ctx, name, threads: (torch_runner(ctx.eager), "no file (the Python module)"),
+            "compile": build_compile, "compile-max": build_compile,
+            "ort": build_ort, "ort-int8": build_ort, "openvino": build_openvino, "openvino-int8": build_openvino,
+            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-int8": build_ptopt}
+
+
+# ---------------------------------------------------------------- timing ---
+
+def median_ci(values, z=1.96):
+    """The median and a distribution-free 95% interval: order statistics
+    n/2 -+ z*sqrt(n)/2 (the binomial's normal approximation)."""
+    v = sorted(values)
+    n = len(v)
+    lo = max(0, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
+    hi = min(n - 1, int(math.ceil(n / 2 + z * math.sqrt(n) / 2)) - 1)
+    return statistics.median(v), v[lo], v[hi]
+
+
+def time_variants(runners, inputs, rounds, threads, seed):
+    clock = time.process_time if threads == 1 else time.perf_counter
+    names = list(runners)
+    for name in names:
+        for _ in range(3):
+            runners[name](inputs)
+    times = {n: [] for n in names}
+    order = list(names)
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            start = clock()
+            runners[name](inputs)
+            times[name].append(clock() - start)
+    return times
+
+
+def run_model(args, spec, threads_list):
+    work = tempfile.mkdtemp(prefix="peers-%s-" % spec.name, dir=args.work)
+    result = {"model": spec.name, "family": spec.family, "mode": spec.mode, "variants": {}}
+    try:
+        ctx = Context(args, spec, work)
+    except Unavailable as e:
+        result["skip"] = str(e)
+        return result
+    except Exception as e:  # noqa: BLE001
+        result["skip"] = "cannot build or %s it: %s" % (spec.mode, first_line(e))
+        return result
+    result["params_m"] = round(sum(p.numel() for p in ctx.eager.parameters()) / 1e6, 1)
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        reference = flat_outputs(torch.jit.load(ctx.original_path)(*ctx.inputs))
+    for threads in threads_list:
+        torch.set_num_threads(threads)
+        runners = {}
+        for name in args.variants:
+            entry = result["variants"].setdefault(name, {})
+            try:
+                run, file = BUILDERS[name](ctx, name, threads)
+                got = flat_outputs(run(ctx.inputs))
+                entry.setdefault("numerics", numerics(reference, got))
+                entry["file"] = file
+                runners[name] = run
+            except Exception as e:  # noqa: BLE001 - a variant that fails here is reported, not fatal
+                entry["error"] = first_line(e) if isinstance(e, Unavailable) else "%s: %s" % (
+                    type(e).__name__, first_line(e))
+        if "original" not in runners:
+            result["skip"] = "the original does not run: %s" % result["variants"]["original"].get("error")
+            return result
+        print("  %s: timing %d variants at %d thread(s)" % (spec.name, len(runners), threads), file=sys.stderr)
+        times = time_variants(runners, ctx.inputs, args.rounds, threads, seed=threads)
+        for name, ts in times.items():
+            ratios = [t / o for t, o in zip(ts, times["original"])]
+            med, lo, hi = median_ci(ratios)
+            result["variants"][name].setdefault("timing", {})[str(threads)] = {
+                "ms": statistics.median(ts) * 1e3, "ratio": med, "ci": [lo, hi]}
+        del runners
+    for name, (_, info) in ctx.ptopt_files.items():
+        result["variants"][name]["ptopt"] = info
+    return result
+
+
+# ---------------------------------------------------------------- report ---
+
+def machine():
+    cpu = platform.processor() or "unknown CPU"
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            text = fh.read()
+        for line in text.splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        flags = ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+                          if " %s" % f in text)
+    except OSError:
+        pass
+    return "%s (%d cores; %s)" % (cpu, os.cpu_count(), flags)
+
+
+def versions():
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for mod in ("torchvision", "onnx", "onnxruntime", "openvino", "transformers", "timm"):
+        try:
+            m = __import__(mod)
+            out[mod] = getattr(m, "__version__", None) or getattr(getattr(m, "runtime", None), "get_version",
+                                                                 lambda: "?")()
+        except ImportError:
+            out[mod] = "not installed"
+    return out
+
+
+def cell(entry, threads):
+    if "error" in entry and "timing" not in entry:
+        return "—"
+    t = entry.get("timing", {}).get(str(threads))
+    if not t:
+        return "—"
+    return "%.3f <sub>[%.2f, %.2f]</sub>" % (t["ratio"], t["ci"][0], t["ci"][1])
+
+
+def fastest(res, threads, names):
+    best = None
+    for n in names:
+        t = res["variants"].get(n, {}).get("timing", {}).get(str(threads))
+        if t and (best is None or t["ratio"] < best[1]):
+            best = (n, t["ratio"])
+    return best
+
+
+def render(results, args, threads_list, meta):
+    lines = ["# ptopt and its peers (%s)" % meta["date"], "",
+             "%s; %s; %s. Latency ratios to the original TorchScript file (lower is faster), "
+             "median of %d interleaved rounds with its 95%% interval; 1 thread: CPU time, all threads: "
+             "wall time. Generated by `bench/peers.py`." % (
+                 meta["machine"], ", ".join("%s %s" % kv for kv in meta["versions"].items()),
+                 meta["cap"], args.rounds), ""]
+    variants = [v for v in args.variants if v != "original"]
+    for threads in threads_list:
+        lines += ["## %d thread%s" % (threads, "" if threads == 1 else "s"), "",
+                  "| model | original (ms) | " + " | ".join(variants) + " | fastest peer | ptopt-tune vs it |",
+                  "|---|---:|" + "---:|" * len(variants) + "---|---:|"]
+        for r in results:
+            if r.get("skip"):
+                lines.append("| %s | %s |" % (r["model"], "skipped: " + r["skip"]))
+                continue
+            orig = r["variants"]["original"]["timing"][str(threads)]["ms"]
+            best = fastest(r, threads, PEERS)
+            tune = r["variants"].get("ptopt-tune", {}).get("timing", {}).get(str(threads))
+            vs = "%.2fx" % (tune["ratio"] / best[1]) if best and tune else "—"
+            lines.append("| %s | %.1f | %s | %s | %s |" % (
+                r["model"], orig, " | ".join(cell(r["variants"][v], threads) for v in variants),
+                "%s %.3f" % best if best else "—", vs))
+        lines.append("")
+    lines += ["## Numerics against the original (max abs error / cosine) and files", "",
+              "| model | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
+    for r in results:
+        if r.get("skip"):
+            continue
+        cells = []
+        for v in variants:
+            e = r["variants"][v]
+            n = e.get("numerics", {})
+            cells.append("%.1e / %.5f" % (n["max_abs"], n["cosine"]) if "max_abs" in n else "—")
+        lines.append("| %s | %s |" % (r["model"], " | ".join(cells)))
+    lines += ["", "Files: does the result reload?", ""]
+    for v in variants:
+        files = sorted({r["variants"][v].get("file", "") for r in results if not r.get("skip")} - {""})
+        lines.append("- **%s**: %s" % (v, "; ".join(files) if files else "not built"))
+    errors = [(r["model"], v, r["variants"][v]["error"]) for r in results if not r.get("skip")
+              for v in variants if "error" in r["variants"][v]]
+    if errors:
+        lines += ["", "Variants that could not be built or run:", ""]
+        lines += ["- %s %s: %s" % e for e in errors]
+    lines += ["", "## Targets (issue 34)", ""]
+    lines += targets(results)
+    return "\n".join(lines) + "\n"
+
+
+def targets(results):
+    out = []
+    within, ahead, counted = 0, 0, 0
+    for r in results:
+        if r.get("skip"):
+            continue
+        best = fastest(r, 1, PEERS)
+        tune = r["variants"].get("ptopt-tune", {}).get("timing", {}).get("1")
+        comp = r["variants"].get("compile", {}).get("timing", {}).get("1")
+        if not best or not tune:
+            out.append("- %s: no ptopt-tune timing (%s)" % (
+                r["model"], r["variants"].get("ptopt-tune", {}).get("error", "not run")))
+            continue
+        counted += 1
+        gap = tune["ratio"] / best[1]
+        within += gap <= 1.15
+        if comp:
+            ahead += tune["ratio"] < comp["ratio"]
+        out.append("- %s: ptopt-tune %.3f, fastest peer %s %.3f (%.2fx)%s%s" % (
+            r["model"], tune["ratio"], best[0], best[1], gap, "" if gap <= 1.15 else " **beyond 1.15x**",
+            "; torch.compile %.3f" % comp["ratio"] if comp else ""))
+    out.append("")
+    out.append("Within 1.15x of the fastest peer at 1 thread: %d of %d models; ahead of torch.compile's "
+               "default mode: %d of %d." % (within, counted, ahead, counted))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ptopt", default=os.path.join(ROOT, "build-torch2", "tools", "ptopt"))
+    ap.add_argument("--models", default=",".join(ALL_MODELS))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--threads", default="1,all")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--ptopt-timeout", type=int, default=900)
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "peers"))
+    args = ap.parse_args()
+    args.variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in args.variants if v not in BUILDERS]
+    if unknown:
+        ap.error("unknown variants %s (known: %s)" % (", ".join(unknown), ", ".join(VARIANTS)))
+    if "original" not in args.variants:
+        args.variants.insert(0, "original")
+    models = [m for m in args.models.split(",") if m]
+    table = specs()
+    unknown = [m for m in models if m not in table]
+    if unknown:
+        ap.error("unknown models %s (known: %s)" % (", ".join(unknown), ", ".join(ALL_MODELS)))
+    threads_list = []
+    for t in args.threads.split(","):
+        n = os.cpu_count() if t == "all" else int(t)
+        if n not in threads_list:
+            threads_list.append(n)
+    cap = ("CPU capped: ATEN_CPU_CAPABILITY=%s ONEDNN_MAX_CPU_ISA=%s" % (
+        os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("ONEDNN_MAX_CPU_ISA"))
+           if os.environ.get("ATEN_CPU_CAPABILITY") else "native ISA")
+    meta = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "versions": versions(), "cap": cap}
+    results = []
+    for m in models:
+        print("peers: %s" % m, file=sys.stderr)
+        results.append(run_model(args, table[m], threads_list))
+        with open(args.out + ".json", "w") as fh:
+            json.dump({"meta": meta, "threads": threads_list, "results": results}, fh, indent=1)
+    markdown = render(results, args, threads_list, meta)
+    with open(args.out + ".md", "w") as fh:
+        fh.write(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -112,7 +112,7 @@ PY
 # --tune on CUDA: decisions timed on the GPU, cached under the GPU's name;
 # a second run measures nothing new (bench/gpu.py tunes the larger models).
 for m in resnet18_script; do
-  expect 0 "on cuda" -- "$ptopt" "$work/$m.pt" "$work/$m.tune.pt" -O3 --tune --tune-budget 10 "${shape[@]}" \
+  expect 0 "on cuda" -- "$ptopt" "$work/$m.pt" "$work/$m.tune.pt" -O3 --tune --tune-budget 30 "${shape[@]}" \
     --device cuda --tuning-cache "$work/tuning.json" --report "$work/$m.tune.json"
   "$py" - "$work/$m.tune.json" <<'PY' || fail "$m --tune on CUDA: $(head -c 2000 "$work/$m.tune.json")"
 import json, sys, torch
@@ -129,8 +129,14 @@ PY
 done
 expect 0 "PASSED" -- "$ptopt" "$work/resnet18_script.pt" "$work/again.pt" -O3 --tune --tune-budget 10 "${shape[@]}" \
   --device cuda --tuning-cache "$work/tuning.json" --report "$work/again.json"
-"$py" -c "import json,sys; t=json.load(open(sys.argv[1]))['tuning']; assert t['measured'] == 0 and t['cached'] > 0, t" \
-  "$work/again.json" || fail "a second --tune on CUDA measured again: $(head -c 1500 "$work/again.json")"
+"$py" - "$work/resnet18_script.tune.json" "$work/again.json" <<'PY' || fail "a second --tune on CUDA measured again: $(head -c 1500 "$work/again.json")"
+import json, sys
+first, again = (json.load(open(p))["tuning"] for p in sys.argv[1:])
+assert again["cached"] > 0, again
+# Everything the first run decided comes from the cache (a first run that
+# spent its budget left some decisions for this one).
+assert again["measured"] == 0 or first["budget_spent"], (first, again)
+PY
 expect 0 "cuda" -- "$ptopt" tuning show --tuning-cache "$work/tuning.json"
 
 # The Python package with CUDA tensors.

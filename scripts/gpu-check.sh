@@ -77,8 +77,8 @@ if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTOPT_PY
 fi
 targets=(ptopt fusion_tests verify_tests quant_tests)
 grep -q "ptopt_python" "$build/build.ninja" && targets+=(ptopt_python)
-if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$logs/build.log" 2>&1; then
-  log "build FAILED (build.log)"; grep -m20 -B2 -A6 "error" "$logs/build.log" | tee -a "$out/summary.txt"; exit 1
+if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" -- -k 0 > "$logs/build.log" 2>&1; then
+  log "build FAILED (build.log)"; grep -E "error|FAILED" "$logs/build.log" | grep -v "^/opt\|^/usr" | head -40 | tee -a "$out/summary.txt"; exit 1
 fi
 ptopt=$build/tools/ptopt
 log "built ${targets[*]}: $("$ptopt" --version)"

@@ -137,7 +137,14 @@ def gpt2_inputs(gen):
 def torchvision_model(name):
     import torchvision
     from make_fixtures import randomize_bn
-    return randomize_bn(getattr(torchvision.models, name)(weights=None)).eval()
+    model = randomize_bn(getattr(torchvision.models, name)(weights=None)).eval()
+    # Layers initialized to zero (ViT's head) get random weights: with them
+    # every output is 0 and no comparison of numerics says anything.
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and not m.weight.any():
+                torch.nn.init.normal_(m.weight, std=0.02)
+    return model
 
 
 def bert_model():

@@ -163,8 +163,8 @@ NeverSlowerResult pickNotSlower(const measure::Subject& in, const std::vector<Ca
 
 measure::Subject moduleSubject(std::string name, torch::jit::Module module, std::vector<c10::IValue> inputs,
                                c10::Device device) {
+  module = ir::moduleOnDevice(module, device);
   module.eval();
-  module.to(device);
   return {std::move(name), [module, inputs = std::move(inputs)]() mutable { module.forward(inputs); }};
 }
 

@@ -393,9 +393,9 @@ void measureStage(Stages& r, bool ok) {
   std::vector<c10::IValue> outInputs = r.lowp ? r.lowp->adaptInputs(inputs) : inputs;
 
   Stopwatch sw;
-  // IN as given (a copy on CUDA: the original stays on the CPU for imports).
-  const measure::Subject in =
-      moduleSubject("IN", r.device.is_cuda() ? r.opt->original().clone() : r.opt->original(), inputs, r.device);
+  // IN as given (moduleSubject times a copy on a GPU: the original stays on
+  // the CPU for imports).
+  const measure::Subject in = moduleSubject("IN", r.opt->original(), inputs, r.device);
 
   // The candidates, best first; each is built only when the one before it
   // was measurably slower (force: OUT alone).

@@ -529,6 +529,16 @@ torch::jit::Module exportWith(const Model& model, const ExportOptions& options, 
 
 }  // namespace
 
+torch::jit::Module moduleOnDevice(const torch::jit::Module& module, c10::Device device) {
+  bool there = true;
+  for (const auto& p : module.parameters()) there = there && p.device() == device;
+  for (const auto& b : module.buffers()) there = there && b.device() == device;
+  if (there) return module;
+  torch::jit::Module copy = module.deepcopy();
+  copy.to(device);
+  return copy;
+}
+
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options) {
   // Values only a load can make (oneDNN's packed weights) move into a holder
   // that recomputes them in __setstate__ (ir/load_time.h); on a copy, since

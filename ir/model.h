@@ -88,6 +88,14 @@ inline constexpr const char* kConstantBucketPrefix = "ptopt_constants_";
 inline constexpr const char* kConstantBucketClass = "ConstantBucket";
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options = {});
 
+// `module` on `device`, leaving `module` as it is. torch::jit::Module::to
+// moves each parameter and buffer in place (set_data), and Module::clone()
+// and exportModel() share their tensors with where they came from (the
+// caller's module, the IR's constants): moving one of those to a GPU would
+// move the IR or the caller's model with it. So: a deep copy, moved; on the
+// CPU, where nothing has to move, `module` itself.
+torch::jit::Module moduleOnDevice(const torch::jit::Module& module, c10::Device device);
+
 // The attribute path of a read or write of module state
 // (`prim::GetAttr[name=path]()`, `prim::SetAttr[name=path](value)`), or null.
 const std::string* statePath(const Node& n);

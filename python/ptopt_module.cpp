@@ -301,15 +301,12 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
       for (const auto& v : plan.source->inputsFor(0)) inputs.push_back(ptopt::verify::toDevice(v, dev));
       // The caller's modules keep their device and mode: time copies when
       // they would change.
-      torch::jit::Module ta = needsCopy(ma, dev) ? ma.clone() : ma;
+      // (Module::to moves tensors in place, so a device move is a deep copy.)
+      torch::jit::Module ta = needsCopy(ma, dev) ? ptopt::ir::moduleOnDevice(ma.clone(), dev) : ma;
       std::optional<torch::jit::Module> tb;
-      if (mb) tb = needsCopy(*mb, dev) ? mb->clone() : *mb;
+      if (mb) tb = needsCopy(*mb, dev) ? ptopt::ir::moduleOnDevice(mb->clone(), dev) : *mb;
       ta.eval();
-      ta.to(dev);
-      if (tb) {
-        tb->eval();
-        tb->to(dev);
-      }
+      if (tb) tb->eval();
       const int before = at::get_num_threads();
       if (threads) at::set_num_threads(*threads);
       usedThreads = at::get_num_threads();

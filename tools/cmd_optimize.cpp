@@ -43,8 +43,11 @@
 namespace ptopt::tools {
 
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
-  app.add_option("input", o.input, "TorchScript model to optimize (never modified)");
-  app.add_option("output", o.output, "Where to write the optimized model");
+  // Positionals are not config-file options: CLI11 2.4 on refuses a
+  // subcommand option (dot's --output) that a configurable positional of the
+  // top-level app shares its name with.
+  app.add_option("input", o.input, "TorchScript model to optimize (never modified)")->configurable(false);
+  app.add_option("output", o.output, "Where to write the optimized model")->configurable(false);
   app.add_option("--passes", o.passes,
                  "Pipeline, e.g. 'canonicalize,fixpoint{max-iter=3}(cse,dce)', or a preset and more passes, "
                  "e.g. '-O2,quantize{mode=dynamic}' (the more go after the rewrites, before fuse-cudnn)")

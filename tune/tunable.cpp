@@ -75,9 +75,8 @@ std::vector<Candidate> wholeModelCandidates(const ModelVariants& models, const s
   auto shared = std::make_shared<std::vector<c10::IValue>>(std::move(onDevice));
   std::vector<Candidate> out;
   for (const auto& [name, model] : models) {
-    auto module = std::make_shared<torch::jit::Module>(ir::exportModel(*model));
+    auto module = std::make_shared<torch::jit::Module>(ir::moduleOnDevice(ir::exportModel(*model), device));
     module->eval();
-    if (!device.is_cpu()) module->to(device);
     out.push_back({name, [module, shared] { (void)module->forward(*shared); }});
   }
   return out;

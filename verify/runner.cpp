@@ -110,8 +110,8 @@ ReferenceRunner::ReferenceRunner(torch::jit::Module reference, InputSource input
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
   }
+  reference = ir::moduleOnDevice(reference, device_);
   reference.eval();
-  reference.to(device_);
   for (int i = 0; i < inputs_.count(); ++i) {
     try {
       referenceOutputs_.push_back(runSeeded(reference, onDevice(inputs_.inputsFor(i), device_), inputs_.seedFor(i), inputs_.executor));
@@ -138,8 +138,8 @@ VerifyReport ReferenceRunner::check(torch::jit::Module candidate) const {
   report.executor = executorName(inputs_.executor);
   report.notes = notes;
   report.passed = report.bitwiseEqual = true;
+  candidate = ir::moduleOnDevice(candidate, device_);
   candidate.eval();
-  candidate.to(device_);
   for (int i = 0; i < inputs_.count(); ++i) {
     IterationResult r;
     r.seed = inputs_.seedFor(i);

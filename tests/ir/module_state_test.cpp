@@ -7,6 +7,7 @@
 #include "tests/support/pass_test.h"
 
 #include <catch2/catch.hpp>
+#include <torch/cuda.h>
 
 #include <sstream>
 
@@ -113,4 +114,29 @@ TEST_CASE("lazily initialized Optional state, seen by later reads in the same ru
   REQUIRE(args[2].default_value());
   CHECK(args[2].default_value()->isNone());
   CHECK(torch::allclose(reloaded.forward({x}).toTensor(), original.forward({x}).toTensor()));
+}
+
+// Module::to moves tensors in place and exportModel shares the IR's tensors:
+// moduleOnDevice must move a deep copy, or verifying or timing on a GPU moves
+// the IR's constants and breaks every later run on the CPU (seen on an H200:
+// --tune on CUDA, then "mat1 is on cpu, different from other tensors").
+TEST_CASE("moduleOnDevice moves a copy: the IR and the caller's module stay where they are", "[cuda]") {
+  const auto& f = test::fixture("resnet18_script");
+  ir::Model model = test::importFixture(f);
+  torch::jit::Module exported = ir::exportModel(model);
+  // Where nothing has to move, the module itself.
+  torch::jit::Module same = ir::moduleOnDevice(exported, c10::Device(c10::kCPU));
+  CHECK(same._ivalue() == exported._ivalue());
+  if (!torch::cuda::is_available()) {
+    WARN("SKIPPED: moving a module to a GPU needs a CUDA device (none here)");
+    return;
+  }
+  torch::jit::Module moved = ir::moduleOnDevice(exported, c10::Device(c10::kCUDA));
+  for (const auto& p : moved.parameters()) CHECK(p.is_cuda());
+  for (const auto& p : exported.parameters()) CHECK(p.device().is_cpu());
+  // The IR still runs on the CPU.
+  torch::jit::Module again = ir::exportModel(model);
+  again.eval();
+  torch::NoGradGuard noGrad;
+  CHECK_NOTHROW(again.forward({torch::randn({1, 3, 64, 64})}));
 }

@@ -149,13 +149,15 @@ def torchvision_model(name):
 
 def bert_model():
     transformers = optional("transformers")
-    config = transformers.BertConfig(torchscript=True)
+    # torchscript=True unties the embeddings for tracing; return_dict=False
+    # gives tuples (transformers 5 returns dicts unless told, which trace refuses).
+    config = transformers.BertConfig(torchscript=True, return_dict=False)
     return transformers.BertModel(config, add_pooling_layer=True).eval()
 
 
 def gpt2_model():
     transformers = optional("transformers")
-    config = transformers.GPT2Config(torchscript=True, use_cache=False)
+    config = transformers.GPT2Config(torchscript=True, use_cache=False, return_dict=False)
     return transformers.GPT2Model(config).eval()
 
 

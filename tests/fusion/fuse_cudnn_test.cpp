@@ -66,15 +66,24 @@ void checkOnCuda(torch::jit::Module m, torch::jit::Module reference, const std::
   CHECK(torch::allclose(a, b, 1e-4, 1e-4));
 }
 
-}  // namespace
-
-TEST_CASE("fuse-cudnn turns resnet18's conv+add+relu and conv+relu into cuDNN's fused kernels") {
-  const auto& f = test::fixture("resnet18_script");
-  ir::Model model = test::importFixture(f);
+// A fixture through -O1 for a CUDA target.
+struct CudaO1 {
+  ir::Model model;
+  rewriters::RunReport report;
+};
+CudaO1 cudaO1(const test::Fixture& f) {
+  CudaO1 r{test::importFixture(f), {}};
   rewriters::PassContext ctx;
   ctx.targetDevice = "cuda";
   ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  auto report = test::runPipeline(model.forward(), "-O1", &ctx);
+  r.report = test::runPipeline(r.model.forward(), "-O1", &ctx);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("fuse-cudnn turns resnet18's conv+add+relu and conv+relu into cuDNN's fused kernels") {
+  auto [model, report] = cudaO1(test::fixture("resnet18_script"));
   // 8 residual adds (after fuse-add-relu: _add_relu_), the stem conv and
   // each block's first conv with its relu; the 3 downsample convs feed adds
   // as residuals and stay.
@@ -98,11 +107,7 @@ TEST_CASE("fuse-cudnn turns resnet18's conv+add+relu and conv+relu into cuDNN's 
 // Only the CUDA run: ctest reports a case that prints SKIPPED as skipped.
 TEST_CASE("resnet18 with cuDNN's fused kernels matches the original on CUDA", "[cuda]") {
   const auto& f = test::fixture("resnet18_script");
-  ir::Model model = test::importFixture(f);
-  rewriters::PassContext ctx;
-  ctx.targetDevice = "cuda";
-  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  test::runPipeline(model.forward(), "-O1", &ctx);
+  auto [model, report] = cudaO1(f);
   REQUIRE(test::countOps(model.forward(), "aten::cudnn_convolution_add_relu") == 8);
   checkOnCuda(ir::exportModel(model), torch::jit::load(f.path), verify::makeInputs(f.inputs, 1));
 }
@@ -111,11 +116,7 @@ TEST_CASE("resnet18 with cuDNN's fused kernels matches the original on CUDA", "[
 // leaves its fixed cuDNN flags alone there): fuse-cudnn fuses that form.
 TEST_CASE("fuse-cudnn fuses a traced resnet18's aten::_convolution, on CUDA too", "[cuda]") {
   const auto& f = test::fixture("resnet18_trace");
-  ir::Model model = test::importFixture(f);
-  rewriters::PassContext ctx;
-  ctx.targetDevice = "cuda";
-  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  auto report = test::runPipeline(model.forward(), "-O1", &ctx);
+  auto [model, report] = cudaO1(f);
   CHECK(test::counter(report, "fuse-cudnn", "add-relu") == 8);
   CHECK(test::counter(report, "fuse-cudnn", "relu") == 9);
   CHECK(test::countOps(model.forward(), "aten::cudnn_convolution_add_relu") == 8);

@@ -424,6 +424,32 @@ def median_ci(values, z=1.96):
     return statistics.median(v), v[lo], v[hi]
 
 
+class build_deadline:
+    """Gives up on a variant that does not build within `seconds` (a
+    max-autotune compile can take many minutes on a small CPU): SIGALRM
+    interrupts it, and the table says so."""
+
+    def __init__(self, seconds, name):
+        self.seconds, self.name = int(seconds), name
+
+    def _expired(self, signum, frame):
+        raise Unavailable("did not build within %d s (--build-timeout)" % self.seconds)
+
+    def __enter__(self):
+        if self.seconds > 0:
+            import signal
+            self._old = signal.signal(signal.SIGALRM, self._expired)
+            signal.alarm(self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.seconds > 0:
+            import signal
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, self._old)
+        return False
+
+
 def time_variants(runners, inputs, rounds, threads, seed):
     clock = time.process_time if threads == 1 else time.perf_counter
     names = list(runners)
@@ -463,7 +489,8 @@ def run_model(args, spec, threads_list):
         for name in args.variants:
             entry = result["variants"].setdefault(name, {})
             try:
-                run, file = BUILDERS[name](ctx, name, threads)
+                with build_deadline(args.build_timeout, name):
+                    run, file = BUILDERS[name](ctx, name, threads)
                 got = flat_outputs(run(ctx.inputs))
                 entry.setdefault("numerics", numerics(reference, got))
                 entry["file"] = file
@@ -612,6 +639,28 @@ def targets(results):
     return out
 
 
+def merge(args):
+    runs = [json.load(open(path)) for path in args.merge]
+    meta = dict(runs[0]["meta"])
+    meta["runs"] = len(runs)
+    results = [r for run in runs for r in run["results"]]
+    threads_list = runs[0]["threads"]
+    variants = []
+    for r in results:
+        for v in r.get("variants", {}):
+            if v not in variants:
+                variants.append(v)
+    args.variants = ["original"] + [v for v in VARIANTS if v in variants and v != "original"]
+    args.rounds = args.rounds if not runs[0].get("rounds") else runs[0]["rounds"]
+    with open(args.out + ".json", "w") as fh:
+        json.dump({"meta": meta, "threads": threads_list, "results": results, "rounds": args.rounds}, fh, indent=1)
+    markdown = render(results, args, threads_list, meta)
+    with open(args.out + ".md", "w") as fh:
+        fh.write(markdown)
+    print(markdown)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ptopt", default=os.path.join(ROOT, "build-torch2", "tools", "ptopt"))
@@ -620,9 +669,15 @@ def main():
     ap.add_argument("--threads", default="1,all")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--ptopt-timeout", type=int, default=900)
+    ap.add_argument("--build-timeout", type=int, default=900, help="seconds a variant may take to build (0: no limit)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "peers"))
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="render one table from the JSON of several runs (e.g. two processes pinned to one core "
+                         "each, at 1 thread) into --out, and time nothing")
     args = ap.parse_args()
+    if args.merge:
+        return merge(args)
     args.variants = [v for v in args.variants.split(",") if v]
     unknown = [v for v in args.variants if v not in BUILDERS]
     if unknown:
@@ -648,7 +703,7 @@ def main():
         print("peers: %s" % m, file=sys.stderr)
         results.append(run_model(args, table[m], threads_list))
         with open(args.out + ".json", "w") as fh:
-            json.dump({"meta": meta, "threads": threads_list, "results": results}, fh, indent=1)
+            json.dump({"meta": meta, "threads": threads_list, "results": results, "rounds": args.rounds}, fh, indent=1)
     markdown = render(results, args, threads_list, meta)
     with open(args.out + ".md", "w") as fh:
         fh.write(markdown)
@@ -656,4 +711,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

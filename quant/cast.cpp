@@ -150,6 +150,12 @@ class Caster {
   bool isFloat32(const ir::Value* v) { return state(v).original == kFloat; }
   // A tensor that is (or may be) floating point: known float32, or unknown.
   bool floatOrUnknown(const ir::Value* v) { return v->isTensor() && (!state(v).original || isFloat32(v)); }
+  // An integer or bool tensor (an attention mask, indices): not data to
+  // lower; it stays as it is beside the lowered inputs.
+  bool integralOrBool(const ir::Value* v) {
+    const auto& s = state(v);
+    return !s.lowered && s.original && !c10::isFloatingType(*s.original) && !c10::isComplexType(*s.original);
+  }
 
   std::optional<c10::ScalarType> metaOrType(const ir::Value* v) {
     if (v->meta().dtype) return v->meta().dtype;
@@ -294,6 +300,7 @@ class Caster {
       const ir::Value* v = in.value();
       const auto& s = state(v);
       if (s.lowered || s.original == kFloat) anyFloat = true;
+      else if (integralOrBool(v)) continue;  // scaled_dot_product_attention's bool mask
       else if (s.original && why.empty())
         why = "input " + ir::valueRef(v) + " is " + ir::dtypeName(*s.original) + ", not float32";
     }
@@ -312,7 +319,8 @@ class Caster {
       return;
     }
     // Kernels require equal dtypes: an unknown input next to a float32 one is float32.
-    for (const Input& in : inputs) lower(in);
+    for (const Input& in : inputs)
+      if (!integralOrBool(in.value())) lower(in);
     ++lowered_;
     finishLoweredOutputs(n);
   }

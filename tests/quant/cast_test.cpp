@@ -601,3 +601,67 @@ TEST_CASE("cast{dtype=auto} decides by the target CPU's ISA: fp32 on avx2, bf16 
   rewriters::PassContext ctx;
   CHECK_FALSE(quant::autoPrecisionNote(parsePipelineOrPreset("-O2"), ctx).has_value());
 }
+
+// Transformers' default attention (scaled_dot_product_attention with a bool
+// padding or causal mask, as BERT and GPT-2 trace in transformers 5): the
+// mask is not data to lower and must not keep the attention in fp32.
+TEST_CASE("cast lowers scaled_dot_product_attention beside its bool mask, which stays bool") {
+  if (!ir::findSchema("aten::scaled_dot_product_attention", "")) {
+    WARN("SKIPPED: this LibTorch has no aten::scaled_dot_product_attention (PyTorch 2.0 on)");
+    return;
+  }
+  auto p = test::parseWithConstants(
+      "graph(%x : Tensor, %mask : Tensor):\n"
+      "  %wq : Tensor = get_attr[\"q.weight\"]\n"
+      "  %wk : Tensor = get_attr[\"k.weight\"]\n"
+      "  %wv : Tensor = get_attr[\"v.weight\"]\n"
+      "  %q : Tensor = aten::linear(%x, %wq, None)\n"
+      "  %k : Tensor = aten::linear(%x, %wk, None)\n"
+      "  %v : Tensor = aten::linear(%x, %wv, None)\n"
+      "  %a : Tensor = aten::scaled_dot_product_attention(%q, %k, %v, %mask, 0., False, None, False)\n"
+      "  output(%a)\n",
+      {{"q.weight", torch::randn({32, 32}) * 0.2}, {"k.weight", torch::randn({32, 32}) * 0.2},
+       {"v.weight", torch::randn({32, 32}) * 0.2}});
+  const at::Tensor x = torch::randn({1, 2, 16, 32});
+  const at::Tensor mask = torch::ones({1, 1, 16, 16}, torch::kBool).tril();
+  const at::Tensor expected = test::runGraph(*p.graph, {x, mask}).toTensor();
+  const auto original = ir::cloneGraph(*p.graph, std::make_shared<ir::ConstantTable>(p.graph->constants()));
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{x, mask};
+  auto report = test::runPipeline(*p.graph, "shape-prop,cast{dtype=bf16}", &ctx);
+  CHECK(test::counter(report, "cast", "lowered") == 4);  // the three linears and the attention
+  rewriters::PassContext annotateCtx;
+  annotateCtx.exampleInputs = ctx.exampleInputs;
+  test::runPipeline(*p.graph, "shape-prop", &annotateCtx);
+  CHECK(inputDtypes(*p.graph, "aten::scaled_dot_product_attention") ==
+        std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+  p.graph->walk([](ir::Node* n) {
+    if (!n->is("aten::scaled_dot_product_attention")) return;
+    for (size_t i : {1, 2}) CHECK(n->argValue(i)->meta().dtype == c10::ScalarType::BFloat16);  // key, value
+    CHECK(n->argValue(3)->meta().dtype == c10::ScalarType::Bool);  // the mask, as it was
+  });
+  for (const auto& u : p.graph->inputs().at(1)->uses()) CHECK_FALSE(u.user->is("aten::to"));
+  auto verdict = judgeGraphBf16(test::runGraph(*p.graph, {x, mask}), expected, *original, {x, mask});
+  INFO(verdict.summary);
+  CHECK(verdict.passed);
+}
+
+TEST_CASE("CastDoesNotLowerAnAttentionWithAFloat64Input") {
+  if (!ir::findSchema("aten::scaled_dot_product_attention", "")) {
+    WARN("SKIPPED: this LibTorch has no aten::scaled_dot_product_attention (PyTorch 2.0 on)");
+    return;
+  }
+  auto p = test::parseWithConstants(
+      "graph(%q : Tensor, %k : Tensor, %v : Tensor, %bias : Tensor):\n"
+      "  %a : Tensor = aten::scaled_dot_product_attention(%q, %k, %v, %bias, 0., False, None, False)\n"
+      "  output(%a)\n",
+      {});
+  const at::Tensor q = torch::randn({1, 2, 8, 16}, torch::kDouble);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{q, q, q, torch::zeros({1, 1, 8, 8}, torch::kDouble)};
+  auto report = test::runPipeline(*p.graph, "shape-prop,cast{dtype=bf16}", &ctx);
+  CHECK(test::counter(report, "cast", "lowered") == 0);
+  bool said = false;
+  for (const auto& d : ctx.declines()) said = said || d.find("is float64, not float32") != std::string::npos;
+  CHECK(said);
+}

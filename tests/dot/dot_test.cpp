@@ -247,7 +247,7 @@ TEST_CASE("Control flow: blocks are boxes, their results join the If/Loop") {
   CHECK(dot.find("<B>yield</B>") != std::string::npos);
 }
 
-TEST_CASE("Node matching pairs a graph with its folded self; the diff shows the fold") {
+TEST_CASE("Node matching pairs a graph with its folded self, the diff shows the fold") {
   ir::Model before = test::importFixture(test::fixture("resnet18_script"));
   ir::Model after = before.clone();
   test::runPipeline(after.forward(), "fold-conv-bn");
@@ -479,7 +479,7 @@ TEST_CASE("A pass's changes are drawn from its edit log: added green, changed ye
   }
 }
 
-TEST_CASE("Edit-log drawings: a replaced constant marks its readers; an empty log marks nothing") {
+TEST_CASE("Edit-log drawings: a replaced constant marks its readers, an empty log marks nothing") {
   test::ParsedGraph p = smallGraph();
   ir::EditLog log;
   log.setKeepText(true);

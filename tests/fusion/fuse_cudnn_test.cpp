@@ -170,7 +170,7 @@ TEST_CASE("FuseCudnnDoesNotFireForCpuTargets") {
   CHECK(said);
 }
 
-TEST_CASE("fuse-cudnn: add(conv, z, alpha) keeps alpha; relu_ of a conv fuses; short int lists are expanded") {
+TEST_CASE("fuse-cudnn: add(conv, z, alpha) keeps alpha, relu_ of a conv fuses, short int lists are expanded") {
   auto b = build(
       "  %s : Tensor = aten::add.Tensor(%y, %r, 2)\n"
       "  %o : Tensor = aten::relu(%s)\n"

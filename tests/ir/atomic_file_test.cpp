@@ -36,7 +36,7 @@ size_t filesIn(const fs::path& dir) { return static_cast<size_t>(std::distance(f
 
 }  // namespace
 
-TEST_CASE("AtomicModuleFile writes, loads back and commits; the temporary file is gone") {
+TEST_CASE("AtomicModuleFile writes, loads back and commits, the temporary file is gone") {
   const fs::path out = scratch("ok.pt");
   {
     AtomicModuleFile file(out.string());

@@ -89,7 +89,7 @@ def forward(self, x, bias: Optional[Tensor] = None):
 
 }  // namespace
 
-TEST_CASE("lazily initialized Optional state, seen by later reads in the same run; argument defaults kept") {
+TEST_CASE("lazily initialized Optional state, seen by later reads in the same run, argument defaults kept") {
   torch::jit::Module original = lazyStateModule();
   ir::Model model = ir::importModule(original);
   // The interpreter sees the write within one run: shape-prop runs it, and

@@ -48,7 +48,7 @@ std::string editAndCheck(Graph& g, const std::function<void(Rewriter&)>& edit) {
 
 }  // namespace
 
-TEST_CASE("rewriter: replace logs the users and the erase; the diff reads like a text diff") {
+TEST_CASE("rewriter: replace logs the users and the erase, the diff reads like a text diff") {
   auto g = parseGraph(kRewriterGraph);
   const std::string diff = editAndCheck(*g, [&](Rewriter& rw) {
     rw.replace(byOutput(*g, "b"), g->findValue("a"));  // sigmoid gone, tanh reads %a
@@ -94,7 +94,7 @@ TEST_CASE("rewriter: inserts, moves, nested blocks and the signature") {
   CHECK_THAT(diff, Catch::Contains("+graph(%x : Tensor{float32}, %n : int, %c : bool):"));
 }
 
-TEST_CASE("rewriter: an inserted-then-erased node leaves no trace; constants are logged") {
+TEST_CASE("rewriter: an inserted-then-erased node leaves no trace, constants are logged") {
   auto g = parseGraph(kRewriterGraph);
   EditLog log;
   log.setKeepText(true);

@@ -53,7 +53,7 @@ TEST_CASE("judge uses the confidence interval and the margin") {
   CHECK(measure::judge({0.99, 0.985, 0.99, 100}, 0.02) == SpeedVerdict::NoClearDifference);
 }
 
-TEST_CASE("measurePair stays within its budget; too few pairs draw no verdict") {
+TEST_CASE("measurePair stays within its budget, too few pairs draw no verdict") {
   FakeClock c;
   int callsA = 0, callsB = 0;
   const auto m = measurePair(c.run(10, 0, &callsA), c.run(15, 0, &callsB), options(1.0, false), c);
@@ -73,16 +73,17 @@ TEST_CASE("measurePair stays within its budget; too few pairs draw no verdict") 
   CHECK(s.verdict == SpeedVerdict::NoClearDifference);
   CHECK(slow.now == Approx(1700));
   CHECK_THAT(s.line(), Catch::Contains("does not fit in the 0.5 s budget"));
-  // Two pairs fit in the budget (one warm-up round, no more: it would pass a
-  // third of the budget): fewer than a verdict needs, so none is drawn, even
-  // though B is 12% slower.
+  // Two pairs would fit in the budget (after one warm-up round): fewer than
+  // an interval needs, so only a difference beyond 25% in every pair could
+  // give a verdict; B is 12% slower in the first pair, so none can come, and
+  // the timing stops there.
   FakeClock few;
   const auto f = measurePair(few.run(800), few.run(900), options(6.0), few);
-  CHECK(f.pairs == 2);
+  CHECK(f.pairs == 1);
   CHECK(f.tooFewPairs);
   CHECK(f.verdict == SpeedVerdict::NoClearDifference);
   CHECK(few.now <= 6000);
-  CHECK_THAT(f.line(), Catch::Contains("from 2 pairs only (2 fit in the 6.0 s budget, 5 make an interval"));
+  CHECK_THAT(f.line(), Catch::Contains("from 1 pair only"));
   // Two pairs that each differ by far more than noise do: a verdict anyway
   // (an fp16 model many times slower on a CPU).
   FakeClock far;
@@ -99,13 +100,13 @@ TEST_CASE("measurePair stays within its budget; too few pairs draw no verdict") 
   CHECK(p.pairs == 5);
   CHECK(p.verdict == SpeedVerdict::Slower);
 
-  // With early stopping, a clear answer ends the timing at 20 pairs.
+  // With early stopping, a clear answer ends the timing at minPairs (5).
   FakeClock clear;
   const auto e = measurePair(clear.run(10, 0.5), clear.run(15, 0.5), options(1.0), clear);
-  CHECK(e.pairs == 20);
+  CHECK(e.pairs == 5);
   CHECK(e.verdict == SpeedVerdict::Slower);
   FakeClock same;
-  CHECK(measurePair(same.run(10, 0.5), same.run(10, 0.5), options(1.0), same).pairs == 20);
+  CHECK(measurePair(same.run(10, 0.5), same.run(10, 0.5), options(1.0), same).pairs == 5);
   // A noisy ratio (a wide CI around 1) runs to the budget.
   FakeClock unclear;
   int i = 0;

@@ -43,7 +43,7 @@ TEST_CASE("metrics of one output: max abs/rel, mismatch, cosine, worst element, 
   CHECK(report.find("worst       at [1, 0]: got 3.5, expected 3") != std::string::npos);
 }
 
-TEST_CASE("a tolerance within bounds passes; bitwise equality is recognized") {
+TEST_CASE("a tolerance within bounds passes, bitwise equality is recognized") {
   at::Tensor y = torch::randn({4, 10});
   CHECK(verify::compareOutputs(y.clone(), y).bitwiseEqual());
   at::Tensor x = y + 1e-7;
@@ -106,7 +106,7 @@ TEST_CASE("the scale is the RMS of the finite reference values: one outlier does
   CHECK(verify::compareOutputs(x, y, Tolerance{1e-4, 1e-5, Criterion::Elementwise, 0.99, 1e-3}).withinTolerance());
 }
 
-TEST_CASE("an all-zero output keeps atol as its floor; the global criterion ignores the scale term") {
+TEST_CASE("an all-zero output keeps atol as its floor, the global criterion ignores the scale term") {
   at::Tensor y = torch::zeros({8});
   CHECK(verify::compareOutputs(y + 5e-6, y).withinTolerance());
   CHECK_FALSE(verify::compareOutputs(y + 2e-5, y).withinTolerance());
@@ -395,7 +395,7 @@ TEST_CASE("the runner caches the reference, checks candidates, and names inputs 
                     Catch::Contains("fails on the given inputs (x=1,5,64,64)"));
 }
 
-TEST_CASE("devices: auto picks CUDA only when present; cuda is refused without it", "[cuda]") {
+TEST_CASE("devices: auto picks CUDA only when present, cuda is refused without it", "[cuda]") {
   if (torch::cuda::is_available()) {
     CHECK(verify::resolveDevice("auto").is_cuda());
   } else {

@@ -54,11 +54,13 @@ PY
 # LibTorch 1.13 cannot even run on a CPU (verified by emulation; emulated
 # fp16 runs about as fast as fp32 here) and 2.x runs in slow fp16 kernels. OUT is not written; the pipeline
 # without its precision and layout passes is (or, should that measure
-# slower on a noisy machine, the input itself).
+# slower on a noisy machine, the input itself). The default 2 s budget: on a
+# loaded machine (ctest -j) a tighter one fits a single pair of the slow OUT,
+# and a single pair gives no verdict.
 mkdir "$work/slow"
 expect 0 "OUT was measurably slower than IN.*, so ptopt writes (fp32 structure|the input model)" -- \
   "$ptopt" "$m" "$work/slow/o.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' --input-shape $shape \
-  --measure-budget 0.5 --report "$work/slow.json"
+  --measure-budget 2 --report "$work/slow.json"
 grep -qE "wrote (fp32 structure|the input model \(unchanged\)) instead" <<<"$last_output" \
   || fail "the last line does not say what was written"
 "$py" - "$m" "$work/slow/o.pt" "$work/slow.json" <<'PY' || fail "fp16 fallback"
@@ -98,7 +100,7 @@ for path in sys.argv[1:]:
 PY
 # Without the structure to fall back to (only a cast), the input itself is written, unchanged.
 expect 0 "writes the input model \(unchanged\)" -- \
-  "$ptopt" "$m" "$work/slow/in.pt" --passes 'cast{dtype=fp16}' --input-shape $shape --measure-budget 0.5
+  "$ptopt" "$m" "$work/slow/in.pt" --passes 'cast{dtype=fp16}' --input-shape $shape --measure-budget 2
 cmp -s "$m" "$work/slow/in.pt" || fail "the input was not written unchanged"
 [ -z "$(ls -A "$work/slow" | grep -v '\.pt$')" ] || fail "files left behind: $(ls -A "$work/slow")"
 

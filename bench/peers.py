@@ -652,13 +652,20 @@ def merge(args):
                 variants.append(v)
     args.variants = ["original"] + [v for v in VARIANTS if v in variants and v != "original"]
     args.rounds = args.rounds if not runs[0].get("rounds") else runs[0]["rounds"]
+    write_outputs(args, meta, threads_list, results, markdown=True)
+    return 0
+
+
+def write_outputs(args, meta, threads_list, results, markdown):
+    """OUT.json (after every model, so a run cut short keeps what it timed);
+    with markdown, OUT.md too, printed."""
     with open(args.out + ".json", "w") as fh:
         json.dump({"meta": meta, "threads": threads_list, "results": results, "rounds": args.rounds}, fh, indent=1)
-    markdown = render(results, args, threads_list, meta)
-    with open(args.out + ".md", "w") as fh:
-        fh.write(markdown)
-    print(markdown)
-    return 0
+    if markdown:
+        text = render(results, args, threads_list, meta)
+        with open(args.out + ".md", "w") as fh:
+            fh.write(text)
+        print(text)
 
 
 def main():
@@ -702,12 +709,8 @@ def main():
     for m in models:
         print("peers: %s" % m, file=sys.stderr)
         results.append(run_model(args, table[m], threads_list))
-        with open(args.out + ".json", "w") as fh:
-            json.dump({"meta": meta, "threads": threads_list, "results": results, "rounds": args.rounds}, fh, indent=1)
-    markdown = render(results, args, threads_list, meta)
-    with open(args.out + ".md", "w") as fh:
-        fh.write(markdown)
-    print(markdown)
+        write_outputs(args, meta, threads_list, results, markdown=False)
+    write_outputs(args, meta, threads_list, results, markdown=True)
 
 
 if __name__ == "__main__":

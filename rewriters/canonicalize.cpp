@@ -2,6 +2,7 @@
 
 #include "ir/mutation.h"
 #include "ir/op_views.h"
+#include "rewriters/constants.h"
 
 #include <functional>
 #include <optional>
@@ -216,7 +217,17 @@ bool sameDtype(std::initializer_list<const Value*> vs) {
   return true;
 }
 
-// aten::addmm(b, x, t(w), 1, 1) -> aten::linear(x, w, b).
+// A constant 2-D float weight [in, out] read untransposed by addmm (GPT-2's
+// Conv1D), or nullopt.
+std::optional<at::Tensor> untransposedWeight(const Value* mat2) {
+  auto w = constantTensor(mat2);
+  if (!w || w->dim() != 2 || !w->is_floating_point() || w->requires_grad()) return std::nullopt;
+  return w;
+}
+
+// aten::addmm(b, x, t(w), 1, 1) -> aten::linear(x, w, b), and
+// aten::addmm(b, x, W, 1, 1) with a constant W -> aten::linear(x, W^T, b)
+// (W^T a new contiguous constant `<W>_t`).
 bool canonicalizeAddmm(Rewriter& rw, Node* n, PassContext& ctx, const std::string& pass) {
   if (!n->is("aten::addmm") || !n->overload().empty() || n->numArgs() != 5) return false;
   const OpView addmm = OpView::of(n);
@@ -224,14 +235,17 @@ bool canonicalizeAddmm(Rewriter& rw, Node* n, PassContext& ctx, const std::strin
   Value* x = addmm.value("mat1");
   Value* mat2 = addmm.value("mat2");
   Value* w = transposedWeight(mat2);
-  if (!b || !x || !w) return false;
+  const std::optional<at::Tensor> constantW = w ? std::nullopt : untransposedWeight(mat2);
+  if (!b || !x || (!w && !constantW)) return false;
   if (!isLiteralOne(addmm, "beta") || !isLiteralOne(addmm, "alpha")) {
     ctx.decline(pass, n, "beta and alpha must be literal 1 to become aten::linear");
     return false;
   }
-  Node* transpose = mat2->node();
+  Node* producer = mat2->node();
+  if (constantW) w = rw.addConstant(producer->target() + "_t", constantW->t().contiguous(), n);
   replaceNode(rw, n, rw.graph().createCall("aten::linear", {x, w, b}, {n->output()->type()}));
-  eraseIfUnused(rw, transpose);
+  if (constantW) rw.eraseConstantIfUnused(mat2);
+  else eraseIfUnused(rw, producer);
   return true;
 }
 

@@ -377,3 +377,47 @@ TEST_CASE("canonicalize then cse and dce keep every fixture within 1e-6") {
     }
   }
 }
+
+// GPT-2's Conv1D: addmm(b, x.view(-1, in), W) with W [in, out] read as it is.
+TEST_CASE("canonicalize turns addmm with an untransposed constant weight into linear on W^T") {
+  ir::ParseOptions opts;
+  opts.constants = randomConstants({{"conv1d.weight", {16, 32}}, {"conv1d.bias", {32}}});
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"conv1d.weight\"]\n"
+      "  %b : Tensor = get_attr[\"conv1d.bias\"]\n"
+      "  %y : Tensor = aten::addmm(%b, %x, %w, 1, 1)\n"
+      "  output(%y)\n",
+      opts);
+  std::vector<c10::IValue> inputs = {torch::randn({4, 16})};
+  const c10::IValue before = runGraph(*g, inputs);
+  Run r = canonicalize(*g);
+  CHECK(r.result.counter("linear") == 1);
+  test::checkIR(g->str(), R"(
+    # CHECK: get_attr["conv1d.weight_t"]
+    # CHECK: aten::linear(%x,
+    # CHECK-NOT: aten::addmm
+  )");
+  // Nothing reads the [in, out] original any more (export leaves it out);
+  // its transpose [out, in] is stored contiguous.
+  CHECK(g->str().find("get_attr[\"conv1d.weight\"]") == std::string::npos);
+  const at::Tensor wt = g->constants().tensor("conv1d.weight_t");
+  CHECK(wt.sizes() == at::IntArrayRef({32, 16}));
+  CHECK(wt.is_contiguous());
+  const Compared c = compareOutputs(runGraph(*g, inputs), before);
+  CHECK(c.maxAbs < 1e-5);
+}
+
+TEST_CASE("CanonicalizeKeepsAddmmOfAComputedMatrix") {
+  ir::ParseOptions opts;
+  opts.constants = randomConstants({{"b", {32}}});
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor, %m : Tensor):\n"
+      "  %b : Tensor = get_attr[\"b\"]\n"
+      "  %y : Tensor = aten::addmm(%b, %x, %m, 1, 1)\n"
+      "  output(%y)\n",
+      opts);
+  Run r = canonicalize(*g);
+  CHECK(r.result.counter("linear") == 0);
+  CHECK(test::countOps(*g, "aten::addmm") == 1);
+}

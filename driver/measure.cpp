@@ -1,5 +1,6 @@
 #include "driver/measure.h"
 
+#include "ir/load_time.h"
 #include "ir/model.h"
 #include "measure/sampler.h"
 
@@ -106,10 +107,23 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
 // sizes the pthreadpool XNNPACK runs on, which OMP_NUM_THREADS does not (it
 // starts with one thread per core), and a 1-thread timing reads the calling
 // thread's CPU time, so work on other pool threads would go uncounted.
-ScopedThreads::ScopedThreads(int threads) : previous_(at::get_num_threads()) {
+ScopedThreads::ScopedThreads(int threads, std::vector<torch::jit::Module> repacked)
+    : previous_(at::get_num_threads()), changed_(threads > 0 && threads != previous_), repacked_(std::move(repacked)) {
   if (threads > 0) at::set_num_threads(threads);
+  repack();
 }
-ScopedThreads::~ScopedThreads() { at::set_num_threads(previous_); }
+ScopedThreads::~ScopedThreads() {
+  at::set_num_threads(previous_);
+  try {
+    repack();
+  } catch (const std::exception&) {  // the packs made at the timing's count still compute the same values
+  }
+}
+void ScopedThreads::repack() {
+  if (!changed_) return;
+  torch::NoGradGuard noGrad;
+  for (torch::jit::Module& m : repacked_) ir::repackLoadTimeValues(m);
+}
 
 namespace {
 // LibTorch's message without its backtrace; of a TorchScript traceback, the

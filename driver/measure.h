@@ -156,16 +156,22 @@ BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::Impo
                               const rewriters::Pipeline& pipeline, const rewriters::PassContext& like);
 
 // Sets LibTorch's intra-op thread count for a scope (threads <= 0: leaves
-// it), restoring the previous count.
+// it), restoring the previous count. The load-time values of `repacked`
+// (oneDNN's packed weights, whose blocking follows the thread count) are
+// recomputed at the new count and again at the restored one, so each is
+// timed as a load at that count would run it.
 class ScopedThreads {
  public:
-  explicit ScopedThreads(int threads);
+  explicit ScopedThreads(int threads, std::vector<torch::jit::Module> repacked = {});
   ~ScopedThreads();
   ScopedThreads(const ScopedThreads&) = delete;
   ScopedThreads& operator=(const ScopedThreads&) = delete;
 
  private:
+  void repack();
   int previous_;
+  bool changed_ = false;
+  std::vector<torch::jit::Module> repacked_;
 };
 
 }  // namespace ptopt

@@ -420,7 +420,7 @@ void measureStage(Stages& r, bool ok) {
     picked = *fromCache;
   } else {
     try {
-      ScopedThreads threads(mo.threads);
+      ScopedThreads threads(mo.threads, {r.opt->original(), r.result});  // packs follow the count
       torch::NoGradGuard noGrad;
       torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
       measure::DeviceClock clock(r.device);  // thread CPU time at one thread; CUDA events

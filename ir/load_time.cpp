@@ -204,4 +204,18 @@ void attachLoadTimeValues(torch::jit::Module& root, const std::shared_ptr<torch:
   root.register_module(kLoadTimeModule, holder);
 }
 
+bool repackLoadTimeValues(torch::jit::Module& root) {
+  bool any = false;
+  for (torch::jit::Module m : root.modules()) {
+    if (!m.hasattr(kLoadTimeModule)) continue;
+    const c10::IValue holderValue = m.attr(kLoadTimeModule);
+    if (!holderValue.isObject()) continue;
+    torch::jit::Module holder(holderValue.toObject());
+    if (!holder.find_method("__getstate__") || !holder.find_method("__setstate__")) continue;
+    holder.run_method("__setstate__", holder.run_method("__getstate__"));
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace ptopt::ir

@@ -60,4 +60,13 @@ LoadTimeValues hoistLoadTimeValues(Model& model);
 void attachLoadTimeValues(torch::jit::Module& root, const std::shared_ptr<torch::jit::CompilationUnit>& cu,
                           const LoadTimeValues& values);
 
+// Recomputes the load-time values of `root` (and of every submodule ptopt
+// wrote) as a load would now: __setstate__(__getstate__()). oneDNN picks a
+// packed weight's blocking for the thread count in effect (brgemm convs split
+// the output channels per thread), and a conv handed a pack made for another
+// count reorders it on every call, slower than no packing at all. Whoever
+// changes the thread count of a loaded module and then runs it calls this.
+// Returns whether there was anything to recompute.
+bool repackLoadTimeValues(torch::jit::Module& root);
+
 }  // namespace ptopt::ir

@@ -213,7 +213,22 @@ std::vector<size_t> Conv2dKernelOp::prepackOrder() const {
   return {index("weight"), index("bias"), index("stride"), index("padding"), index("dilation"), index("groups")};
 }
 
-std::vector<Arg> Conv2dKernelOp::reorderGeometry() const { return {padding(), stride(), dilation(), groups()}; }
+std::vector<Arg> Conv2dKernelOp::reorderGeometry() const {
+  std::vector<Arg> geometry{padding(), stride(), dilation(), groups()};
+  // LibTorch 2.x's reorder also takes the input's size. oneDNN picks the
+  // weight's blocking for a shape and the thread count (brgemm convs block
+  // the output channels per thread), and without a size it guesses one: a
+  // pack that then differs from what the conv wants is reordered again on
+  // every call (mobilenet_v2 at 2 threads ran 4x slower so). 1.13 has no
+  // such argument.
+  static const bool takesInputSize = [] {
+    const c10::FunctionSchema* s = findSchema("aten::mkldnn_reorder_conv2d_weight", "");
+    return s && s->arguments().size() > 5;
+  }();
+  const Value* x = input().value();
+  if (takesInputSize && x && x->meta().shape && x->meta().shape->size() == 4) geometry.emplace_back(Literal(*x->meta().shape));
+  return geometry;
+}
 
 std::optional<ConvPrepackOp> ConvPrepackOp::match(Node* n) {
   if (!n->is("mkldnn_prepacked::conv2d_prepack") || n->numArgs() != kConvPrepackNames.size()) return std::nullopt;

@@ -228,8 +228,9 @@ class Conv2dKernelOp : public OpView {
   // `weight` replaced where given.
   std::vector<Arg> mkldnnConvolutionArgs(std::optional<Arg> input = std::nullopt,
                                          std::optional<Arg> weight = std::nullopt) const;
-  // mkldnn_reorder_conv2d_weight(weight, padding, stride, dilation, groups)'s
-  // arguments after the weight.
+  // mkldnn_reorder_conv2d_weight(weight, padding, stride, dilation, groups
+  // [, input_size])'s arguments after the weight: input_size (the input's
+  // shape as seen while optimizing) where the LibTorch takes it (2.x).
   std::vector<Arg> reorderGeometry() const;
 
  private:

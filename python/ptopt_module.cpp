@@ -11,6 +11,7 @@
 // converts the results.
 #include "api/api.h"
 #include "tools/latency.h"
+#include "driver/measure.h"
 #include "driver/op_table.h"
 #include "tools/render.h"
 #include "tools/session.h"
@@ -307,20 +308,18 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
       if (mb) tb = needsCopy(*mb, dev) ? ptopt::ir::moduleOnDevice(mb->clone(), dev) : *mb;
       ta.eval();
       if (tb) tb->eval();
-      const int before = at::get_num_threads();
-      if (threads) at::set_num_threads(*threads);
+      std::vector<torch::jit::Module> timed{ta};
+      if (tb) timed.push_back(*tb);
+      // ptopt's packed oneDNN weights follow the thread count: repacked at
+      // the timing's count, and back at the caller's after.
+      ptopt::ScopedThreads scoped(threads ? *threads : 0, timed);
       usedThreads = at::get_num_threads();
       torch::NoGradGuard noGrad;
       try {
         r = ptopt::tools::benchModels(ta, tb ? &*tb : nullptr, inputs, dev, settings);
       } catch (const ptopt::ir::InputError& e) {
-        at::set_num_threads(before);
         throw ptopt::InputsDoNotFit(e.what());
-      } catch (...) {
-        at::set_num_threads(before);
-        throw;
       }
-      at::set_num_threads(before);
       device = ptopt::verify::describeDevice(dev);
       timing = ptopt::tools::timingMethod(dev);
     });

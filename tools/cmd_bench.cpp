@@ -78,6 +78,9 @@ nlohmann::json statsJson(const TimingStats& s) {
 }  // namespace
 
 int runBench(const BenchOptions& o) {
+  // Before loading: a ptopt file packs its oneDNN weights when it loads, for
+  // the thread count then in effect.
+  if (o.threads) at::set_num_threads(*o.threads);
   torch::jit::Module a = ir::loadTorchScript(o.model);
   std::optional<torch::jit::Module> b;
   if (!o.vs.empty()) b = ir::loadTorchScript(o.vs);
@@ -92,7 +95,6 @@ int runBench(const BenchOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (o.threads) at::set_num_threads(*o.threads);
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   torch::NoGradGuard noGrad;
   a.eval();

@@ -6,6 +6,7 @@
 // conv2d + activation; named must-not-fire cases (LibTorch 1.13 has no such
 // operator: declined with the reason).
 #include "ir/load_time.h"
+#include "ir/op_views.h"
 #include "kernels/onednn_fused_convs.h"
 #include "kernels/tuned_kernels.h"
 #include "tests/support/checked_run.h"
@@ -93,6 +94,17 @@ TEST_CASE("tuned-kernels fuses mobilenet_v2's relu6 into oneDNN convs packed at 
   CHECK(test::countOps(g, "aten::conv2d") == 0);
   CHECK(test::countOps(g, "mkldnn::_convolution_pointwise") == 52);
   CHECK(test::countOps(g, "aten::mkldnn_reorder_conv2d_weight") == 52);
+  // Each pack names the conv's input size, so oneDNN picks the blocking the
+  // conv wants at the loading thread count (without it, a guess that at 2
+  // threads made every call reorder the weight again).
+  g.walk([&](ir::Node* n) {
+    if (!n->is("mkldnn::_convolution_pointwise")) return;
+    ir::Node* reorder = ir::OpView::of(n).value("W")->node();
+    REQUIRE(reorder->numArgs() == 6);
+    const ir::Literal* size = ir::OpView::of(reorder).literal("input_size");
+    REQUIRE(size);
+    CHECK(size->as<std::vector<int64_t>>() == *ir::OpView::of(n).value("X")->meta().shape);
+  });
   // Every relu6 was a conv's only reader: fused as its post-op.
   CHECK(test::countOps(g, "aten::hardtanh") + test::countOps(g, "aten::hardtanh_") == 0);
   test::checkIR(g.str(), R"(

@@ -3,12 +3,16 @@
 // fake clock by its own duration, with a fixed pattern of jitter).
 #include "driver/measure.h"
 #include "api/api.h"
+#include "ir/load_time.h"
 #include "rewriters/pipeline.h"
+#include "verify/inputs.h"
 
 #include "tests/measure/fake_clock.h"
 
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <stdexcept>
 
 using namespace ptopt;
@@ -353,4 +357,48 @@ TEST_CASE("the fp32 structure drops the precision passes (int8 included) and the
   CHECK(s->description() == "the pipeline without quantize, channels-last");
   // Nothing to drop: no fallback structure.
   CHECK_FALSE(fp32StructurePipeline(parsePipelineOrPreset("-O1")));
+}
+
+TEST_CASE("ScopedThreads repacks a ptopt file's oneDNN weights at the timing's thread count and back") {
+  // A conv whose weight onednn-blocked packs when the file loads.
+  torch::jit::Module m("OneConv");
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.register_parameter("w", at::randn({16, 8, 3, 3}), false);
+  m.define(R"(
+def forward(self, x):
+    return torch.relu(torch.conv2d(x, self.w, None, [1, 1], [1, 1], [1, 1], 1)) + 1.0
+)");
+  Optimizer opt = Optimizer::fromModule(m);
+  verify::InputSpec input;
+  input.shape = {1, 8, 14, 14};
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs({input}, 0);
+  opt.run("canonicalize,shape-prop,onednn-blocked{min-convs=1}", &ctx);
+  std::istringstream bytes(opt.serialize().bytes);
+  torch::jit::Module loaded = torch::jit::load(bytes);
+  loaded.eval();
+  REQUIRE(loaded.hasattr(ir::kLoadTimeModule));
+  auto packed = [&] { return torch::jit::Module(loaded.attr(ir::kLoadTimeModule).toObject()).attr("v0").toTensor(); };
+  const at::Tensor x = at::randn({1, 8, 14, 14});
+  const at::Tensor expected = m.forward({x}).toTensor();
+  const at::Tensor atLoad = packed();
+  CHECK(atLoad.is_mkldnn());
+  const int before = at::get_num_threads();
+  const int other = before == 1 ? 2 : 1;
+  {
+    ScopedThreads threads(other, {loaded});
+    CHECK(at::get_num_threads() == other);
+    const at::Tensor atTiming = packed();
+    CHECK(atTiming.unsafeGetTensorImpl() != atLoad.unsafeGetTensorImpl());  // made again at this count
+    CHECK(at::allclose(loaded.forward({x}).toTensor(), expected, 1e-4, 1e-4));
+  }
+  CHECK(at::get_num_threads() == before);
+  CHECK(packed().unsafeGetTensorImpl() != atLoad.unsafeGetTensorImpl());  // and again at the restored count
+  CHECK(at::allclose(loaded.forward({x}).toTensor(), expected, 1e-4, 1e-4));
+  // The same count: nothing to redo.
+  const at::Tensor now = packed();
+  { ScopedThreads same(before, {loaded}); }
+  CHECK(packed().unsafeGetTensorImpl() == now.unsafeGetTensorImpl());
+  // A module ptopt did not write has nothing to recompute.
+  CHECK_FALSE(ir::repackLoadTimeValues(m));
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <random>
 #include <unistd.h>
@@ -715,6 +716,7 @@ void unregisterTemporary(const char* path) {
 AtomicModuleFile::AtomicModuleFile(std::string path) : path_(std::move(path)), tmp_(temporaryPathFor(path_)) {}
 
 AtomicModuleFile::~AtomicModuleFile() {
+  if (synced_.valid()) synced_.wait();
   if (written_ && !committed_) {
     std::error_code ec;
     std::filesystem::remove(tmp_, ec);
@@ -746,22 +748,38 @@ void AtomicModuleFile::write(const torch::jit::Module& module) {
   } catch (const std::exception&) {
     serializeError = std::current_exception();
   }
-  // Flush the file to disk before it can replace anything.
-  if (!err && !serializeError && ::fsync(fd) != 0) err = errno, what = "cannot flush to disk";
-  if (::close(fd) != 0 && !err && !serializeError) err = errno, what = "close failed";
-  if (err || serializeError) {
-    std::error_code ec;
-    std::filesystem::remove(tmp_, ec);
-    written_ = false;
-    if (serializeError) std::rethrow_exception(serializeError);
-    throw ioFailure(err, what);
+  if (!err && !serializeError) {
+    // Flushed to disk before it can replace anything (commit() waits), but on
+    // another thread: the file loads back from the page cache at once, and
+    // the disk works while the caller verifies and times the model (at 240
+    // MB/s a 1 GB model's fsync is 4 s).
+    synced_ = std::async(std::launch::async, [fd] {
+      int e = ::fsync(fd) != 0 ? errno : 0;
+      if (::close(fd) != 0 && !e) e = errno;
+      return e;
+    });
+    return;
   }
+  ::close(fd);
+  std::error_code ec;
+  std::filesystem::remove(tmp_, ec);
+  written_ = false;
+  if (serializeError) std::rethrow_exception(serializeError);
+  throw ioFailure(err, what);
 }
 
 torch::jit::Module AtomicModuleFile::load() const { return torch::jit::load(tmp_); }
 
 void AtomicModuleFile::commit() {
   namespace fs = std::filesystem;
+  if (synced_.valid()) {
+    if (const int err = synced_.get(); err != 0) {
+      std::error_code ec;
+      fs::remove(tmp_, ec);
+      written_ = false;
+      throw std::system_error(err, std::generic_category(), "cannot write '" + path_ + "': cannot flush to disk");
+    }
+  }
   try {
     if (fs::exists(path_)) fs::permissions(tmp_, fs::status(path_).permissions());
     fs::rename(tmp_, path_);

@@ -30,6 +30,7 @@
 
 #include <torch/script.h>
 
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -118,7 +119,8 @@ class AtomicModuleFile {
   AtomicModuleFile(const AtomicModuleFile&) = delete;
   AtomicModuleFile& operator=(const AtomicModuleFile&) = delete;
 
-  // Streams the archive and flushes it to disk (fsync). A failed write (disk
+  // Streams the archive and starts flushing it to disk (fsync, on a thread of
+  // its own; commit() waits for it and fails if it did). A failed write (disk
   // full) throws std::runtime_error "cannot write 'PATH': ..." and leaves no
   // file: LibTorch's zip writer is never shown the failure (it would throw
   // again from its destructor and abort the process).
@@ -135,6 +137,7 @@ class AtomicModuleFile {
   std::string path_, tmp_;
   uint64_t bytes_ = 0;
   bool written_ = false, committed_ = false;
+  std::future<int> synced_;  // the fsync and close: errno, or 0
 };
 
 // The pieces of saveModuleAtomically, for callers that check the bytes

@@ -72,7 +72,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 
 PRESETS = ["-O1", "-O2", "-O3"]
 # The AVX2 world on an AVX-512 / AMX CPU (README, "Tests on any CPU").
-AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+# The BLAS libraries too: Debian's OpenBLAS (1.13's BLAS, which runs the 1x1
+# convs ATen sends to _slow_conv2d_forward and every linear) picks its
+# kernels by CPUID, as MKL (the PyPI wheels' BLAS) does.
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 # glibc's malloc with its defaults maps every block over 128 KiB afresh and
 # raises that threshold only as blocks are freed, so whether a model's
 # activations page-fault on every call depended on what the process had run

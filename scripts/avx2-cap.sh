@@ -15,6 +15,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 world=debian
 if [ "${1:-}" = "--world" ]; then world=${2:?--world debian|torch2}; shift 2; fi
 export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+# The BLAS: Debian's OpenBLAS (1.13's; linears and the 1x1 convs ATen runs as
+# GEMMs) and the wheels' MKL pick kernels by CPUID, uncapped by the two above
+# (OPENBLAS_VERBOSE=2 names the core OpenBLAS chose).
+export OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2
 if [ "$world" = debian ]; then
   shim=$root/build/libcpuinfo_avx2_cap.so
   if [ -f /usr/include/cpuinfo.h ] && { [ ! -f "$shim" ] || [ "$root/bench/cpuinfo_avx2_cap.c" -nt "$shim" ]; }; then

@@ -19,6 +19,10 @@ std::string isaLevel() {
   std::string caps;
   if (const char* aten = std::getenv("ATEN_CPU_CAPABILITY"); aten && *aten) caps += std::string("ATEN_CPU_CAPABILITY=") + aten;
   if (auto cap = target::onednnIsaCap()) caps += (caps.empty() ? "" : ", ") + std::string("ONEDNN_MAX_CPU_ISA=") + *cap;
+  // The BLAS libraries' own caps (OpenBLAS: Debian's 1.13; MKL: the wheels):
+  // linears and ATen's GEMM convs run on them.
+  for (const char* blas : {"OPENBLAS_CORETYPE", "MKL_ENABLE_INSTRUCTIONS"})
+    if (const char* v = std::getenv(blas); v && *v) caps += (caps.empty() ? "" : ", ") + std::string(blas) + "=" + v;
   return caps.empty() ? level : level + " (" + caps + ")";
 }
 

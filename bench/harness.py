@@ -282,43 +282,62 @@ def build_variants(args, name, model, shape, work):
     return built
 
 
-def time_variants(args, built):
-    """Loads what build_variants wrote (plus freeze and optimize_for_inference, made
-    here since the latter's file often does not reload) and times them all,
-    interleaved, in this process; returns the row of one timing process."""
-    name, shape, src = built["model"], built["shape"], built["src"]
+def load_variants(args, built):
+    """The variants as this process's thread count packs them: ptopt's files
+    pack their oneDNN weights when they load, and freeze/optimize_for_inference
+    when they run, for the thread count then in effect (oneDNN blocks a packed
+    weight per thread count; a pack made at 2 threads and run at 1 reorders
+    every weight on every call). Returns {name: module} and {name: reloads}."""
+    name, src = built["model"], built["src"]
     work = os.path.dirname(src)
-    original = torch.jit.load(src).eval()
-    torch.manual_seed(1)
-    x = torch.randn(*shape)
-    with torch.no_grad():
-        ref = original(x)
-    variants = {"original": (original, True)}
-    frozen = torch.jit.freeze(torch.jit.load(src).eval())
+    modules = {"original": torch.jit.load(src).eval()}
+    reloads_ok = {"original": True}
+    modules["freeze"] = torch.jit.freeze(torch.jit.load(src).eval())
     fpath = os.path.join(work, name + ".freeze.pt")
-    frozen.save(fpath)
-    variants["freeze"] = (frozen, reloads(fpath))
+    modules["freeze"].save(fpath)
+    reloads_ok["freeze"] = reloads(fpath)
     try:
-        ofi = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.load(src).eval()))
+        modules["ofi"] = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.load(src).eval()))
         opath = os.path.join(work, name + ".ofi.pt")
-        ofi.save(opath)
-        variants["ofi"] = (ofi, reloads(opath))
+        modules["ofi"].save(opath)
+        reloads_ok["ofi"] = reloads(opath)
     except Exception as e:  # noqa: BLE001
         print("  optimize_for_inference failed: %s" % str(e).splitlines()[0])
     for preset in args.variants:
         if preset in built["outputs"]:
             path = built["outputs"][preset]
-            variants[preset] = (torch.jit.load(path).eval(), reloads(path))
-    names = list(variants)
-    fns = [variants[n][0] for n in names]
+            modules[preset] = torch.jit.load(path).eval()
+            reloads_ok[preset] = reloads(path)
+    return modules, reloads_ok
+
+
+def time_variants(args, built):
+    """Loads what build_variants wrote (plus freeze and optimize_for_inference, made
+    here since the latter's file often does not reload) and times them all,
+    interleaved, in this process, each thread count on variants loaded at it;
+    returns the row of one timing process."""
+    name, shape = built["model"], built["shape"]
+    torch.manual_seed(1)
+    x = torch.randn(*shape)
+    torch.set_num_threads(1)
+    modules, reloads_ok = load_variants(args, built)
+    with torch.no_grad():
+        ref = modules["original"](x)
+    names = list(modules)
+    fns = [modules[n] for n in names]
     row = {"model": name, "shape": list(shape), "variants": {}, "tool": built["tool"]}
     lat1 = median_latency(fns, x, args.reps, 1, cpu_time=True)
-    latn = median_latency(fns, x, args.reps, os.cpu_count(), cpu_time=False) if not args.one_thread_only else lat1
+    numerics_of = {n: numerics(modules[n], ref, x) for n in names}
+    latn = lat1
+    if not args.one_thread_only:
+        torch.set_num_threads(os.cpu_count())
+        modules, _ = load_variants(args, built)
+        latn = median_latency([modules[n] for n in names], x, args.reps, os.cpu_count(), cpu_time=False)
     for i, n in enumerate(names):
-        err, cos = numerics(fns[i], ref, x)
+        err, cos = numerics_of[n]
         row["variants"][n] = {"ms_1t": lat1[i] * 1e3, "ms_nt": latn[i] * 1e3,
                               "ratio_1t": lat1[i] / lat1[0], "ratio_nt": latn[i] / latn[0],
-                              "max_abs": err, "cosine": cos, "reloads": variants[n][1]}
+                              "max_abs": err, "cosine": cos, "reloads": reloads_ok[n]}
     print("  " + "  ".join("%s %.3fx" % (n, row["variants"][n]["ratio_1t"]) for n in names), flush=True)
     return row
 

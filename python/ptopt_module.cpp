@@ -16,6 +16,7 @@
 #include "tools/render.h"
 #include "tools/session.h"
 
+#include "ir/load_time.h"
 #include "ir/model.h"
 #include "ir/version.h"
 #include "quant/calibration.h"
@@ -491,6 +492,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("optimize", &optimize);
   m.def("verify", &verifyModules);
   m.def("bench", &bench);
+  m.def("repack", [](const py::object& module) {
+    torch::jit::Module m = toModule(module);
+    py::gil_scoped_release release;
+    torch::NoGradGuard noGrad;
+    return ptopt::ir::repackLoadTimeValues(m);
+  });
   m.def("passes", &passes);
   m.def("presets", [] {
     std::vector<std::string> out;

@@ -19,7 +19,7 @@ import torch  # noqa: F401  (LibTorch's Python types must be registered before p
 from ._errors import (Error, InputError, InputShapeError, NotTorchScriptError, PassError, PipelineError,
                       RulesError, UnknownOperatorError, VerificationError, VerificationReport)
 from ._api import (BenchResult, Drawing, MethodText, ModelText, PassInfo, PassOption, Pipeline, bench, draw, load,
-                   optimize, passes, presets, show, verify)
+                   optimize, passes, presets, repack, show, verify)
 
 from ._C import __version__, built_against  # noqa: E402  (CMake's project VERSION and the LibTorch, as `ptopt --version`)
 
@@ -59,7 +59,7 @@ def _pass_on_torchscript_deprecation():
 _pass_on_torchscript_deprecation()
 
 __all__ = [
-    "optimize", "verify", "bench", "passes", "presets", "Pipeline", "draw", "show", "load",
+    "optimize", "verify", "bench", "repack", "passes", "presets", "Pipeline", "draw", "show", "load",
     "VerificationReport", "BenchResult", "PassInfo", "PassOption", "ModelText", "MethodText", "Drawing",
     "Error", "PipelineError", "RulesError", "InputError", "NotTorchScriptError", "UnknownOperatorError",
     "InputShapeError", "VerificationError", "PassError",

@@ -478,6 +478,21 @@ class ModelText:
         return self.text
 
 
+def repack(module: torch.jit.ScriptModule) -> bool:
+    """Packs a ptopt file's oneDNN weights again for the current thread count.
+
+    A file ptopt wrote packs its oneDNN weights (``tuned-kernels``,
+    ``onednn-blocked``) when it loads, for the intra-op thread count then in
+    effect: oneDNN blocks a packed weight per thread count, and a conv given a
+    weight packed for another count reorders it on every call (mobilenet_v2
+    loaded at 2 threads and run at 1: 9x slower). Set the thread count before
+    ``torch.jit.load``, or call this after ``torch.set_num_threads``. Returns
+    whether the module had anything to pack (False for files ptopt did not
+    pack). The module is changed in place; its outputs are not.
+    """
+    return _C.repack(_script_module(module, "module"))
+
+
 def show(module: ModuleOrPath, preserve_methods: Sequence[str] = ()) -> ModelText:
     """The IR text of ``module``'s methods (forward, and ``preserve_methods``) and their op counts."""
     if isinstance(module, (str, os.PathLike)):

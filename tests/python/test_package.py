@@ -148,6 +148,29 @@ def test_optimize_prepacked_convs_load_run_copy_and_save():
     torch.testing.assert_close(torch.jit.load(buf)(x), fast(x), rtol=0, atol=0)
 
 
+@pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
+                    reason="this PyTorch has no mkldnn_prepacked operators")
+def test_repack_packs_again_at_the_current_thread_count():
+    # A pack follows the thread count at load; ptopt.repack makes it again
+    # after torch.set_num_threads, outputs unchanged. Nothing to do for a
+    # module ptopt did not pack.
+    torch.manual_seed(3)
+    eager = Hardtanh().eval()
+    x = torch.randn(1, 3, 16, 16)
+    fast = ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
+    before = fast(x)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads > 1 else 2)
+        assert ptopt.repack(fast) is True
+        torch.testing.assert_close(fast(x), before, rtol=1e-6, atol=1e-6)
+    finally:
+        torch.set_num_threads(threads)
+    assert ptopt.repack(torch.jit.script(eager)) is False
+    with pytest.raises(TypeError):
+        ptopt.repack(eager)
+
+
 class ChannelsLastMlp(torch.nn.Module):
     """ConvNeXt's MLP on [N, H, W, C], a token linear on [N, T, C] whose
     result is view()ed (which needs it contiguous), a head on [N, C]."""

@@ -1,5 +1,6 @@
 #include "ir/op_views.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ptopt::ir {
@@ -226,7 +227,10 @@ std::vector<Arg> Conv2dKernelOp::reorderGeometry() const {
     return s && s->arguments().size() > 5;
   }();
   const Value* x = input().value();
-  if (takesInputSize && x && x->meta().shape && x->meta().shape->size() == 4) geometry.emplace_back(Literal(*x->meta().shape));
+  const auto& shape = x ? x->meta().shape : std::nullopt;
+  if (takesInputSize && shape && shape->size() == 4 &&
+      std::all_of(shape->begin(), shape->end(), [](int64_t d) { return d > 0; }))
+    geometry.emplace_back(Literal(*shape));
   return geometry;
 }
 

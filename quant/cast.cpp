@@ -1,4 +1,5 @@
 #include "quant/cast.h"
+#include "target/kernel_probes.h"
 
 #include "ir/interpreter.h"
 #include "ir/literal.h"
@@ -45,10 +46,13 @@ std::vector<OptionSpec> CastPass::optionSpecs() const {
 
 PrecisionPolicy castPolicy(c10::ScalarType target, const std::string& targetDevice, bool emulate) {
   PrecisionPolicy policy = PrecisionPolicy::defaults();
-  // Measured on LibTorch 1.13's CPU kernels: silu is 2.6x slower in bf16
-  // than in fp32 (efficientnet_b0 -O3 ran at 0.86x of the original, -O2 at
-  // 0.71x), more than the two casts around it cost.
-  if (!emulate && target == c10::ScalarType::BFloat16 && targetDevice != "cuda")
+  // silu in fp32 where this CPU's low-precision silu is slower than fp32
+  // silu with the two casts around it: probed, not assumed (LibTorch 1.13's
+  // bf16 silu is 2.6x slower than its fp32 one, and efficientnet_b0's -O3
+  // ran at 0.86x of the original against -O2's 0.71x; 2.15's is faster than
+  // fp32 with the casts, and keeping it fp32 there made -O3 slower than -O2).
+  if (!emulate && target == c10::ScalarType::BFloat16 && targetDevice != "cuda" &&
+      !target::cpuLowPrecisionSiluPays(target))
     policy.set("aten::silu", OpPrecision::Fp32);
   return policy;
 }

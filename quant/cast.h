@@ -35,7 +35,7 @@ class CastPass : public rewriters::Pass {
       "factory op (zeros, ones, full, arange, empty, ..._like with a dtype) whose float32 result is only read at "
       "the target precision gets the target dtype literal; type_as and to(x, other) follow their dtype source at "
       "run time and are tracked, so no op sees mixed floating-point types. An in-place op (relu_, add_) works in "
-      "the precision of the tensor it writes (one the table keeps fp32, like silu_ on a CPU, that writes a "
+      "the precision of the tensor it writes (one the table keeps fp32, like silu_ on a CPU with 1.13, that writes a "
       "lowered op's fresh result runs on an fp32 copy); an op the table does not know that returns a view of its "
       "first input follows it. _add_relu has no fp16/bf16 kernel: lowered, it is split into add and relu_ "
       "(counter split). Control flow: values enter and leave prim::If / prim::Loop blocks, containers (tuples, "
@@ -56,7 +56,8 @@ class CastPass : public rewriters::Pass {
       "bf16 for a CPU target: an op this LibTorch has no CPU kernel for in bf16 (transposed convs in 1.13, "
       "probed once) stays fp32, declined; so do convs (ir::ConvOp, groups read by name) whose input and output "
       "channels are all below min-channels (default 17 there: measured, a stack of 8-channel convs ran 1.34x "
-      "slower in bf16), and silu runs in fp32 (its bf16 CPU kernel is 2.6x slower; lowp-ops=silu overrides). "
+      "slower in bf16), and silu runs in fp32 where this CPU's bf16 silu is slower than fp32 silu with its two casts (timed once: "
+      "LibTorch 1.13's is, 2.15's is not; lowp-ops=silu overrides). "
       "Counters: lowered (ops in low precision), casts (cast nodes in the result), weights (constants "
       "converted), literals (dtype literals rewritten), fp32 (listed fp32 ops that kept full precision), "
       "out-of-range, clamped, io-changed, split.";
@@ -77,7 +78,8 @@ c10::ScalarType resolveCastDtype(const std::string& dtypeOption, const std::stri
 
 // The op-precision table the cast pass works with when lowering to `target`
 // on `targetDevice`: the defaults, plus the exceptions of the CPU kernels
-// (with bf16 on a CPU target and emulate=false, silu stays fp32).
+// (with bf16 on a CPU target and emulate=false, silu stays fp32 where this
+// CPU's bf16 silu is slower than fp32 with its casts: target::cpuLowPrecisionSiluPays).
 PrecisionPolicy castPolicy(c10::ScalarType target, const std::string& targetDevice, bool emulate);
 
 // The largest finite fp16 value.

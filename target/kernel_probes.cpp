@@ -5,7 +5,10 @@
 #include <ATen/core/stack.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -97,6 +100,26 @@ bool xnnpackConvRuns() {
     stack = {x, stack.at(0)};
     run->callBoxed(&stack);
     return at::allclose(stack.at(0).toTensor(), at::relu(at::conv2d(x, w, {}, 1, 1)), 1e-4, 1e-5);
+  });
+}
+
+bool cpuLowPrecisionSiluPays(c10::ScalarType dtype) {
+  return probeOnce({"lowp_silu", static_cast<int64_t>(dtype), 0, 0}, [dtype] {
+    const at::Tensor x = at::randn({1, 32, 112, 112});
+    const at::Tensor low = x.to(dtype);
+    auto best = [](const std::function<void()>& f) {
+      for (int i = 0; i < 3; ++i) f();
+      double ms = std::numeric_limits<double>::infinity();
+      for (int i = 0; i < 15; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        f();
+        ms = std::min(ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+      return ms;
+    };
+    const double lowMs = best([&] { at::silu(low); });
+    const double fp32WithCastsMs = best([&] { at::silu(low.to(at::kFloat)).to(dtype); });
+    return lowMs <= fp32WithCastsMs;
   });
 }
 

@@ -282,32 +282,36 @@ def build_variants(args, name, model, shape, work):
     return built
 
 
-def load_variants(args, built):
+def load_variants(args, built, check_reloads=True):
     """The variants as this process's thread count packs them: ptopt's files
     pack their oneDNN weights when they load, and freeze/optimize_for_inference
     when they run, for the thread count then in effect (oneDNN blocks a packed
     weight per thread count; a pack made at 2 threads and run at 1 reorders
-    every weight on every call). Returns {name: module} and {name: reloads}."""
+    every weight on every call). Returns {name: module} and {name: reloads}
+    (empty without check_reloads: the files are saved and reloaded once)."""
     name, src = built["model"], built["src"]
     work = os.path.dirname(src)
     modules = {"original": torch.jit.load(src).eval()}
     reloads_ok = {"original": True}
     modules["freeze"] = torch.jit.freeze(torch.jit.load(src).eval())
-    fpath = os.path.join(work, name + ".freeze.pt")
-    modules["freeze"].save(fpath)
-    reloads_ok["freeze"] = reloads(fpath)
+    if check_reloads:
+        fpath = os.path.join(work, name + ".freeze.pt")
+        modules["freeze"].save(fpath)
+        reloads_ok["freeze"] = reloads(fpath)
     try:
         modules["ofi"] = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.load(src).eval()))
-        opath = os.path.join(work, name + ".ofi.pt")
-        modules["ofi"].save(opath)
-        reloads_ok["ofi"] = reloads(opath)
+        if check_reloads:
+            opath = os.path.join(work, name + ".ofi.pt")
+            modules["ofi"].save(opath)
+            reloads_ok["ofi"] = reloads(opath)
     except Exception as e:  # noqa: BLE001
         print("  optimize_for_inference failed: %s" % str(e).splitlines()[0])
     for preset in args.variants:
         if preset in built["outputs"]:
             path = built["outputs"][preset]
             modules[preset] = torch.jit.load(path).eval()
-            reloads_ok[preset] = reloads(path)
+            if check_reloads:
+                reloads_ok[preset] = reloads(path)
     return modules, reloads_ok
 
 
@@ -331,7 +335,7 @@ def time_variants(args, built):
     latn = lat1
     if not args.one_thread_only:
         torch.set_num_threads(os.cpu_count())
-        modules, _ = load_variants(args, built)
+        modules, _ = load_variants(args, built, check_reloads=False)
         latn = median_latency([modules[n] for n in names], x, args.reps, os.cpu_count(), cpu_time=False)
     for i, n in enumerate(names):
         err, cos = numerics_of[n]

@@ -126,16 +126,25 @@ def test_optimize_scripted_in_memory(scripted):
     torch.testing.assert_close(torch.jit.load(buf)(*X), fast(*X), rtol=0, atol=0)
 
 
-@pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
-                    reason="this PyTorch has no mkldnn_prepacked operators")
+needs_prepacked = pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
+                                     reason="this PyTorch has no mkldnn_prepacked operators")
+
+
+def prepacked_hardtanh(seed):
+    """Hardtanh's conv on a weight packed when the module loads
+    (tuned-kernels{prepacked=*}): the eager model, an input, ptopt's module."""
+    torch.manual_seed(seed)
+    eager = Hardtanh().eval()
+    x = torch.randn(1, 3, 16, 16)
+    return eager, x, ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
+
+
+@needs_prepacked
 def test_optimize_prepacked_convs_load_run_copy_and_save():
     # tuned-kernels{prepacked=*}: the conv's weight is packed when the module
     # loads; the module Python gets back runs, deep-copies and saves.
     import copy
-    torch.manual_seed(2)
-    eager = Hardtanh().eval()
-    x = torch.randn(1, 3, 16, 16)
-    fast = ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
+    eager, x, fast = prepacked_hardtanh(2)
     graph = str(fast.graph)
     assert "mkldnn_prepacked::conv2d_run" in graph and "aten::conv2d" not in graph
     assert isinstance(fast.ptopt_load_time.v0, torch.ScriptObject)  # packed when it loaded
@@ -148,16 +157,12 @@ def test_optimize_prepacked_convs_load_run_copy_and_save():
     torch.testing.assert_close(torch.jit.load(buf)(x), fast(x), rtol=0, atol=0)
 
 
-@pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
-                    reason="this PyTorch has no mkldnn_prepacked operators")
+@needs_prepacked
 def test_repack_packs_again_at_the_current_thread_count():
     # A pack follows the thread count at load; ptopt.repack makes it again
     # after torch.set_num_threads, outputs unchanged. Nothing to do for a
     # module ptopt did not pack.
-    torch.manual_seed(3)
-    eager = Hardtanh().eval()
-    x = torch.randn(1, 3, 16, 16)
-    fast = ptopt.optimize(torch.jit.script(eager), "-O1,tuned-kernels{prepacked=*}", (x,), measure=False)
+    eager, x, fast = prepacked_hardtanh(3)
     before = fast(x)
     threads = torch.get_num_threads()
     try:
@@ -188,8 +193,7 @@ class ChannelsLastMlp(torch.nn.Module):
         return self.head(t.sum(dim=2).mean(dim=1).repeat(1, 2))
 
 
-@pytest.mark.skipif(not hasattr(torch.ops.mkldnn_prepacked, "conv2d_prepack"),
-                    reason="this PyTorch has no mkldnn_prepacked operators")
+@needs_prepacked
 def test_optimize_prepacked_linears_run_at_other_shapes_copy_and_save():
     # tuned-kernels{prepacked=*} also packs linears, as 1x1 convs on views of
     # their input: the module runs at other shapes, deep-copies and saves.

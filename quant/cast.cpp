@@ -313,6 +313,7 @@ class Caster {
     if (why.empty()) why = smallConv(n);
     if (why.empty() && n->numOutputs() >= 1 && cfg_.keepFp32.count(n->output(0)->name()))
       why = "measured (--tune, keep-fp32): not faster in " + ir::dtypeName(cfg_.target) + " with its casts here";
+    if (why.empty()) why = undefinedOutputs(n);
     if (why.empty() && cfg_.cpuKernelsOnly) {
       if (int64_t rank = transposedConvRank(n); rank && !cpuRunsTransposedConv(rank, cfg_.target))
         why = "this LibTorch has no " + ir::dtypeName(cfg_.target) + " transposed conv on the CPU (probed)";
@@ -347,9 +348,28 @@ class Caster {
                        "casts around it cost more than fp32", in, out, cfg_.minChannels);
   }
 
+  // nn.MultiheadAttention's fast path returns (attention, weights), and
+  // with need_weights=False its weights are an undefined tensor: no cast can
+  // read it, so it is left as it is (and its dtype unknown). Whether it is
+  // defined must be known before the op is lowered.
+  static bool returnsUndefinedWeights(const ir::Node* n) {
+    if (!n->is("aten::_native_multi_head_attention")) return false;
+    const ir::Literal* needWeights = literalArg(n, "need_weights");
+    return needWeights && needWeights->is<bool>() && !needWeights->as<bool>();
+  }
+  std::string undefinedOutputs(const ir::Node* n) const {
+    if (!n->is("aten::_native_multi_head_attention") || returnsUndefinedWeights(n)) return "";
+    const ir::Literal* needWeights = literalArg(n, "need_weights");
+    if (needWeights && needWeights->is<bool>()) return "";  // need_weights=True: both results are data
+    return "need_weights is computed at run time: whether its second result (the attention weights) is a "
+           "tensor to cast back is not known";
+  }
+
   void finishLoweredOutputs(ir::Node* n) {
+    const bool skipWeights = returnsUndefinedWeights(n);
     for (const auto& out : n->outputs()) {
       if (!out->isTensor()) continue;
+      if (skipWeights && out->index() == 1) continue;
       markLowered(out.get());
       if (cfg_.emulate) values_.roundResult(out.get());
     }

@@ -29,7 +29,7 @@ const std::pair<OpPrecision, std::vector<const char*>> kTable[] = {
      {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_convolution",
       "convolution", "conv_tbc", "linear", "matmul", "mm", "bmm", "mv", "addmm", "addmv", "addbmm", "baddbmm",
       "chain_matmul", "einsum", "prelu", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell",
-      "scaled_dot_product_attention"}},
+      "scaled_dot_product_attention", "_native_multi_head_attention"}},
     // Range- or accuracy-sensitive ops: exponentials and logarithms overflow
     // or lose digits, reductions accumulate error, normalizations divide by
     // a variance.

@@ -5,7 +5,9 @@
 //   LowPrecision  runs in fp16/bf16: its floating-point inputs are cast down
 //                 (weights converted offline) and its result is low precision
 //                 (convolutions, linear, matmuls, einsum, prelu, rnn cells,
-//                 scaled_dot_product_attention);
+//                 scaled_dot_product_attention, nn.MultiheadAttention's
+//                 fast path `_native_multi_head_attention`, as in ATen's
+//                 CPU autocast list);
 //   Fp32          runs in fp32: low-precision inputs are cast back first
 //                 (softmax, norms, exp/log/pow, reductions, losses,
 //                 upsampling); also every operator the table does not know;

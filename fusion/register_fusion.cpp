@@ -8,6 +8,7 @@
 #include "fusion/fold_conv_bn.h"
 #include "fusion/fold_linear_bn.h"
 #include "fusion/fuse_add_relu.h"
+#include "fusion/fuse_gelu.h"
 #include "fusion/fuse_cudnn.h"
 #include "fusion/fuse_cudnn_tuning.h"
 
@@ -18,6 +19,7 @@ void registerFusionPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<FoldLinearBnPass>(); });
   registry.add([] { return std::make_unique<FoldConvAffinePass>(); });
   registry.add([] { return std::make_unique<FuseAddReluPass>(); });
+  registry.add([] { return std::make_unique<FuseGeluPass>(); });
   registry.add([] { return std::make_unique<DropZeroBiasPass>(); });
   registry.add([] { return std::make_unique<BnToAffinePass>(); });
   registry.add([] { return std::make_unique<FuseCudnnPass>(); });

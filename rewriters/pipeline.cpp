@@ -35,6 +35,10 @@ namespace ptopt::rewriters {
 //                       be absorbed are considered (it declines on CPU);
 //      fuse-add-relu    after the folds: an add between conv and relu may be
 //                       folded away first;
+//      fuse-gelu        after shape-prop, whose dtypes and ranks it needs
+//                       (GELU written out in elementwise ops becomes
+//                       aten::gelu); before the cleanup, which removes the
+//                       constants it leaves unread;
 //      const-fold, cse, dce to a fixpoint, last: each can expose work for the
 //                       others and the folds leave dead constants behind.
 // -O2  -O1, then
@@ -73,7 +77,7 @@ std::string presetPipelineBody(int level) {
     case 1:
       return "canonicalize,remove-dropout,bn-inference,shape-prop,"
              "fixpoint{max-iter=8}(fold-conv-bn,fold-linear-bn,fold-conv-affine,drop-zero-bias),"
-             "bn-to-affine,fuse-add-relu," + cleanup;
+             "bn-to-affine,fuse-add-relu,fuse-gelu," + cleanup;
     case 2: return presetPipelineBody(1) + ",channels-last{mode=auto}";
     case 3: return presetPipelineBody(2) + ",cast{dtype=auto}";
     default: throw std::invalid_argument("no preset -O" + std::to_string(level) + " (use -O0 to -O3)");

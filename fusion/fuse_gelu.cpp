@@ -1,0 +1,224 @@
+#include "fusion/fuse_gelu.h"
+
+#include "ir/literal.h"
+#include "ir/rewriter.h"
+#include "rewriters/constants.h"
+
+#include <cmath>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace ptopt::fusion {
+
+using namespace rewriters;
+
+namespace {
+
+constexpr double kHalf = 0.5;
+constexpr double kOne = 1.0;
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kTanhCubic = 0.044715;
+constexpr double kSqrt2 = 1.4142135623730951;
+constexpr double kInvSqrt2 = 0.7071067811865476;
+constexpr double kRelativeTolerance = 1e-6;  // float32 roundings of the constants pass
+
+// A number literal, or a 0-dim constant tensor (tracing turns `0.5 * x` into
+// mul.Tensor with one): its value.
+std::optional<double> scalarValue(const ir::Arg& a) {
+  if (a.isLiteral()) {
+    const ir::Literal& l = a.literal();
+    if (l.is<double>()) return l.as<double>();
+    if (l.is<int64_t>()) return static_cast<double>(l.as<int64_t>());
+    return std::nullopt;
+  }
+  std::optional<at::Tensor> t = constantTensor(a.value());
+  if (!t || t->dim() != 0 || t->is_complex()) return std::nullopt;
+  return t->item<double>();
+}
+
+bool near(double value, double wanted) { return std::abs(value - wanted) <= kRelativeTolerance * std::abs(wanted); }
+
+bool isOp(const ir::Node* n, const char* target) {
+  return n && n->isCall() && n->blocks().empty() && n->is(target) &&
+         (n->overload() == "Tensor" || n->overload() == "Scalar");
+}
+
+// alpha of add(self, other, alpha) is the literal 1.
+bool unitAlpha(const ir::Node* add) {
+  if (add->numArgs() < 3) return add->numArgs() == 2;
+  const std::optional<double> alpha = add->arg(2).isLiteral() ? scalarValue(add->arg(2)) : std::nullopt;
+  return alpha && *alpha == 1.0;
+}
+
+// `op(t, c)` or `op(c, t)` (for div only `t / c`) with the scalar c near
+// `wanted`: the tensor operand t, or null.
+ir::Value* tensorTimesScalar(const ir::Node* n, const char* op, double wanted) {
+  if (!isOp(n, op) || n->numArgs() < 2) return nullptr;
+  if (std::string(op) == "aten::add" && !unitAlpha(n)) return nullptr;
+  const bool commutes = std::string(op) != "aten::div";
+  for (size_t tensor : {0, 1}) {
+    if (tensor == 1 && !commutes) break;
+    ir::Value* t = n->arg(tensor).value();
+    const std::optional<double> c = scalarValue(n->arg(1 - tensor));
+    if (t && t->isTensor() && c && near(*c, wanted)) return t;
+  }
+  return nullptr;
+}
+
+const ir::Node* producer(const ir::Value* v) { return v ? v->node() : nullptr; }
+
+// One spelled-out GELU: its input x, its result, and the nodes to erase
+// once the result is replaced, each list users first: the product's inner
+// mul, the `1 + ...` add, the core (tanh or erf and what computes its
+// argument from x).
+struct GeluMatch {
+  ir::Value* x = nullptr;
+  ir::Node* result = nullptr;
+  std::vector<ir::Node*> product, core;
+  ir::Node* onePlus = nullptr;
+  const char* approximate = "none";
+  std::vector<ir::Node*> interior() const {
+    std::vector<ir::Node*> all = product;
+    all.push_back(onePlus);
+    all.insert(all.end(), core.begin(), core.end());
+    return all;
+  }
+};
+
+// The product of x, 0.5 and `factor` (the 1 + tanh/erf term), in any
+// association: (x * 0.5) * f, (x * f) * 0.5, x * (f * 0.5). `factor` has one
+// user, which is where the product starts.
+bool matchProduct(ir::Value* x, ir::Value* factor, GeluMatch& m) {
+  if (factor->uses().size() != 1) return false;
+  ir::Node* user = factor->uses()[0].user;
+  if (!isOp(user, "aten::mul") || user->numArgs() != 2) return false;
+  const size_t at = factor->uses()[0].argIndex;
+  ir::Value* other = user->arg(1 - at).value();
+  if (const std::optional<double> c = scalarValue(user->arg(1 - at)); c && near(*c, kHalf)) {
+    // factor * 0.5, then times x: x * (factor * 0.5)
+    ir::Value* half = user->output();
+    if (half->uses().size() != 1) return false;
+    ir::Node* outer = half->uses()[0].user;
+    if (!isOp(outer, "aten::mul") || outer->numArgs() != 2) return false;
+    if (outer->arg(1 - half->uses()[0].argIndex).value() != x) return false;
+    m.result = outer;
+    m.product = {user};
+    return true;
+  }
+  if (!other) return false;
+  if (other == x) {
+    // (x * factor) * 0.5
+    ir::Value* xf = user->output();
+    if (xf->uses().size() != 1) return false;
+    ir::Node* outer = xf->uses()[0].user;
+    if (tensorTimesScalar(outer, "aten::mul", kHalf) != xf) return false;
+    m.result = outer;
+    m.product = {user};
+    return true;
+  }
+  // (x * 0.5) * factor
+  const ir::Node* halfX = producer(other);
+  if (tensorTimesScalar(halfX, "aten::mul", kHalf) != x || other->uses().size() != 1) return false;
+  m.result = user;
+  m.product = {const_cast<ir::Node*>(halfX)};
+  return true;
+}
+
+// tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3))): x, and the nodes inside
+// (users first), given the tanh.
+std::optional<GeluMatch> matchTanhCore(ir::Node* tanh) {
+  ir::Value* scaled = tanh->numArgs() == 1 ? tanh->arg(0).value() : nullptr;
+  ir::Value* inner = tensorTimesScalar(producer(scaled), "aten::mul", kSqrt2OverPi);
+  const ir::Node* sum = producer(inner);
+  if (!inner || !isOp(sum, "aten::add") || sum->overload() != "Tensor" || !unitAlpha(sum)) return std::nullopt;
+  for (size_t cubicAt : {0, 1}) {
+    ir::Value* x = sum->arg(1 - cubicAt).value();
+    ir::Value* cubicTerm = sum->arg(cubicAt).value();
+    ir::Value* cube = tensorTimesScalar(producer(cubicTerm), "aten::mul", kTanhCubic);
+    const ir::Node* pow = producer(cube);
+    if (!x || !cube || !pow || !pow->is("aten::pow") || pow->overload() != "Tensor_Scalar" ||
+        pow->arg(0).value() != x)
+      continue;
+    const std::optional<double> exponent = pow->arg(1).isLiteral() ? scalarValue(pow->arg(1)) : std::nullopt;
+    if (!exponent || *exponent != 3.0) continue;
+    GeluMatch m;
+    m.x = x;
+    m.approximate = "tanh";
+    m.core = {tanh, scaled->node(), inner->node(), cubicTerm->node(), cube->node()};
+    return m;
+  }
+  return std::nullopt;
+}
+
+// erf(x / sqrt(2)) or erf(x * (1/sqrt(2))), given the erf.
+std::optional<GeluMatch> matchErfCore(ir::Node* erf) {
+  ir::Value* scaled = erf->numArgs() == 1 ? erf->arg(0).value() : nullptr;
+  ir::Value* x = tensorTimesScalar(producer(scaled), "aten::div", kSqrt2);
+  if (!x) x = tensorTimesScalar(producer(scaled), "aten::mul", kInvSqrt2);
+  if (!x) return std::nullopt;
+  GeluMatch m;
+  m.x = x;
+  m.core = {erf, scaled->node()};
+  return m;
+}
+
+// Why the matched GELU cannot be replaced, or "".
+std::string whyNot(const GeluMatch& m) {
+  // Every interior value has its one user inside the pattern (the product's
+  // nodes were only matched through single uses).
+  for (const ir::Node* n : m.interior()) {
+    if (n->output()->uses().size() != 1) return "an intermediate value (" + ir::valueRef(n->output()) + ") has another user";
+    if (n->owningBlock() != m.result->owningBlock()) return "its ops lie in different blocks";
+  }
+  const ir::TensorMeta& meta = m.x->meta();
+  if (!meta.dtype) return "the dtype of its input is unknown (run shape-prop with --input-shape or --inputs)";
+  if (!c10::isFloatingType(*meta.dtype)) return "its input is " + ir::dtypeName(*meta.dtype) + ", not floating point";
+  if (!meta.shape || meta.shape->empty()) return "its input is not known to have rank 1 or more";
+  return "";
+}
+
+}  // namespace
+
+PassResult FuseGeluPass::run(ir::Graph& graph, PassContext& ctx) {
+  PassResult r;
+  std::vector<ir::Node*> cores;
+  graph.walk([&](ir::Node* n) {
+    if (n->isCall() && (n->is("aten::tanh") || n->is("aten::erf")) && n->overload().empty()) cores.push_back(n);
+  });
+  ir::Rewriter rw(graph, ctx.edits, name());
+  for (ir::Node* core : cores) {
+    std::optional<GeluMatch> m = core->is("aten::tanh") ? matchTanhCore(core) : matchErfCore(core);
+    if (!m) continue;
+    // 1 + tanh(...) or 1 + erf(...), then the product with x and 0.5.
+    if (core->output()->uses().size() != 1) {
+      ctx.decline(name(), core, "the " + core->target().substr(6) + " has another user");
+      r.count("declined");
+      continue;
+    }
+    m->onePlus = core->output()->uses()[0].user;
+    if (tensorTimesScalar(m->onePlus, "aten::add", kOne) != core->output() ||
+        !matchProduct(m->x, m->onePlus->output(), *m))
+      continue;
+    if (const std::string why = whyNot(*m); !why.empty()) {
+      ctx.decline(name(), m->result, "GELU written out (" + std::string(m->approximate) + " form) stays: " + why);
+      r.count("declined");
+      continue;
+    }
+    std::set<ir::Value*> constants;  // once each: erasing one frees it
+    const std::vector<ir::Node*> interior = m->interior();
+    for (ir::Node* n : interior)
+      for (const ir::Arg& a : n->args())
+        if (a.value() && constantTensor(a.value())) constants.insert(a.value());
+    ir::Value* gelu = rw.createLike(m->result, "aten::gelu", {m->x, ir::Literal(std::string(m->approximate))},
+                                    std::string("fuse(gelu, ") + m->approximate + ")");
+    rw.replace(m->result, gelu);
+    for (ir::Node* n : interior) rw.erase(n);
+    for (ir::Value* c : constants) rw.eraseConstantIfUnused(c);
+    r.count(m->approximate == std::string("tanh") ? "fused-tanh" : "fused-erf");
+  }
+  r.changed = rw.changed();
+  return r;
+}
+
+}  // namespace ptopt::fusion

@@ -94,6 +94,21 @@ std::optional<std::vector<tune::Candidate>> linearPrepackCandidates(const ir::No
   return std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", a), std::move(packed)};
 }
 
+// The linear as tuned-kernels' fused= writes it: mkldnn::_linear_pointwise
+// with its weight packed once (not timed) for the rows it sees, no post-op.
+tune::Candidate fusedLinearCandidate(const ir::Node& linear, c10::Device device) {
+  std::string why;
+  auto args = tune::benchArguments(linear, device, why);  // input, weight, bias
+  if (!args) throw std::runtime_error(why);
+  const at::Tensor x = (*args)[0].toTensor();
+  torch::jit::Stack pack{(*args)[1], c10::IValue(x.numel() / std::max<int64_t>(1, x.size(-1)))};
+  c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_reorder_linear_weight", "").callBoxed(&pack);
+  c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
+  return tune::boxedCandidate("fused", "mkldnn::_linear_pointwise", "",
+                              {(*args)[0], pack.at(0), (*args)[2], c10::IValue(std::string("none")),
+                               c10::IValue(noScalars), c10::IValue()});
+}
+
 // The conv (or linear) as XNNPACK runs it: conv2d_clamp_run (linear_clamp_run)
 // with the context packed once (not timed) and its fused clamp, on the dense
 // candidate's input.
@@ -144,44 +159,67 @@ void offerPrepacked(tune::TuningSession& s) {
         rewriters::constantTensor(ir::OpView::of(n).value("weight")))
       ops.push_back(n);
   });
-  std::set<std::string> convs, linears, xnnpack;
+  std::set<std::string> convs, linears, xnnpack, fusedLinears;
   for (ir::Node* n : ops) {
     const bool linear = n->is("aten::linear");
     const std::string kind = linear ? "linear-prepack" : "conv-prepack";
-    if (std::string why = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n); !why.empty()) {
-      s.skipped(kind, n->output()->name(), "dense", why);
+    const std::string notPrepacked = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n);
+    // oneDNN's own linear with a packed weight (mkldnn::_linear_pointwise,
+    // LibTorch 2.x) is another candidate for a linear.
+    const bool withFused = linear && fusedLinearIneligible(*n).empty();
+    if (!notPrepacked.empty() && !withFused) {
+      s.skipped(kind, n->output()->name(), "dense", notPrepacked);
       continue;
     }
-    // XNNPACK is a third candidate where it runs (its own kernels: only this
+    // XNNPACK is a candidate too where it runs (its own kernels: only this
     // machine can say whether they win).
     const bool withXnnpack = (linear ? xnnpackLinearIneligible(*n) : xnnpackIneligible(*n)).empty();
-    std::vector<std::string> names{"dense", "prepacked"};
+    std::vector<std::string> names{"dense"};
+    if (notPrepacked.empty()) names.push_back("prepacked");
+    if (withFused) names.push_back("fused");
     if (withXnnpack) names.push_back("xnnpack");
+    // The candidates beyond dense and prepacked name the cached decisions'
+    // context: a decision among fewer candidates is not reused.
+    std::string context = withFused ? "fused" : "";
+    if (withXnnpack) context += context.empty() ? "xnnpack" : "+xnnpack";
     const std::string choice = s.chooseOp(
         kind, *n, names,
         [&](std::string& why) -> std::optional<std::vector<tune::Candidate>> {
-          auto candidates = linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
-          if (candidates && withXnnpack) candidates->push_back(xnnpackCandidate(*n, s.device()));
+          std::optional<std::vector<tune::Candidate>> candidates;
+          if (notPrepacked.empty()) {
+            candidates = linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
+            if (!candidates) return candidates;
+          } else {
+            auto args = tune::benchArguments(*n, s.device(), why);
+            if (!args) return std::nullopt;
+            candidates = std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", *args)};
+          }
+          if (withFused) candidates->push_back(fusedLinearCandidate(*n, s.device()));
+          if (withXnnpack) candidates->push_back(xnnpackCandidate(*n, s.device()));
           return candidates;
         },
-        withXnnpack ? "xnnpack" : "");
+        context);
     if (choice == "prepacked") (linear ? linears : convs).insert(n->output()->name());
+    if (choice == "fused") fusedLinears.insert(n->output()->name());
     if (choice == "xnnpack") xnnpack.insert(n->output()->name());
   }
-  auto element = [](const std::set<std::string>& packed, const std::set<std::string>& onXnnpack) {
+  auto element = [](const std::set<std::string>& packed, const std::set<std::string>& onXnnpack,
+                    const std::set<std::string>& fused) {
     rewriters::PipelineElement e;
     e.name = "tuned-kernels";
     if (!packed.empty()) e.options.emplace_back("prepacked", rewriters::joinNameList(packed));
     if (!onXnnpack.empty()) e.options.emplace_back("xnnpack", rewriters::joinNameList(onXnnpack));
+    if (!fused.empty()) e.options.emplace_back("fused", rewriters::joinNameList(fused));
     return e;
   };
   std::set<std::string> all = convs;
   all.insert(linears.begin(), linears.end());
-  if (all.empty() && xnnpack.empty()) return;
-  if (s.preferOpByOp("conv-prepack", std::nullopt, element(all, xnnpack))) return s.keep(element(all, xnnpack));
-  if (!convs.empty() && !linears.empty() &&
-      s.preferOpByOp("linear-prepack", std::nullopt, element(linears, {}), "op-by-op linears"))
-    s.keep(element(linears, {}));
+  if (all.empty() && xnnpack.empty() && fusedLinears.empty()) return;
+  if (s.preferOpByOp("conv-prepack", std::nullopt, element(all, xnnpack, fusedLinears)))
+    return s.keep(element(all, xnnpack, fusedLinears));
+  if (!convs.empty() && (!linears.empty() || !fusedLinears.empty()) &&
+      s.preferOpByOp("linear-prepack", std::nullopt, element(linears, {}, fusedLinears), "op-by-op linears"))
+    s.keep(element(linears, {}, fusedLinears));
 }
 
 // The given pipeline as a whole network on one kernel family: its cast

@@ -11,16 +11,20 @@
 //                 regions read reordered weights and are left alone), as it
 //                 is vs with its weight packed when the model loads, and for
 //                 a conv2d or a float32 linear where this LibTorch has XNNPACK, vs XNNPACK with
-//                 its relu/relu6 fused (kernels/xnnpack_convs.h)
+//                 its relu/relu6 fused (kernels/xnnpack_convs.h), and for a
+//                 linear where this LibTorch has it (2.x), vs oneDNN's own
+//                 linear with its weight packed at load
+//                 (mkldnn::_linear_pointwise, kernels/onednn_fused_convs.h)
 //                 (micro-benchmarks: conv-prepack and linear-prepack); the
 //                 winners checked together on the whole model, and the
 //                 linears alone when the whole set does not win ->
-//                 tuned-kernels{prepacked=...,xnnpack=...}.
+//                 tuned-kernels{prepacked=...,xnnpack=...,fused=...}.
 // And the whole networks it proposes instead of the tuned pipeline
 // (Tunable::alternatives; kind kernel-network, one whole-model A/B against
 // the tuned model, which stays within noise), made from the pipeline given
 // to --tune with channels-last forced on, where this LibTorch runs them:
-//   fused-network       every conv a oneDNN conv with its weight packed at
+//   fused-network       every conv a oneDNN conv (and every linear a
+//                       oneDNN linear) with its weight packed at
 //                       load and its activation fused
 //                       (tuned-kernels{fused=*}: LibTorch 2.x), the
 //                       pipeline's cast as given;

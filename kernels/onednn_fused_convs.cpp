@@ -14,6 +14,8 @@ namespace ptopt::kernels {
 namespace {
 
 constexpr const char* kFusedConv = "mkldnn::_convolution_pointwise";
+constexpr const char* kFusedLinear = "mkldnn::_linear_pointwise";
+constexpr const char* kReorderLinearWeight = "mkldnn::_reorder_linear_weight";
 constexpr const char* kProvenance = "tuned-kernels(fused)";
 
 // The type of the operator's `scalars` (Scalar?[]): a list literal would be
@@ -57,6 +59,37 @@ ir::Value* activationAfter(ir::Rewriter& rw, ir::Node* before, ir::Value* y, con
   if (attr == "leaky_relu" && scalars.size() == 1)
     return rw.call(before, "aten::leaky_relu", {y, ir::Literal(scalars[0])});
   return nullptr;
+}
+
+// `op(args..., attr, scalars, algorithm)` in place of `n` and its fused
+// activation (the result takes the activation's place).
+void replaceWithFused(ir::Rewriter& rw, ir::Node* n, const FusedPostOp& post, const char* op, std::vector<ir::Arg> args) {
+  std::vector<ir::Arg> scalarItems;
+  for (double s : post.scalars) scalarItems.emplace_back(ir::Literal(s));
+  ir::Value* scalars = rw.call(n, "prim::ListConstruct", std::move(scalarItems), scalarListType());
+  args.emplace_back(ir::Literal(post.attr));
+  args.emplace_back(scalars);
+  args.emplace_back(post.algorithm.empty() ? ir::Literal() : ir::Literal(post.algorithm));
+  ir::Node* replaced = post.activation ? post.activation : n;
+  ir::Value* y = rw.createLike(replaced, op, std::move(args), kProvenance);
+  rw.replace(replaced, y);
+  if (post.activation) rw.erase(n);
+}
+
+// The post-op of a `_convolution_pointwise` or `_linear_pointwise` run, read
+// back: the activation it stands for after `y` (inserted before `run`), `y`
+// itself for "none", or null for one ptopt does not write.
+ir::Value* raisedPostOp(ir::Rewriter& rw, ir::Node* run, ir::Value* y) {
+  const ir::OpView view = ir::OpView::of(run);
+  const ir::Literal* attr = view.literal("attr");
+  const auto scalars = numberList(view.arg("scalars"));
+  const ir::Literal* algorithm = view.literal("algorithm");
+  if (!attr || !attr->is<std::string>() || !scalars) return nullptr;
+  if (attr->as<std::string>() == "none") return y;
+  const std::string alg = algorithm && algorithm->is<std::string>() ? algorithm->as<std::string>() : "";
+  ir::Value* act = activationAfter(rw, run, y, attr->as<std::string>(), *scalars, alg);
+  if (act) act->node()->setScope(run->scope());
+  return act;
 }
 
 }  // namespace
@@ -134,18 +167,7 @@ void packFusedConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter&
     std::vector<ir::Arg> reorderArgs{wm};
     for (const ir::Arg& a : conv->reorderGeometry()) reorderArgs.push_back(a);
     ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight", std::move(reorderArgs));
-    std::vector<ir::Arg> scalarItems;
-    for (double s : post.scalars) scalarItems.emplace_back(ir::Literal(s));
-    ir::Value* scalars = rw.call(n, "prim::ListConstruct", std::move(scalarItems), scalarListType());
-    std::vector<ir::Arg> args = conv->mkldnnConvolutionArgs(std::nullopt, ir::Arg(packed));
-    args.emplace_back(ir::Literal(post.attr));
-    args.emplace_back(scalars);
-    args.emplace_back(post.algorithm.empty() ? ir::Literal() : ir::Literal(post.algorithm));
-    // The fused result takes the activation's place.
-    ir::Node* replaced = post.activation ? post.activation : n;
-    ir::Value* y = rw.createLike(replaced, kFusedConv, std::move(args), kProvenance);
-    rw.replace(replaced, y);
-    if (post.activation) rw.erase(n);
+    replaceWithFused(rw, n, post, kFusedConv, conv->mkldnnConvolutionArgs(std::nullopt, ir::Arg(packed)));
     r.count("fused");
   }
 }
@@ -165,22 +187,15 @@ void raiseFusedConvs(ir::Graph& g) {
     ir::Node* toMkldnn = wm ? wm->node() : nullptr;
     if (!toMkldnn || !toMkldnn->is("aten::to_mkldnn")) continue;
     const ir::Literal* attr = run.literal("attr");
-    const auto scalars = numberList(run.arg("scalars"));
-    const ir::Literal* algorithm = run.literal("algorithm");
-    if (!attr || !attr->is<std::string>() || !scalars) continue;
-    const std::string alg = algorithm && algorithm->is<std::string>() ? algorithm->as<std::string>() : "";
-    ir::Value* y = rw.call(n, "aten::conv2d",
-                           {run.arg("X"), ir::OpView::of(toMkldnn).arg("self"), run.arg("B"), run.arg("stride"),
-                            run.arg("padding"), run.arg("dilation"), run.arg("groups")});
-    y->node()->setScope(n->scope());
-    if (attr->as<std::string>() != "none") {
-      ir::Value* act = activationAfter(rw, n, y, attr->as<std::string>(), *scalars, alg);
-      if (!act) {  // a post-op ptopt does not write: leave the conv as it is
-        rw.erase(y->node());
-        continue;
-      }
-      y = act;
-      y->node()->setScope(n->scope());
+    if (!attr || !attr->is<std::string>() || !numberList(run.arg("scalars"))) continue;
+    ir::Value* conv = rw.call(n, "aten::conv2d",
+                              {run.arg("X"), ir::OpView::of(toMkldnn).arg("self"), run.arg("B"), run.arg("stride"),
+                               run.arg("padding"), run.arg("dilation"), run.arg("groups")});
+    conv->node()->setScope(n->scope());
+    ir::Value* y = raisedPostOp(rw, n, conv);
+    if (!y) {  // a post-op ptopt does not write: leave the conv as it is
+      rw.erase(conv->node());
+      continue;
     }
     rw.setMeta(y, n->output()->meta());
     rw.replace(n, y);
@@ -191,6 +206,82 @@ void raiseFusedConvs(ir::Graph& g) {
   std::set<ir::Node*> erased;
   for (ir::Node* d : dead)
     if (d && erased.insert(d).second && !d->output()->hasUses()) rw.erase(d);
+}
+
+bool hasFusedLinears() {
+  return ir::findSchema(kFusedLinear, "") != nullptr && ir::findSchema(kReorderLinearWeight, "") != nullptr;
+}
+
+std::string fusedLinearIneligible(const ir::Node& n) {
+  const auto linear = ir::LinearOp::match(&n);
+  if (!linear || n.numArgs() != 3 || n.numOutputs() != 1) return "not an aten::linear with all its arguments";
+  if (!hasFusedLinears()) return std::string("this LibTorch has no ") + kFusedLinear + " (LibTorch 2.x has it)";
+  const auto w = linear->weight() ? rewriters::constantTensor(linear->weight()) : std::nullopt;
+  if (!w || w->dim() != 2 || !w->device().is_cpu() || w->layout() != c10::kStrided)
+    return "the linear's weight is not a constant 2-D dense CPU tensor";
+  // The pack is made once, at load: a weight written later would not reach it.
+  if (rewriters::isWrittenAnywhere(linear->weight())) return "the linear's weight is written in place";
+  const ir::Arg& bias = linear->arg("bias");
+  if (bias.isValue() ? !rewriters::constantTensor(bias.value()) : !(bias.isLiteral() && bias.literal().isNone()))
+    return "the linear's bias is not a constant";
+  if (!linear->input()) return "the input is not a value";
+  const ir::TensorMeta& m = linear->input()->meta();
+  if (!m.shape || m.shape->size() < 2)
+    return "the input is not known to have rank 2 or more (run shape-prop with --input-shape)";
+  if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
+  return onednnDtypeIneligible(m, *w);
+}
+
+void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,
+                      const std::set<std::string>& names, rewriters::PassResult& r, const std::string& pass) {
+  std::vector<ir::Node*> linears;
+  graph.walk([&](ir::Node* n) {
+    if (n->is("aten::linear") && n->numOutputs() == 1 && (names.count("*") || names.count(n->output()->name())))
+      linears.push_back(n);
+  });
+  for (ir::Node* n : linears) {
+    if (std::string why = fusedLinearIneligible(*n); !why.empty()) {
+      if (ctx.declineOnce(pass, n, why)) r.count("declined");
+      continue;
+    }
+    const auto linear = ir::LinearOp::match(n);
+    // The rows the linear saw (a hint for the pack's blocking), when known.
+    int64_t rows = 1;
+    const std::vector<int64_t>& shape = *linear->input()->meta().shape;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows = shape[i] > 0 && rows > 0 ? rows * shape[i] : -1;
+    ir::Value* packed = rw.call(n, kReorderLinearWeight,
+                                {linear->weight(), rows > 0 ? ir::Literal(rows) : ir::Literal()});
+    replaceWithFused(rw, n, fusablePostOp(n), kFusedLinear, {linear->input(), packed, linear->arg("bias")});
+    r.count("fused-linear");
+  }
+}
+
+void raiseFusedLinears(ir::Graph& g) {
+  ir::Rewriter rw(g, nullptr, "tuned-kernels");
+  std::vector<ir::Node*> runs;
+  for (ir::Node* n : *g.block())
+    if (n->is(kFusedLinear) && n->overload().empty()) runs.push_back(n);
+  std::set<ir::Node*> dead;
+  for (ir::Node* n : runs) {
+    const ir::OpView run = ir::OpView::of(n);
+    ir::Value* packed = run.value("W");
+    ir::Node* reorder = packed ? packed->node() : nullptr;
+    if (!reorder || !reorder->is(kReorderLinearWeight)) continue;
+    ir::Value* linear = rw.call(n, "aten::linear", {run.arg("X"), ir::OpView::of(reorder).arg("self"), run.arg("B")});
+    linear->node()->setScope(n->scope());
+    ir::Value* y = raisedPostOp(rw, n, linear);
+    if (!y) {  // a post-op ptopt does not write: leave the linear as it is
+      rw.erase(linear->node());
+      continue;
+    }
+    rw.setMeta(y, n->output()->meta());
+    ir::Value* scalars = run.value("scalars");
+    rw.replace(n, y);
+    if (scalars && !scalars->hasUses()) rw.erase(scalars->node());
+    dead.insert(reorder);
+  }
+  for (ir::Node* d : dead)
+    if (!d->output()->hasUses()) rw.erase(d);
 }
 
 }  // namespace ptopt::kernels

@@ -13,6 +13,7 @@ void registerKernelPasses(rewriters::PassRegistry& registry) {
   registry.addRaiseStep({"tuned-kernels", raisePrepackedConvs});
   registry.addRaiseStep({"tuned-kernels", raiseXnnpackConvs});
   registry.addRaiseStep({"tuned-kernels", raiseFusedConvs});
+  registry.addRaiseStep({"tuned-kernels", raiseFusedLinears});
   tune::addTunable(registry, convKernelTunable());
   tune::addTunable(registry, prepackTunable());
   tune::addTunable(registry, networkTunable());

@@ -25,16 +25,13 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
            "(prepacked::conv2d_clamp_run, linear_clamp_run; a following relu/relu6/hardtanh fused as its clamp)",
            {}, {}, {}},
           {"fused", OptionKind::String, "",
-           "convs (their results' names, ';'-separated; * for all) to run as oneDNN convs with the weight packed when "
-           "the model loads and the following activation fused (mkldnn::_convolution_pointwise, LibTorch 2.x)",
+           "convs and linears (their results' names, ';'-separated; * for all) to run on oneDNN with the weight packed "
+           "when the model loads and the following activation fused (mkldnn::_convolution_pointwise, "
+           "mkldnn::_linear_pointwise; LibTorch 2.x)",
            {}, {}, {}}};
 }
 
-namespace {
-
-// Why an op with weight `w` on an input shape-prop saw as `m` (its shape
-// checked by the caller) cannot run on oneDNN, or "".
-std::string dtypeIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
+std::string onednnDtypeIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
   if (!m.dtype) return "the input's dtype is not known (run shape-prop with --input-shape)";
   if (*m.dtype != c10::ScalarType::Float && *m.dtype != c10::ScalarType::BFloat16)
     return "the input is " + ir::dtypeName(*m.dtype) + ", not float32 or bfloat16";
@@ -43,11 +40,13 @@ std::string dtypeIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
   return "";
 }
 
+namespace {
+
 // The same for a conv, whose input must be 4-D.
 std::string inputIneligible(const ir::TensorMeta& m, const at::Tensor& w) {
   if (!m.shape || m.shape->size() != 4)
     return "the input is not known to be a 4-D tensor (run shape-prop with --input-shape)";
-  return dtypeIneligible(m, w);
+  return onednnDtypeIneligible(m, w);
 }
 
 }  // namespace
@@ -86,7 +85,7 @@ std::string linearPrepackIneligible(const ir::Node& n) {
   if (!m.shape || m.shape->size() < 2 || m.shape->size() > 4)
     return "the input is not known to be a 2-D, 3-D or 4-D tensor (run shape-prop with --input-shape)";
   if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
-  return dtypeIneligible(m, *w);
+  return onednnDtypeIneligible(m, *w);
 }
 
 std::string mkldnnIneligible(const ir::Node& n) {
@@ -123,6 +122,7 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   // Then a conv named for a fused post-op runs so, whatever the lists after.
   if (!fused.empty()) {
     packFusedConvs(graph, ctx, rw, fused, r, name());
+    packFusedLinears(graph, ctx, rw, fused, r, name());
     for (const std::string& f : fused) packed.erase(f), names.erase(f);
   }
   if (!packed.empty()) {

@@ -56,8 +56,11 @@ class TunedKernelsPass : public rewriters::Pass {
       "algorithm)` (kernels/onednn_fused_convs.h): oneDNN with the weight packed when the model loads and the "
       "conv's only reader fused as its post-op when it is relu, hardtanh/relu6, silu, hardswish, hardsigmoid, "
       "sigmoid, tanh, gelu or leaky_relu, on channels-last dense tensors (LibTorch 2.x; declined with the reason "
-      "in 1.13 or on other inputs); a conv named there and in a list other than xnnpack= is fused. "
-      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused.";
+      "in 1.13 or on other inputs); a conv named there and in a list other than xnnpack= is fused. `fused=` also names "
+      "linears: `mkldnn::_linear_pointwise(x, mkldnn::_reorder_linear_weight(W, rows), b, attr, scalars, "
+      "algorithm)`, oneDNN's linear with its weight packed when the model loads and the same post-ops, on an input "
+      "of rank 2 or more (float32 or bfloat16, the weight's dtype; LibTorch 2.x). "
+      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused, fused-linear.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {
@@ -74,6 +77,11 @@ class TunedKernelsPass : public rewriters::Pass {
                  rewriters::PassResult& r);
   void packLinear(ir::Graph& graph, ir::Rewriter& rw, ir::Node* n, const c10::TypePtr& contextType);
 };
+
+// Why an op with weight `w` on an input shape-prop saw as `m` (its shape
+// checked by the caller) cannot run on oneDNN (dtype float32 or bfloat16,
+// the weight's; on the CPU), or "".
+std::string onednnDtypeIneligible(const ir::TensorMeta& m, const at::Tensor& w);
 
 // Why `n` cannot become aten::mkldnn_convolution, or "" when it can.
 std::string mkldnnIneligible(const ir::Node& n);

@@ -218,3 +218,111 @@ TEST_CASE("TunedKernelsDoesNotFuseAnActivationWithOtherReadersIntoAOneDnnConv") 
     # CHECK-SAME: "none"
   )");
 }
+
+// ---- linears: tuned-kernels{fused=} names them too (mkldnn::_linear_pointwise).
+
+TEST_CASE("tuned-kernels runs GPT-2's MLP as oneDNN linears packed at load, its gelu fused") {
+  if (!kernels::hasFusedLinears()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("gelu_tanh_trace");  // [2, 8, 16] -> linear -> GELU (tanh) -> linear
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  REQUIRE(test::countOps(opt.model().forward(), "aten::gelu") == 1);  // fuse-gelu
+  auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 2);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::linear") == 0);
+  CHECK(test::countOps(g, "aten::gelu") == 0);  // the first linear's only reader: its post-op
+  CHECK(test::countOps(g, "mkldnn::_linear_pointwise") == 2);
+  size_t withGelu = 0;
+  g.walk([&](ir::Node* n) {
+    if (!n->is("mkldnn::_linear_pointwise")) return;
+    const ir::OpView run = ir::OpView::of(n);
+    // Each pack names the rows the linear saw (2 x 8).
+    ir::Node* reorder = run.value("W")->node();
+    REQUIRE(reorder->is("mkldnn::_reorder_linear_weight"));
+    const ir::Literal* rows = ir::OpView::of(reorder).literal("batch_size");
+    REQUIRE(rows);
+    CHECK(rows->as<int64_t>() == 16);
+    const ir::Literal* attr = run.literal("attr");
+    const ir::Literal* algorithm = run.literal("algorithm");
+    if (attr && attr->as<std::string>() == "gelu") {
+      ++withGelu;
+      CHECK((algorithm && algorithm->is<std::string>() && algorithm->as<std::string>() == "tanh"));
+    }
+  });
+  CHECK(withGelu == 1);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+  // The file stores the dense weights; the holder packs them when it loads.
+  const std::string code = opt.serialize().module.get_method("forward").graph()->toString();
+  CHECK(code.find("_reorder_linear_weight") == std::string::npos);
+  CHECK(code.find("_linear_pointwise") != std::string::npos);
+  // Other row counts run correctly (the pack's rows are a hint).
+  Optimizer again = reloadChecked(opt, {{2, 8, 16}, {5, 3, 16}}, "gelu_mlp");
+  const ir::Graph& back = again.model().forward();
+  CHECK(test::countOps(back, "mkldnn::_linear_pointwise") == 0);
+  CHECK(test::countOps(back, "mkldnn::_reorder_linear_weight") == 0);
+  CHECK(test::countOps(back, "aten::linear") == 2);
+  CHECK(test::countOps(back, "aten::gelu") == 1);
+  auto againV = again.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(againV.summary);
+  CHECK(againV.passed);
+}
+
+TEST_CASE("tuned-kernels runs bf16 linears on oneDNN within the bf16 criterion") {
+  if (!kernels::hasFusedLinears()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("transformer_block");  // 6 linears, 2 matmuls, [2, 8, 32]
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1,cast{dtype=bf16}", &ctx);
+  auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 6);
+  const ir::Graph& g = opt.model().forward();
+  g.walk([&](ir::Node* n) {
+    if (n->is("mkldnn::_linear_pointwise")) CHECK(ir::OpView::of(n).value("X")->meta().dtype == c10::ScalarType::BFloat16);
+  });
+  auto v = opt.verify(f.inputs, verify::Tolerance::forPrecision(c10::ScalarType::BFloat16), 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("TunedKernelsDoesNotRunALinearOnOneDnnWithoutShapesOrAConstantWeightOrWhereTheOperatorIsMissing") {
+  auto plain = test::parseWithConstants(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  output(%y)\n",
+      {{"w", at::randn({4, 3})}});
+  rewriters::PassContext ctx;
+  CHECK_FALSE(test::runChecked(*plain.graph, "tuned-kernels{fused=*}", &ctx).changed());
+  CHECK(test::declinedWith(ctx, kernels::hasFusedLinears() ? "not known to have rank 2 or more"
+                                                           : "no mkldnn::_linear_pointwise"));
+  // The weight is an input: no pack can be made at load.
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor{float32, [2, 3], contiguous_format, cpu}, %w : Tensor{float32, [4, 3], contiguous_format, cpu}):\n"
+      "  %y : Tensor{float32, [2, 4], contiguous_format, cpu} = aten::linear(%x, %w, None)\n"
+      "  output(%y)\n");
+  rewriters::PassContext wctx;
+  CHECK_FALSE(test::runChecked(*g, "tuned-kernels{fused=*}", &wctx).changed());
+  if (kernels::hasFusedLinears()) CHECK(test::declinedWith(wctx, "not a constant 2-D dense CPU tensor"));
+  // A float64 input: oneDNN's linear takes float32 and bfloat16.
+  auto f64 = test::parseWithConstants(
+      "graph(%x : Tensor{float64, [2, 3], contiguous_format, cpu}):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %y : Tensor{float64, [2, 4], contiguous_format, cpu} = aten::linear(%x, %w, None)\n"
+      "  output(%y)\n",
+      {{"w", at::randn({4, 3}, at::kDouble)}});
+  rewriters::PassContext dctx;
+  CHECK_FALSE(test::runChecked(*f64.graph, "tuned-kernels{fused=*}", &dctx).changed());
+  if (kernels::hasFusedLinears()) CHECK(test::declinedWith(dctx, "not float32 or bfloat16"));
+}

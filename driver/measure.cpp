@@ -20,9 +20,12 @@ std::string SpeedMeasurement::line() const {
     return fmt::format("not timed: one run of each took {:.1f} s, and a pair does not fit in the {:.1f} s budget "
                        "(--measure-budget)", seconds, budgetSeconds);
   if (tooFewPairs)
-    return fmt::format("{:.3f}x from {} pair{} only ({} fit in the {:.1f} s budget, {} make an interval{}: "
+    // Stopped at the budget, or before it once the pairs left to fit could
+    // not reach minPairs nor change the answer: either way fewer than an
+    // interval needs fit.
+    return fmt::format("{:.3f}x from {} pair{} only (fewer than the {} an interval needs fit in the {:.1f} s budget{}: "
                        "--measure-budget), {} thread{}, median {:.3f} vs {:.3f} ms",
-                       ratio.median, pairs, pairs == 1 ? "" : "s", pairs, budgetSeconds, minPairs,
+                       ratio.median, pairs, pairs == 1 ? "" : "s", minPairs, budgetSeconds,
                        verdict == SpeedVerdict::NoClearDifference ? "" : "; every pair beyond 25%", threads,
                        threads == 1 ? "" : "s", b.medianMs, a.medianMs);
   return fmt::format("{:.3f}x (95% CI {:.3f}-{:.3f}; {} interleaved pairs, {} thread{}, median {:.3f} vs {:.3f} ms)",

@@ -88,6 +88,8 @@ TEST_CASE("measurePair stays within its budget, too few pairs draw no verdict") 
   CHECK(f.verdict == SpeedVerdict::NoClearDifference);
   CHECK(few.now <= 6000);
   CHECK_THAT(f.line(), Catch::Contains("from 1 pair only"));
+  // Stopped early: it does not claim that only one pair fitted.
+  CHECK_THAT(f.line(), Catch::Contains("fewer than the 5 an interval needs fit in the 6.0 s budget"));
   // Two pairs that each differ by far more than noise do: a verdict anyway
   // (an fp16 model many times slower on a CPU).
   FakeClock far;

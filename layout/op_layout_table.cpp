@@ -43,7 +43,11 @@ const std::unordered_map<std::string, Entry>& table() {
           "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d", "aten::upsample_nearest2d",
           "aten::upsample_bilinear2d", "aten::upsample_bicubic2d", "aten::upsample_nearest3d",
           "aten::upsample_trilinear3d", "aten::constant_pad_nd", "aten::pad", "aten::reflection_pad2d",
-          "aten::replication_pad2d", "aten::replication_pad3d", "aten::type_as"})
+          "aten::replication_pad2d", "aten::replication_pad3d", "aten::type_as",
+          // A slice or narrow of an NHWC tensor is a view with NHWC strides: a
+          // channel prefix that is free in NCHW costs one copy where a conv
+          // reads it, as the conversion back to NCHW and forth would, twice.
+          "aten::slice", "aten::narrow"})
       m[unary] = {Rule::Unary};
     for (const char* binary : {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::_add_relu",
                                "aten::maximum", "aten::minimum", "aten::pow"})
@@ -77,8 +81,6 @@ const std::unordered_map<std::string, Entry>& table() {
         {"aten::squeeze", "squeeze changes the rank"},
         {"aten::unsqueeze", "unsqueeze changes the rank"},
         {"aten::select", "indexing makes a strided view"},
-        {"aten::slice", "indexing makes a strided view"},
-        {"aten::narrow", "indexing makes a strided view"},
         {"aten::layer_norm", "layer_norm normalizes the innermost NCHW dimensions"},
         {"aten::group_norm", "group_norm has no channels-last kernel here"},
         {"aten::softmax", "softmax over a dimension (not in the layout table)"},

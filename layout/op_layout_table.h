@@ -10,6 +10,7 @@
 //               unary and binary ops (also broadcasting with per-channel
 //               constants), batch_norm, max/avg/adaptive pooling, upsample,
 //               pad, cat, to(dtype), clone, hardswish/silu/gelu/sigmoid...,
+//               slice and narrow (a strided view with NHWC strides),
 //               and reductions over spatial dims with keepdim.
 //   Sink        reads any layout and its result does not depend on it:
 //               size/dim/numel/dtype/device, reductions over spatial dims

@@ -164,7 +164,8 @@ at::Tensor foldBias(const std::optional<at::Tensor>& bias, const BatchNormParams
 }
 
 void foldBatchNormInto(ir::Rewriter& rw, const ir::OpView& producer, const ir::BatchNormOp& bn,
-                       const BatchNormParams& params, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+                       const BatchNormParams& params, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       ir::Value* result) {
   ir::Node* node = producer.node();
   at::Tensor newWeight;
   if (auto conv = ir::ConvOp::match(node)) {
@@ -176,7 +177,7 @@ void foldBatchNormInto(ir::Rewriter& rw, const ir::OpView& producer, const ir::B
   const at::Tensor newBias = foldBias(bias, params, weight.scalar_type());
   setWeightAndBias(rw, producer, newWeight, newBias, ".bnfold");
   noteFold(rw, node, bn.node());
-  replaceBatchNorm(rw, bn, node->output());
+  replaceBatchNorm(rw, bn, result ? result : node->output());
 }
 
 }  // namespace ptopt::fusion

@@ -50,9 +50,11 @@ at::Tensor foldBias(const std::optional<at::Tensor>& bias, const BatchNormParams
 // `weight` and constant or absent `bias`) gets the folded weight (foldWeight
 // for a conv; W * s[:, None] for a linear's [out, in]) and the folded bias
 // (foldBias) as new constants `<name>.bnfold`; the BatchNorm's uses read the
-// producer's output, the BatchNorm and the constants only it read are
-// erased, and the producer's provenance notes the fold.
+// producer's output (or `result`, a view of it such as LeViT's flatten, when
+// given), the BatchNorm and the constants only it read are erased, and the
+// producer's provenance notes the fold.
 void foldBatchNormInto(ir::Rewriter& rw, const ir::OpView& producer, const ir::BatchNormOp& bn,
-                       const BatchNormParams& params, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
+                       const BatchNormParams& params, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       ir::Value* result = nullptr);
 
 }  // namespace ptopt::fusion

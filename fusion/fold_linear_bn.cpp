@@ -24,6 +24,58 @@ bool isKnown2d(const ir::Value* v, int depth = 0) {
   return false;
 }
 
+// The rank of `v` (a linear's output) when known: its metadata, or its
+// input's (a linear keeps the rank).
+std::optional<size_t> knownRank(const ir::Value* v) {
+  if (v->meta().shape) return v->meta().shape->size();
+  auto linear = v->node() ? ir::LinearOp::match(v->node()) : std::nullopt;
+  if (linear && linear->input() && linear->input()->meta().shape) return linear->input()->meta().shape->size();
+  return std::nullopt;
+}
+
+// A use that reads only the shape, dtype or device of the value: the
+// `other` of reshape_as / view_as / expand_as / type_as, or size / dim.
+bool readsOnlyMetadata(const ir::Use& u) {
+  const ir::Node* n = u.user;
+  if (n->is("aten::size") || n->is("aten::dim")) return true;
+  return u.argIndex == 1 &&
+         (n->is("aten::reshape_as") || n->is("aten::view_as") || n->is("aten::expand_as") || n->is("aten::type_as"));
+}
+
+// timm's LinearNorm (LeViT): BatchNorm1d over a linear's [B, N, C] result
+// flattened to [B*N, C], `bn(y.flatten(0, 1)).reshape_as(y)`: it normalizes
+// the linear's features too. The flatten when `bnInput` is one, over a
+// linear's output of known rank 3 (flatten(0, 1) or flatten(0, -2)); `why`
+// says why not when it is close.
+ir::Node* flattenOfLinear(ir::Value* bnInput, std::string& why) {
+  ir::Node* flatten = bnInput ? bnInput->node() : nullptr;
+  if (!flatten || !flatten->is("aten::flatten") || flatten->numArgs() != 3) return nullptr;
+  auto view = ir::LayoutOp::match(flatten);
+  ir::Value* y = flatten->arg(0).value();
+  if (!view || !y || !y->node() || !ir::LinearOp::match(y->node())) return nullptr;
+  const std::optional<size_t> rank = knownRank(y);
+  if (!rank) {
+    why = "the linear's output is not known to be 3-D (give --input-shape so shape-prop can tell)";
+    return nullptr;
+  }
+  if (*rank != 3 || view->startDim() != int64_t{0} || !(view->endDim() == int64_t{1} || view->endDim() == int64_t{-2})) {
+    why = "the flatten before the BatchNorm does not make the linear's features its dimension 1";
+    return nullptr;
+  }
+  if (valueUses(bnInput) != 1) {
+    why = "the flattened output has another user";
+    return nullptr;
+  }
+  // The fold rewrites the linear in place: every other reader of y may only
+  // read its shape (LeViT's reshape_as), which the fold keeps.
+  for (const ir::Use& u : y->uses())
+    if (u.user != flatten && !readsOnlyMetadata(u)) {
+      why = "the linear's output has another user";
+      return nullptr;
+    }
+  return flatten;
+}
+
 }  // namespace
 
 PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
@@ -35,12 +87,20 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
     };
     auto bn = ir::BatchNormOp::match(node);
     ir::Value* input = bn->input();
-    auto linear = input && input->node() ? ir::LinearOp::match(input->node()) : std::nullopt;
+    std::string flattenWhy;
+    ir::Node* flatten = flattenOfLinear(input, flattenWhy);
+    if (!flattenWhy.empty()) { decline(flattenWhy); continue; }
+    ir::Value* linearOut = flatten ? flatten->arg(0).value() : input;
+    auto linear = linearOut && linearOut->node() ? ir::LinearOp::match(linearOut->node()) : std::nullopt;
     // Every argument written out (input, weight, bias).
     if (!linear || linear->node()->numArgs() != 3) continue;
-    if (valueUses(input) != 1) { decline("the linear's output has another user"); continue; }
-    if (linear->node()->owningBlock() != node->owningBlock()) { decline("linear and BatchNorm are in different blocks"); continue; }
-    if (!isKnown2d(input)) {
+    if (!flatten && valueUses(input) != 1) { decline("the linear's output has another user"); continue; }
+    if (linear->node()->owningBlock() != node->owningBlock() ||
+        (flatten && flatten->owningBlock() != node->owningBlock())) {
+      decline("linear and BatchNorm are in different blocks");
+      continue;
+    }
+    if (!flatten && !isKnown2d(input)) {
       decline("the linear's output is not known to be 2-D (give --input-shape so shape-prop can tell)");
       continue;
     }
@@ -58,8 +118,9 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
       decline("the BatchNorm's channels do not match the linear's output features");
       continue;
     }
-    foldBatchNormInto(rw, *linear, *bn, *params, *weight, bias);
-    r.count("folded");
+    // Flattened, the BatchNorm's readers read the flatten of the folded linear.
+    foldBatchNormInto(rw, *linear, *bn, *params, *weight, bias, flatten ? flatten->output() : nullptr);
+    r.count(flatten ? "folded-flattened" : "folded");
   }
   r.changed = rw.changed();
   return r;

@@ -17,7 +17,12 @@ class FoldLinearBnPass : public rewriters::Pass {
       "and cast back, stored as new constants (fc.weight.bnfold, fc.bias.bnfold); nothing is mutated. Does not "
       "fire (and says why) when the output rank is unknown or not 2 (BatchNorm1d on [N, C, L] normalizes dim 1, "
       "not the linear's features), when the linear's output has another user, when linear and BatchNorm sit in "
-      "different blocks, when the channels do not match the output features, or when anything is not constant.";
+      "different blocks, when the channels do not match the output features, or when anything is not constant. "
+      "Also timm's LinearNorm (LeViT): `batch_norm(aten::flatten(linear(x, W, b), 0, 1))` (or flatten(_, 0, "
+      "-2)) over a linear output known to be 3-D ([B, N, C] flattened to [B*N, C]: BatchNorm1d normalizes the "
+      "features again) folds the same way, the BatchNorm's readers then reading the flatten of the folded "
+      "linear [counter folded-flattened]; the linear's other readers may only read its shape (LeViT's "
+      "`reshape_as(z, y)`), since the fold rewrites the linear in place.";
 
   std::string name() const override { return "fold-linear-bn"; }
   std::string description() const override { return "fold BatchNorm1d into the preceding Linear on 2-D input"; }

@@ -1,4 +1,5 @@
-// fold-linear-bn: needs a proven 2-D input.
+// fold-linear-bn: needs a proven 2-D input, or LeViT's flatten(0, 1) of a
+// proven 3-D linear output.
 #include "fusion/bn_math.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
@@ -135,5 +136,58 @@ TEST_CASE("the fold tail scales big weights chunk by chunk, bitwise equal to the
     const at::Tensor folded = fusion::foldWeight(weight, scale, false, 1);
     CHECK(folded.is_contiguous(at::MemoryFormat::ChannelsLast));
     CHECK(folded.equal((weight.to(at::kDouble) * scale.reshape({300, 1, 1, 1})).to(at::kFloat)));
+  }
+}
+
+TEST_CASE("fold-linear-bn folds LeViT's LinearNorm: a BatchNorm1d over the flattened [B, N, C] output") {
+  const auto& f = test::fixture("linear_norm_trace");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  auto report = opt.run("shape-prop", &ctx);
+  report = opt.run("fold-linear-bn,dce", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "fold-linear-bn", "folded-flattened") == 2);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::batch_norm") == 0);
+  CHECK(test::countOps(g, "aten::linear") == 2);
+  // The BatchNorms' readers read the flatten of the folded linear.
+  g.walk([&](ir::Node* n) {
+    if (!n->is("aten::reshape_as")) return;
+    const ir::Node* flatten = n->argValue(0)->node();
+    REQUIRE(flatten->is("aten::flatten"));
+    CHECK(flatten->argValue(0)->node()->is("aten::linear"));
+  });
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 3);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("FoldLinearBnDoesNotFoldAFlattenThatMixesFeaturesOrAnUnknownRank") {
+  auto graphWith = [](const std::string& flattenDims) {
+    return test::parseWithConstants(
+        "graph(%x : Tensor):\n"
+        "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+        "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
+        "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
+        "  %y : Tensor = aten::linear(%x, %w, None)\n"
+        "  %f : Tensor = aten::flatten.using_ints(%y, " + flattenDims + ")\n"
+        "  %z : Tensor = aten::batch_norm(%f, None, None, %m, %v, False, 0.1, 1e-05, True)\n"
+        "  output(%z)\n",
+        {{"fc.weight", torch::randn({6, 12})}, {"bn.running_mean", torch::randn({6})},
+         {"bn.running_var", torch::rand({6}) + 0.5}});
+  };
+  SECTION("the rank is unknown without shape-prop") {
+    auto p = graphWith("0, 1");
+    rewriters::PassContext ctx;
+    CHECK_FALSE(test::runChecked(*p.graph, "fold-linear-bn", &ctx).changed());
+    CHECK(test::declinedWith(ctx, "not known to be 3-D"));
+  }
+  SECTION("a 4-D output flattened (0, 1) puts N, not the features, on dimension 1") {
+    auto p = graphWith("0, 1");
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3, 6, 12})};
+    auto report = test::runPipeline(*p.graph, "shape-prop,fold-linear-bn", &ctx);
+    CHECK(test::countOps(*p.graph, "aten::batch_norm") == 1);
+    CHECK(test::declinedWith(ctx, "does not make the linear's features its dimension 1"));
   }
 }

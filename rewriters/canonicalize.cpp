@@ -5,6 +5,7 @@
 #include "rewriters/constants.h"
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -316,6 +317,26 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
   Value* x = op.value("self");
   if (!x) return {};
   const ir::TensorMeta& meta = x->meta();
+
+  // x[:, :] as tracing writes every full dimension of x[:, :k]: a view of
+  // all of x with x's strides, so x itself, unless either may be changed in
+  // place (an in-place view op such as unsqueeze_ would reshape one and not
+  // the other).
+  if (n->is("aten::slice") && n->overload() == "Tensor") {
+    auto isInt = [&](const char* name, int64_t v) {
+      const Literal* l = op.literal(name);
+      return l && l->is<int64_t>() && l->as<int64_t>() == v;
+    };
+    auto isNoneOr = [&](const char* name, int64_t v) {
+      const Literal* l = op.literal(name);
+      return !op.has(name) || (l && (l->isNone() || (l->is<int64_t>() && l->as<int64_t>() == v)));
+    };
+    if (!isNoneOr("start", 0) || !isNoneOr("end", std::numeric_limits<int64_t>::max()) || !isInt("step", 1))
+      return {};
+    if (mutation.mayBeMutated(n->output()) || mutation.mayBeMutated(x))
+      return decline("the slice or its input may be mutated in place");
+    return {"noop-slice", x};
+  }
 
   if ((n->is("aten::view") || n->is("aten::reshape")) && n->overload().empty() && n->numArgs() == 2) {
     const ir::Arg* size = ir::LayoutOp::match(n)->size();

@@ -272,6 +272,34 @@ TEST_CASE("canonicalize removes dropout outside training") {
   )");
 }
 
+TEST_CASE("canonicalize removes the full slices tracing writes for x[:, :k], not the others") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %a : Tensor = aten::slice.Tensor(%x, 0, 0, 9223372036854775807, 1)\n"
+      "  %b : Tensor = aten::slice.Tensor(%a, 1, 0, 3, 1)\n"
+      "  %c : Tensor = aten::slice.Tensor(%b, 2, None, None, 1)\n"
+      "  %d : Tensor = aten::slice.Tensor(%c, 3, 0, 9223372036854775807, 2)\n"
+      "  output(%d)\n");
+  const at::Tensor x = torch::randn({2, 5, 4, 6});
+  const at::Tensor expected = test::runGraph(*g, {x}).toTensor();
+  Run r = canonicalize(*g);
+  CHECK(r.result.counter("noop-slice") == 2);  // dims 0 and 2; not the prefix, not the stride 2
+  CHECK(test::countOps(*g, "aten::slice") == 2);
+  CHECK(torch::equal(test::runGraph(*g, {x}).toTensor(), expected));
+}
+
+TEST_CASE("CanonicalizeKeepsAFullSliceThatIsMutatedInPlace") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor):\n"
+      "  %y : Tensor = aten::clone(%x, None)\n"
+      "  %a : Tensor = aten::slice.Tensor(%y, 0, 0, 9223372036854775807, 1)\n"
+      "  %u : Tensor = aten::unsqueeze_(%a, 0)\n"
+      "  output(%y, %a)\n");
+  Run r = canonicalize(*g);
+  CHECK(r.result.counter("noop-slice") == 0);
+  CHECK(r.declined("mutated in place"));
+}
+
 TEST_CASE("CanonicalizeNoopRemovalNeedsMetadata") {
   const std::string body =
       "  %v : Tensor = aten::view(%x, [2, -1])\n"

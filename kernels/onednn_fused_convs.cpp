@@ -5,6 +5,7 @@
 #include "ir/op_views.h"
 #include "kernels/tuned_kernels.h"
 #include "rewriters/constants.h"
+#include "target/kernel_probes.h"
 
 #include <cmath>
 #include <set>
@@ -229,7 +230,10 @@ std::string fusedLinearIneligible(const ir::Node& n) {
   if (!m.shape || m.shape->size() < 2)
     return "the input is not known to have rank 2 or more (run shape-prop with --input-shape)";
   if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
-  return onednnDtypeIneligible(m, *w);
+  if (std::string why = onednnDtypeIneligible(m, *w); !why.empty()) return why;
+  if (!target::cpuOneDnnLinearRuns(*m.dtype))
+    return "this CPU's oneDNN has no " + ir::dtypeName(*m.dtype) + " linear (probed)";
+  return "";
 }
 
 void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,

@@ -78,7 +78,9 @@ void raiseFusedConvs(ir::Graph& g);
 // dense weight not written in place, of the input's dtype (float32 or
 // bfloat16), a constant bias or none, an input shape-prop knows on the CPU
 // with rank 2 or more whose last dimension is the weight's input features;
-// and this LibTorch has both operators (2.x; declined once in 1.13). The
+// and this LibTorch has both operators (2.x; declined once in 1.13) and this
+// CPU's oneDNN runs the linear in that dtype (target::cpuOneDnnLinearRuns,
+// probed: an AVX2-only CPU may have no bf16 primitive). The
 // result reloads in stock PyTorch 2.x built with oneDNN; the import raises it
 // back (raiseFusedLinears: aten::linear, then the activation).
 bool hasFusedLinears();

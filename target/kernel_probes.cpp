@@ -62,6 +62,26 @@ bool cpuAddReluRuns(c10::ScalarType dtype) {
   });
 }
 
+bool cpuOneDnnLinearRuns(c10::ScalarType dtype) {
+  return probeOnce({"onednn_linear", static_cast<int64_t>(dtype), 0, 0}, [dtype] {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    const auto reorder = dispatcher.findSchema({"mkldnn::_reorder_linear_weight", ""});
+    const auto linear = dispatcher.findSchema({"mkldnn::_linear_pointwise", ""});
+    if (!reorder || !linear) return false;
+    const at::TensorOptions options = at::TensorOptions().dtype(dtype);
+    const at::Tensor x = at::ones({3, 4}, options), w = at::ones({5, 4}, options), b = at::ones({5}, options);
+    torch::jit::Stack stack{c10::IValue(w), c10::IValue(int64_t{3})};
+    reorder->callBoxed(&stack);
+    c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
+    stack = {c10::IValue(x), stack.at(0), c10::IValue(b), c10::IValue(std::string("none")), c10::IValue(noScalars),
+             c10::IValue()};
+    linear->callBoxed(&stack);
+    const at::Tensor y = stack.at(0).toTensor();
+    return y.scalar_type() == dtype && y.sizes() == at::IntArrayRef({3, 5}) &&
+           y.to(at::kFloat).equal(at::full({3, 5}, 5.0));
+  });
+}
+
 bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why) {
   const bool cuda = targetDevice == "cuda";
   if (cuda && !torch::cuda::is_available()) return true;  // cuDNN 8 computes every conv kind in channels-last

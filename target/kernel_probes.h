@@ -23,6 +23,14 @@ bool cpuRunsTransposedConv(int64_t rank, c10::ScalarType dtype);
 // rejects bf16 and fp16 with an internal assert).
 bool cpuAddReluRuns(c10::ScalarType dtype);
 
+// Whether oneDNN's linear (mkldnn::_linear_pointwise on a weight packed by
+// mkldnn::_reorder_linear_weight) runs in `dtype` on this CPU and gives the
+// fp32 result: probed once per dtype with a tiny linear. False where this
+// LibTorch has no such operator, and where this CPU's oneDNN has no kernel
+// for the dtype ("could not create a primitive descriptor": bf16 on some
+// AVX2-only CPUs).
+bool cpuOneDnnLinearRuns(c10::ScalarType dtype);
+
 // Whether the target computes a conv kind in channels-last when input and
 // weight are channels-last (rank 4 or 5, transposed or not). CPU: probed
 // once per kind with a tiny conv on this LibTorch (1.13 does conv2d only;

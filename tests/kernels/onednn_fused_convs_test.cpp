@@ -9,6 +9,7 @@
 #include "ir/op_views.h"
 #include "kernels/onednn_fused_convs.h"
 #include "kernels/tuned_kernels.h"
+#include "target/kernel_probes.h"
 #include "tests/support/checked_run.h"
 #include "tests/support/ir_check.h"
 #include "tests/support/pass_test.h"
@@ -278,6 +279,19 @@ TEST_CASE("tuned-kernels runs GPT-2's MLP as oneDNN linears packed at load, its 
 TEST_CASE("tuned-kernels runs bf16 linears on oneDNN within the bf16 criterion") {
   if (!kernels::hasFusedLinears()) {
     WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  if (!target::cpuOneDnnLinearRuns(c10::ScalarType::BFloat16)) {
+    // The pass declines them, with the reason (an AVX2-only CPU's oneDNN may have no bf16 linear).
+    const auto& f = test::fixture("transformer_block");
+    Optimizer opt = Optimizer::load(f.path);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+    opt.run("-O1,cast{dtype=bf16}", &ctx);
+    auto report = opt.run("tuned-kernels{fused=*}", &ctx);
+    CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 0);
+    CHECK(test::declinedWith(ctx, "oneDNN has no bfloat16 linear (probed)"));
+    WARN("SKIPPED: this CPU's oneDNN has no bf16 linear (probed); the decline was checked");
     return;
   }
   const auto& f = test::fixture("transformer_block");  // 6 linears, 2 matmuls, [2, 8, 32]

@@ -2,6 +2,7 @@
 #include "kernels/onednn_fused_convs.h"
 
 #include "ir/literal.h"
+#include "ir/dead_code.h"
 #include "ir/op_views.h"
 #include "kernels/tuned_kernels.h"
 #include "rewriters/constants.h"
@@ -93,6 +94,56 @@ ir::Value* raisedPostOp(ir::Rewriter& rw, ir::Node* run, ir::Value* y) {
   return act;
 }
 
+// ResNet's `relu(conv(x) + identity)`: the conv's only reader adds another
+// tensor of its shape, dtype and (channels-last) layout, alpha 1, and the
+// sum's only reader may be a relu. oneDNN adds `other` as the conv's binary
+// post-op and applies the relu after it, in one pass over the output.
+struct BinaryPostOp {
+  ir::Node* add = nullptr;   // add, add_ (the conv's result written), _add_relu or _add_relu_
+  ir::Value* other = nullptr;
+  ir::Node* relu = nullptr;  // relu/relu_ after add/add_; null otherwise
+  bool withRelu = false;     // relu or _add_relu
+  ir::Node* last() const { return relu ? relu : add; }
+};
+
+bool sameTensorMeta(const ir::Value* a, const ir::Value* b) {
+  const ir::TensorMeta &x = a->meta(), &y = b->meta();
+  return x.shape && y.shape && *x.shape == *y.shape && x.dtype && x.dtype == y.dtype &&
+         x.memoryFormat == c10::MemoryFormat::ChannelsLast && y.memoryFormat == c10::MemoryFormat::ChannelsLast;
+}
+
+std::optional<BinaryPostOp> fusableBinaryPostOp(ir::Node* conv) {
+  ir::Value* y = conv->output();
+  if (y->uses().size() != 1) return std::nullopt;
+  ir::Node* add = y->uses()[0].user;
+  const size_t at = y->uses()[0].argIndex;
+  if (!add->isCall() || add->owningBlock() != conv->owningBlock() || add->overload() != "Tensor" ||
+      add->numArgs() != 3 || add->numOutputs() != 1 || at > 1)
+    return std::nullopt;
+  const bool inPlace = add->is("aten::add_") || add->is("aten::_add_relu_");
+  if (!(add->is("aten::add") || add->is("aten::_add_relu") || inPlace) || (inPlace && at != 0)) return std::nullopt;
+  const ir::Arg& alpha = add->arg(2);
+  if (!alpha.isLiteral() || !((alpha.literal().is<int64_t>() && alpha.literal().as<int64_t>() == 1) ||
+                              (alpha.literal().is<double>() && alpha.literal().as<double>() == 1.0)))
+    return std::nullopt;
+  BinaryPostOp b;
+  b.add = add;
+  b.other = add->arg(1 - at).value();
+  if (!b.other || b.other == y || !sameTensorMeta(b.other, y)) return std::nullopt;
+  b.withRelu = add->is("aten::_add_relu") || add->is("aten::_add_relu_");
+  ir::Value* sum = add->output();
+  if (!b.withRelu && sum->uses().size() == 1 && sum->uses()[0].argIndex == 0) {
+    ir::Node* u = sum->uses()[0].user;
+    if (u->owningBlock() == add->owningBlock() && u->numOutputs() == 1 && (u->is("aten::relu") || u->is("aten::relu_")))
+      b.relu = u, b.withRelu = true;
+  }
+  // The fused conv runs where the last of them ran: nothing in between may
+  // write (its input, or anything: an in-place op, a raise, a random draw).
+  for (const ir::Node* m = conv->next(); m && m != b.last(); m = m->next())
+    if (m != add && ir::hasSideEffects(m)) return std::nullopt;
+  return b;
+}
+
 }  // namespace
 
 FusedPostOp fusablePostOp(ir::Node* conv) {
@@ -162,13 +213,33 @@ void packFusedConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter&
       continue;
     }
     const auto conv = ir::Conv2dKernelOp::match(n);
-    const FusedPostOp post = fusablePostOp(n);
+    const std::optional<BinaryPostOp> binary =
+        ir::findSchema(kFusedConv, "binary") ? fusableBinaryPostOp(n) : std::nullopt;
+    const FusedPostOp post = binary ? FusedPostOp{} : fusablePostOp(n);
     // The weight packed when the file loads, as onednn-blocked packs it.
     ir::Value* wm = rw.call(n, "aten::to_mkldnn", {conv->weight(), ir::Literal()});
     std::vector<ir::Arg> reorderArgs{wm};
     for (const ir::Arg& a : conv->reorderGeometry()) reorderArgs.push_back(a);
     ir::Value* packed = rw.call(n, "aten::mkldnn_reorder_conv2d_weight", std::move(reorderArgs));
-    replaceWithFused(rw, n, post, kFusedConv, conv->mkldnnConvolutionArgs(std::nullopt, ir::Arg(packed)));
+    std::vector<ir::Arg> args = conv->mkldnnConvolutionArgs(std::nullopt, ir::Arg(packed));
+    if (binary) {
+      // _convolution_pointwise.binary(X, other, W, B, padding, stride,
+      // dilation, groups, binary_attr, alpha, unary_attr, unary_scalars,
+      // unary_algorithm)
+      args.insert(args.begin() + 1, ir::Arg(binary->other));
+      args.emplace_back(ir::Literal("add"));
+      args.emplace_back(ir::Literal(1.0));
+      args.emplace_back(binary->withRelu ? ir::Literal("relu") : ir::Literal());
+      args.emplace_back(rw.call(n, "prim::ListConstruct", {}, scalarListType()));
+      args.emplace_back(ir::Literal());
+      ir::Value* y = rw.createLike(binary->last(), std::string(kFusedConv) + ".binary", std::move(args), kProvenance);
+      rw.replace(binary->last(), y);
+      if (binary->relu) rw.erase(binary->add);
+      rw.erase(n);
+      r.count("fused-add");
+      continue;
+    }
+    replaceWithFused(rw, n, post, kFusedConv, std::move(args));
     r.count("fused");
   }
 }
@@ -177,7 +248,7 @@ void raiseFusedConvs(ir::Graph& g) {
   ir::Rewriter rw(g, nullptr, "tuned-kernels");
   std::vector<ir::Node*> runs;
   for (ir::Node* n : *g.block())
-    if (n->is(kFusedConv) && n->overload().empty()) runs.push_back(n);
+    if (n->is(kFusedConv) && (n->overload().empty() || n->overload() == "binary")) runs.push_back(n);
   std::vector<ir::Node*> dead;  // in the order they can go: users first
   for (ir::Node* n : runs) {
     const ir::OpView run = ir::OpView::of(n);
@@ -187,13 +258,39 @@ void raiseFusedConvs(ir::Graph& g) {
     ir::Value* wm = ir::OpView::of(reorder).value("self");
     ir::Node* toMkldnn = wm ? wm->node() : nullptr;
     if (!toMkldnn || !toMkldnn->is("aten::to_mkldnn")) continue;
+    const bool binary = n->overload() == "binary";
+    ir::Value* y = nullptr;
+    if (binary) {
+      // relu(conv2d(...) + other), or the sum alone.
+      const ir::Literal* binaryAttr = run.literal("binary_attr");
+      const ir::Literal* unary = run.literal("unary_attr");
+      if (!binaryAttr || !binaryAttr->is<std::string>() || binaryAttr->as<std::string>() != "add" || !unary ||
+          !(unary->isNone() || (unary->is<std::string>() && unary->as<std::string>() == "relu")))
+        continue;
+      ir::Value* conv = rw.call(n, "aten::conv2d",
+                                {run.arg("X"), ir::OpView::of(toMkldnn).arg("self"), run.arg("B"), run.arg("stride"),
+                                 run.arg("padding"), run.arg("dilation"), run.arg("groups")});
+      conv->node()->setScope(n->scope());
+      y = rw.call(n, "aten::add.Tensor", {conv, run.arg("other"), ir::Literal(int64_t{1})});
+      y->node()->setScope(n->scope());
+      if (!unary->isNone()) {
+        y = rw.call(n, "aten::relu", {y});
+        y->node()->setScope(n->scope());
+      }
+      rw.setMeta(y, n->output()->meta());
+      if (ir::Value* scalars = run.value("unary_scalars")) dead.push_back(scalars->node());
+      rw.replace(n, y);
+      dead.push_back(reorder);
+      dead.push_back(toMkldnn);
+      continue;
+    }
     const ir::Literal* attr = run.literal("attr");
     if (!attr || !attr->is<std::string>() || !numberList(run.arg("scalars"))) continue;
     ir::Value* conv = rw.call(n, "aten::conv2d",
                               {run.arg("X"), ir::OpView::of(toMkldnn).arg("self"), run.arg("B"), run.arg("stride"),
                                run.arg("padding"), run.arg("dilation"), run.arg("groups")});
     conv->node()->setScope(n->scope());
-    ir::Value* y = raisedPostOp(rw, n, conv);
+    y = raisedPostOp(rw, n, conv);
     if (!y) {  // a post-op ptopt does not write: leave the conv as it is
       rw.erase(conv->node());
       continue;

@@ -55,12 +55,14 @@ class TunedKernelsPass : public rewriters::Pass {
       "ctx)`, a following relu/hardtanh fused the same way. `fused=` names convs that become `mkldnn::_convolution_pointwise(x, Wp, b, ..., attr, scalars, "
       "algorithm)` (kernels/onednn_fused_convs.h): oneDNN with the weight packed when the model loads and the "
       "conv's only reader fused as its post-op when it is relu, hardtanh/relu6, silu, hardswish, hardsigmoid, "
-      "sigmoid, tanh, gelu or leaky_relu, on channels-last dense tensors (LibTorch 2.x; declined with the reason "
+      "sigmoid, tanh, gelu or leaky_relu, or, first, a residual add of a channels-last tensor of its shape (and the "
+      "relu after it) as `mkldnn::_convolution_pointwise.binary`, on channels-last dense tensors (LibTorch 2.x; "
+      "declined with the reason "
       "in 1.13 or on other inputs); a conv named there and in a list other than xnnpack= is fused. `fused=` also names "
       "linears: `mkldnn::_linear_pointwise(x, mkldnn::_reorder_linear_weight(W, rows), b, attr, scalars, "
       "algorithm)`, oneDNN's linear with its weight packed when the model loads and the same post-ops, on an input "
       "of rank 2 or more (float32 or bfloat16, the weight's dtype; LibTorch 2.x). "
-      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused, fused-linear.";
+      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused, fused-add, fused-linear.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {

@@ -89,7 +89,9 @@ TEST_CASE("tuned-kernels fuses mobilenet_v2's relu6 into oneDNN convs packed at 
   REQUIRE(test::countOps(opt.model().forward(), "aten::conv2d") == 52);
   auto report = opt.run("tuned-kernels{fused=\"*\"}", &ctx, test::checkedInstrumentation());
   CHECK(report.changed());
-  CHECK(test::counter(report, "tuned-kernels", "fused") == 52);
+  // The 10 residual blocks' projection convs take their add as the binary post-op.
+  CHECK(test::counter(report, "tuned-kernels", "fused") == 42);
+  CHECK(test::counter(report, "tuned-kernels", "fused-add") == 10);
   CHECK(test::loggedEdits(report) > 0);
   const ir::Graph& g = opt.model().forward();
   CHECK(test::countOps(g, "aten::conv2d") == 0);
@@ -125,6 +127,7 @@ TEST_CASE("tuned-kernels fuses mobilenet_v2's relu6 into oneDNN convs packed at 
   CHECK(test::countOps(back, "aten::mkldnn_reorder_conv2d_weight") == 0);
   CHECK(test::countOps(back, "aten::conv2d") == 52);
   CHECK(test::countOps(back, "aten::hardtanh") == 35);
+  CHECK(test::countOps(back, "aten::add") == 10);
   auto againV = again.verify(f.inputs, {1e-4, 1e-5}, 1);
   INFO(againV.summary);
   CHECK(againV.passed);
@@ -339,4 +342,90 @@ TEST_CASE("TunedKernelsDoesNotRunALinearOnOneDnnWithoutShapesOrAConstantWeightOr
   rewriters::PassContext dctx;
   CHECK_FALSE(test::runChecked(*f64.graph, "tuned-kernels{fused=*}", &dctx).changed());
   if (kernels::hasFusedLinears()) CHECK(test::declinedWith(dctx, "not float32 or bfloat16"));
+}
+
+// ---- the residual add as oneDNN's binary post-op (_convolution_pointwise.binary).
+
+TEST_CASE("tuned-kernels fuses resnet18's residual add and relu into the conv before them") {
+  if (!kernels::hasFusedConvs() || !ir::findSchema("mkldnn::_convolution_pointwise", "binary")) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise.binary (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  for (const char* precision : {"", ",cast{dtype=bf16}"}) {
+    DYNAMIC_SECTION("pipeline -O1,channels-last" << precision) {
+      // fp32: fuse-add-relu's _add_relu_; bf16: cast splits it into add_ and relu_.
+      Optimizer opt = Optimizer::load(f.path);
+      rewriters::PassContext ctx;
+      ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+      opt.run(std::string("-O1,channels-last{mode=on}") + precision, &ctx);
+      auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+      CHECK(test::counter(report, "tuned-kernels", "fused-add") == 8);  // one per basic block
+      const ir::Graph& g = opt.model().forward();
+      CHECK(test::countOps(g, "mkldnn::_convolution_pointwise") == 20);
+      for (const char* gone : {"aten::add", "aten::add_", "aten::_add_relu", "aten::_add_relu_"}) {
+        INFO(gone);
+        CHECK(test::countOps(g, gone) == 0);
+      }
+      size_t binary = 0;
+      g.walk([&](ir::Node* n) {
+        if (!n->is("mkldnn::_convolution_pointwise") || n->overload() != "binary") return;
+        ++binary;
+        const ir::OpView run = ir::OpView::of(n);
+        CHECK(run.literal("binary_attr")->as<std::string>() == "add");
+        CHECK(run.literal("unary_attr")->as<std::string>() == "relu");
+      });
+      CHECK(binary == 8);
+      const bool bf16 = std::string(precision).find("bf16") != std::string::npos;
+      auto v = opt.verify(f.inputs,
+                          bf16 ? verify::Tolerance::forPrecision(c10::ScalarType::BFloat16) : verify::Tolerance{1e-4, 1e-5},
+                          2);
+      INFO(v.summary);
+      CHECK(v.passed);
+      if (!bf16) {
+        Optimizer again = reloadChecked(opt, {{1, 3, 64, 64}, {2, 3, 40, 48}}, "r18add");
+        const ir::Graph& back = again.model().forward();
+        CHECK(test::countOps(back, "mkldnn::_convolution_pointwise") == 0);
+        CHECK(test::countOps(back, "aten::conv2d") == 20);
+        CHECK(test::countOps(back, "aten::add") == 8);
+        auto againV = again.verify(f.inputs, {1e-4, 1e-5}, 1);
+        INFO(againV.summary);
+        CHECK(againV.passed);
+      }
+    }
+  }
+}
+
+TEST_CASE("TunedKernelsDoesNotFuseAnAddOfAnotherShapeOrLayoutOrAReusedConvResult") {
+  if (!kernels::hasFusedConvs() || !ir::findSchema("mkldnn::_convolution_pointwise", "binary")) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise.binary (LibTorch 2.x has it)");
+    return;
+  }
+  auto graphWith = [](const std::string& otherType, const std::string& tail) {
+    return test::parseWithConstants(
+        "graph(%x : Tensor{float32, [1, 3, 8, 8], channels_last, cpu}, %o : " + otherType + "):\n"
+        "  %w : Tensor = get_attr[\"w\"]\n"
+        "  %y : Tensor{float32, [1, 4, 8, 8], channels_last, cpu} = aten::conv2d(%x, %w, None, [1, 1], [1, 1], [1, 1], 1)\n"
+        "  %s : Tensor{float32, [1, 4, 8, 8], channels_last, cpu} = aten::add.Tensor(%y, %o, 1)\n" + tail,
+        {{"w", at::randn({4, 3, 3, 3})}});
+  };
+  SECTION("a broadcast add (a per-channel bias)") {
+    auto p = graphWith("Tensor{float32, [1, 4, 1, 1], contiguous_format, cpu}", "  output(%s)\n");
+    rewriters::PassContext ctx;
+    CHECK(test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx).changed());
+    CHECK(test::countOps(*p.graph, "aten::add") == 1);  // the conv is fused, with attr "none"
+  }
+  SECTION("an NCHW other") {
+    auto p = graphWith("Tensor{float32, [1, 4, 8, 8], contiguous_format, cpu}", "  output(%s)\n");
+    rewriters::PassContext ctx;
+    test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx);
+    CHECK(test::countOps(*p.graph, "aten::add") == 1);
+  }
+  SECTION("the conv's result is read again") {
+    auto p = graphWith("Tensor{float32, [1, 4, 8, 8], channels_last, cpu}",
+                       "  output(%s, %y)\n");
+    rewriters::PassContext ctx;
+    test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx);
+    CHECK(test::countOps(*p.graph, "aten::add") == 1);
+  }
 }

@@ -51,8 +51,8 @@ ir::Node* flattenOfLinear(ir::Value* bnInput, std::string& why) {
   ir::Node* flatten = bnInput ? bnInput->node() : nullptr;
   if (!flatten || !flatten->is("aten::flatten") || flatten->numArgs() != 3) return nullptr;
   auto view = ir::LayoutOp::match(flatten);
-  ir::Value* y = flatten->arg(0).value();
-  if (!view || !y || !y->node() || !ir::LinearOp::match(y->node())) return nullptr;
+  ir::Value* y = view ? view->value("self") : nullptr;
+  if (!y || !y->node() || !ir::LinearOp::match(y->node())) return nullptr;
   const std::optional<size_t> rank = knownRank(y);
   if (!rank) {
     why = "the linear's output is not known to be 3-D (give --input-shape so shape-prop can tell)";
@@ -90,7 +90,7 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
     std::string flattenWhy;
     ir::Node* flatten = flattenOfLinear(input, flattenWhy);
     if (!flattenWhy.empty()) { decline(flattenWhy); continue; }
-    ir::Value* linearOut = flatten ? flatten->arg(0).value() : input;
+    ir::Value* linearOut = flatten ? ir::OpView::of(flatten).value("self") : input;
     auto linear = linearOut && linearOut->node() ? ir::LinearOp::match(linearOut->node()) : std::nullopt;
     // Every argument written out (input, weight, bias).
     if (!linear || linear->node()->numArgs() != 3) continue;

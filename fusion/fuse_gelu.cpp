@@ -1,6 +1,7 @@
 #include "fusion/fuse_gelu.h"
 
 #include "ir/literal.h"
+#include "ir/op_views.h"
 #include "ir/rewriter.h"
 #include "rewriters/constants.h"
 
@@ -46,8 +47,9 @@ bool isOp(const ir::Node* n, const char* target) {
 
 // alpha of add(self, other, alpha) is the literal 1.
 bool unitAlpha(const ir::Node* add) {
-  if (add->numArgs() < 3) return add->numArgs() == 2;
-  const std::optional<double> alpha = add->arg(2).isLiteral() ? scalarValue(add->arg(2)) : std::nullopt;
+  const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(add));
+  if (!op.has("alpha")) return true;  // defaulted: 1
+  const std::optional<double> alpha = op.arg("alpha").isLiteral() ? scalarValue(op.arg("alpha")) : std::nullopt;
   return alpha && *alpha == 1.0;
 }
 
@@ -128,7 +130,7 @@ bool matchProduct(ir::Value* x, ir::Value* factor, GeluMatch& m) {
 // tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3))): x, and the nodes inside
 // (users first), given the tanh.
 std::optional<GeluMatch> matchTanhCore(ir::Node* tanh) {
-  ir::Value* scaled = tanh->numArgs() == 1 ? tanh->arg(0).value() : nullptr;
+  ir::Value* scaled = ir::OpView::of(tanh).value("self");
   ir::Value* inner = tensorTimesScalar(producer(scaled), "aten::mul", kSqrt2OverPi);
   const ir::Node* sum = producer(inner);
   if (!inner || !isOp(sum, "aten::add") || sum->overload() != "Tensor" || !unitAlpha(sum)) return std::nullopt;
@@ -137,10 +139,11 @@ std::optional<GeluMatch> matchTanhCore(ir::Node* tanh) {
     ir::Value* cubicTerm = sum->arg(cubicAt).value();
     ir::Value* cube = tensorTimesScalar(producer(cubicTerm), "aten::mul", kTanhCubic);
     const ir::Node* pow = producer(cube);
-    if (!x || !cube || !pow || !pow->is("aten::pow") || pow->overload() != "Tensor_Scalar" ||
-        pow->arg(0).value() != x)
-      continue;
-    const std::optional<double> exponent = pow->arg(1).isLiteral() ? scalarValue(pow->arg(1)) : std::nullopt;
+    if (!x || !cube || !pow || !pow->is("aten::pow") || pow->overload() != "Tensor_Scalar") continue;
+    const ir::OpView power = ir::OpView::of(const_cast<ir::Node*>(pow));
+    if (power.value("self") != x) continue;
+    const std::optional<double> exponent =
+        power.arg("exponent").isLiteral() ? scalarValue(power.arg("exponent")) : std::nullopt;
     if (!exponent || *exponent != 3.0) continue;
     GeluMatch m;
     m.x = x;
@@ -153,7 +156,7 @@ std::optional<GeluMatch> matchTanhCore(ir::Node* tanh) {
 
 // erf(x / sqrt(2)) or erf(x * (1/sqrt(2))), given the erf.
 std::optional<GeluMatch> matchErfCore(ir::Node* erf) {
-  ir::Value* scaled = erf->numArgs() == 1 ? erf->arg(0).value() : nullptr;
+  ir::Value* scaled = ir::OpView::of(erf).value("self");
   ir::Value* x = tensorTimesScalar(producer(scaled), "aten::div", kSqrt2);
   if (!x) x = tensorTimesScalar(producer(scaled), "aten::mul", kInvSqrt2);
   if (!x) return std::nullopt;

@@ -122,7 +122,7 @@ std::optional<BinaryPostOp> fusableBinaryPostOp(ir::Node* conv) {
     return std::nullopt;
   const bool inPlace = add->is("aten::add_") || add->is("aten::_add_relu_");
   if (!(add->is("aten::add") || add->is("aten::_add_relu") || inPlace) || (inPlace && at != 0)) return std::nullopt;
-  const ir::Arg& alpha = add->arg(2);
+  const ir::Arg& alpha = ir::OpView::of(add).arg("alpha");
   if (!alpha.isLiteral() || !((alpha.literal().is<int64_t>() && alpha.literal().as<int64_t>() == 1) ||
                               (alpha.literal().is<double>() && alpha.literal().as<double>() == 1.0)))
     return std::nullopt;

@@ -208,7 +208,9 @@ void packFusedConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter&
       convs.push_back(n);
   });
   for (ir::Node* n : convs) {
-    if (std::string why = fusedIneligible(*n); !why.empty()) {
+    std::string why = fusedIneligible(*n);
+    if (why.empty()) why = oneDnnFormMissing(*n, target::OneDnnConv::Fused);
+    if (!why.empty()) {
       if (ctx.declineOnce(pass, n, why)) r.count("declined");
       continue;
     }
@@ -327,10 +329,7 @@ std::string fusedLinearIneligible(const ir::Node& n) {
   if (!m.shape || m.shape->size() < 2)
     return "the input is not known to have rank 2 or more (run shape-prop with --input-shape)";
   if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
-  if (std::string why = onednnDtypeIneligible(m, *w); !why.empty()) return why;
-  if (!target::cpuOneDnnLinearRuns(*m.dtype))
-    return "this CPU's oneDNN has no " + ir::dtypeName(*m.dtype) + " linear (probed)";
-  return "";
+  return onednnDtypeIneligible(m, *w);
 }
 
 void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,
@@ -341,7 +340,12 @@ void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewrite
       linears.push_back(n);
   });
   for (ir::Node* n : linears) {
-    if (std::string why = fusedLinearIneligible(*n); !why.empty()) {
+    std::string why = fusedLinearIneligible(*n);
+    // What this CPU cannot run is declined here; --tune offers it anyway, to be out with oneDNN's error.
+    const auto dtype = why.empty() ? ir::LinearOp::match(n)->input()->meta().dtype : std::nullopt;
+    if (dtype && !target::cpuOneDnnLinearRuns(*dtype))
+      why = "this CPU's oneDNN has no " + ir::dtypeName(*dtype) + " linear (probed)";
+    if (!why.empty()) {
       if (ctx.declineOnce(pass, n, why)) r.count("declined");
       continue;
     }

@@ -33,7 +33,9 @@
 // oneDNN returns channels-last whatever the input's layout, where conv2d
 // returns the input's: on a contiguous input a later view would fail);
 // and this LibTorch has the operator (2.x; 1.13 has none: declined once,
-// with the reason). The result reloads in stock PyTorch 2.x built with oneDNN.
+// with the reason). The pass also declines a conv this CPU's oneDNN cannot
+// run in its dtype (oneDnnFormMissing, probed: an AVX2-only CPU has no bf16
+// conv); --tune offers it anyway and reports it out. The result reloads in stock PyTorch 2.x built with oneDNN.
 // The import raises it back (raiseFusedConvs: aten::conv2d, then the
 // activation), so every pass reads a model ptopt wrote.
 #pragma once
@@ -88,9 +90,10 @@ void raiseFusedConvs(ir::Graph& g);
 // dense weight not written in place, of the input's dtype (float32 or
 // bfloat16), a constant bias or none, an input shape-prop knows on the CPU
 // with rank 2 or more whose last dimension is the weight's input features;
-// and this LibTorch has both operators (2.x; declined once in 1.13) and this
-// CPU's oneDNN runs the linear in that dtype (target::cpuOneDnnLinearRuns,
-// probed: an AVX2-only CPU may have no bf16 primitive). The
+// and this LibTorch has both operators (2.x; declined once in 1.13). The
+// pass also declines a linear this CPU's oneDNN cannot run in its dtype
+// (target::cpuOneDnnLinearRuns, probed: an AVX2-only CPU may have no bf16
+// primitive); --tune offers it anyway and reports it out. The
 // result reloads in stock PyTorch 2.x built with oneDNN; the import raises it
 // back (raiseFusedLinears: aten::linear, then the activation).
 bool hasFusedLinears();

@@ -102,6 +102,13 @@ std::string mkldnnIneligible(const ir::Node& n) {
   return inputIneligible(conv->input()->meta(), *w);
 }
 
+std::string oneDnnFormMissing(const ir::Node& n, target::OneDnnConv form) {
+  const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(&n));
+  const ir::Value* x = op.value(op.has("input") ? "input" : "self");
+  if (!x || !x->meta().dtype) return "";  // the eligibility checks say why
+  return target::oneDnnConvMissing(form, *x->meta().dtype);
+}
+
 PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   std::set<std::string> names = parseNameList(options().getString("mkldnn"));
@@ -144,7 +151,9 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
       convs.push_back(n);
   });
   for (ir::Node* n : convs) {
-    if (std::string why = mkldnnIneligible(*n); !why.empty()) {
+    std::string why = mkldnnIneligible(*n);
+    if (why.empty()) why = oneDnnFormMissing(*n, target::OneDnnConv::Dense);
+    if (!why.empty()) {
       if (ctx.declineOnce(name(), n, why)) r.count("declined");
       continue;
     }
@@ -169,7 +178,9 @@ void TunedKernelsPass::packConvs(ir::Graph& graph, PassContext& ctx, ir::Rewrite
   const c10::TypePtr contextType = prepack->returns().at(0).type();
   for (ir::Node* n : convs) {
     const bool linear = n->is("aten::linear");
-    if (std::string why = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n); !why.empty()) {
+    std::string why = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n);
+    if (why.empty()) why = oneDnnFormMissing(*n, target::OneDnnConv::Prepacked);
+    if (!why.empty()) {
       if (ctx.declineOnce(name(), n, why)) r.count("declined");
       continue;
     }

@@ -6,6 +6,7 @@
 #include "rewriters/name_list.h"
 #include "rewriters/pass.h"
 #include "rewriters/registry.h"
+#include "target/kernel_probes.h"
 
 #include <ATen/Tensor.h>
 
@@ -84,6 +85,13 @@ class TunedKernelsPass : public rewriters::Pass {
 // checked by the caller) cannot run on oneDNN (dtype float32 or bfloat16,
 // the weight's; on the CPU), or "".
 std::string onednnDtypeIneligible(const ir::TensorMeta& m, const at::Tensor& w);
+
+// Why this CPU's oneDNN cannot run conv `n` (aten::conv2d, aten::linear as
+// a 1x1 conv, or aten::mkldnn_convolution, eligible otherwise) in `form` in
+// its input's dtype (probed: target/kernel_probes.h), or "". The passes ask
+// it before they write a oneDNN kernel; --tune offers the candidate anyway
+// and reports it out on this machine, with oneDNN's own error.
+std::string oneDnnFormMissing(const ir::Node& n, target::OneDnnConv form);
 
 // Why `n` cannot become aten::mkldnn_convolution, or "" when it can.
 std::string mkldnnIneligible(const ir::Node& n);

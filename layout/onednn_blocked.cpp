@@ -7,6 +7,7 @@
 #include "ir/mutation.h"
 #include "rewriters/constants.h"
 #include "rewriters/name_list.h"
+#include "target/kernel_probes.h"
 
 #include <fmt/format.h>
 
@@ -51,7 +52,7 @@ std::string convIneligible(const ir::Conv2dKernelOp& c) {
   const auto dtype = c.input().isValue() ? cpuFloat4d(c.input().value()) : std::nullopt;
   if (!dtype) return "its input is not known to be a 4-D float32 or bfloat16 CPU tensor (run shape-prop)";
   if (*dtype != w->scalar_type()) return "its weight's dtype differs from its input's";
-  return "";
+  return target::oneDnnConvMissing(target::OneDnnConv::Blocked, *dtype);
 }
 
 // A conv form this pass converts (aten::conv2d, aten::mkldnn_convolution),

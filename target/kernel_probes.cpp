@@ -1,5 +1,7 @@
 #include "target/kernel_probes.h"
 
+#include "ir/literal.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -11,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <tuple>
 #include <vector>
 
@@ -80,6 +83,88 @@ bool cpuOneDnnLinearRuns(c10::ScalarType dtype) {
     return y.scalar_type() == dtype && y.sizes() == at::IntArrayRef({3, 5}) &&
            y.to(at::kFloat).equal(at::full({3, 5}, 5.0));
   });
+}
+
+namespace {
+
+// Operator `op` called boxed on `args`, fitted to this LibTorch's schema
+// (the trailing optional arguments differ between versions: 1.13's
+// mkldnn_reorder_conv2d_weight has no input_size): arguments it lacks are
+// dropped, the defaults of those it has beyond `args` added; its first result.
+c10::IValue callWithDefaults(const char* op, const char* overload, std::vector<c10::IValue> args) {
+  const auto handle = c10::Dispatcher::singleton().findSchema({op, overload});
+  if (!handle) throw std::runtime_error(std::string("this LibTorch has no ") + op);
+  const auto& formals = handle->schema().arguments();
+  if (args.size() > formals.size()) args.resize(formals.size());
+  for (size_t i = args.size(); i < formals.size(); ++i) {
+    if (!formals[i].default_value()) throw std::runtime_error(std::string(op) + ": an argument without a default");
+    args.push_back(*formals[i].default_value());
+  }
+  torch::jit::Stack stack(args.begin(), args.end());
+  handle->callBoxed(&stack);
+  return stack.at(0);
+}
+
+const char* oneDnnConvOperator(OneDnnConv form) {
+  switch (form) {
+    case OneDnnConv::Dense: return "aten::mkldnn_convolution";
+    case OneDnnConv::Blocked: return "aten::mkldnn_convolution on oneDNN tensors";
+    case OneDnnConv::Prepacked: return "mkldnn_prepacked::conv2d_run";
+    case OneDnnConv::Fused: return "mkldnn::_convolution_pointwise";
+  }
+  return "";
+}
+
+}  // namespace
+
+bool cpuOneDnnConvRuns(OneDnnConv form, c10::ScalarType dtype) {
+  return probeOnce({"onednn_conv", static_cast<int64_t>(form), static_cast<int64_t>(dtype), 0}, [form, dtype] {
+    // [1, 2, 5, 5] * [3, 2, 3, 3] of ones, bias 1: every output is 2*9 + 1 = 19
+    // (exact in bf16).
+    const at::TensorOptions options = at::TensorOptions().dtype(dtype);
+    const at::Tensor x = at::ones({1, 2, 5, 5}, options), w = at::ones({3, 2, 3, 3}, options), b = at::ones({3}, options);
+    const c10::IValue padding(std::vector<int64_t>{0, 0}), unit(std::vector<int64_t>{1, 1}), groups(int64_t{1});
+    const c10::IValue inputSize(x.sizes().vec());
+    auto reordered = [&] {
+      const c10::IValue wm = callWithDefaults("aten::to_mkldnn", "", {w});
+      return callWithDefaults("aten::mkldnn_reorder_conv2d_weight", "", {wm, padding, unit, unit, groups, inputSize});
+    };
+    at::Tensor y;
+    switch (form) {
+      case OneDnnConv::Dense:
+        y = callWithDefaults("aten::mkldnn_convolution", "", {x, w, b, padding, unit, unit, groups}).toTensor();
+        break;
+      case OneDnnConv::Blocked: {
+        const c10::IValue xm = callWithDefaults("aten::to_mkldnn", "", {x});
+        y = callWithDefaults("aten::mkldnn_convolution", "", {xm, reordered(), b, padding, unit, unit, groups}).toTensor();
+        y = y.to_dense();
+        break;
+      }
+      case OneDnnConv::Prepacked: {
+        const c10::IValue context = callWithDefaults("mkldnn_prepacked::conv2d_prepack", "",
+                                                     {w, b, unit, padding, unit, groups, inputSize, std::string("none")});
+        y = callWithDefaults("mkldnn_prepacked::conv2d_run", "", {x, context}).toTensor();
+        break;
+      }
+      case OneDnnConv::Fused: {
+        const at::Tensor xcl = x.contiguous(c10::MemoryFormat::ChannelsLast);
+        c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
+        y = callWithDefaults("mkldnn::_convolution_pointwise", "",
+                             {xcl, reordered(), b, padding, unit, unit, groups, std::string("none"), noScalars,
+                              c10::IValue()})
+                .toTensor();
+        break;
+      }
+    }
+    return y.scalar_type() == dtype && y.sizes() == at::IntArrayRef({1, 3, 3, 3}) &&
+           y.to(at::kFloat).equal(at::full({1, 3, 3, 3}, 19.0));
+  });
+}
+
+std::string oneDnnConvMissing(OneDnnConv form, c10::ScalarType dtype) {
+  if (cpuOneDnnConvRuns(form, dtype)) return "";
+  return "this CPU's oneDNN has no " + ir::dtypeName(dtype) + " conv as " + oneDnnConvOperator(form) +
+         " (probed)";
 }
 
 bool convRunsChannelsLast(const std::string& targetDevice, bool transposed, int64_t rank, std::string* why) {

@@ -31,6 +31,23 @@ bool cpuAddReluRuns(c10::ScalarType dtype);
 // AVX2-only CPUs).
 bool cpuOneDnnLinearRuns(c10::ScalarType dtype);
 
+// The forms in which ptopt runs a conv on oneDNN (each its own operators, so
+// each its own probe).
+enum class OneDnnConv {
+  Dense,      // aten::mkldnn_convolution on strided tensors (tuned-kernels mkldnn=)
+  Blocked,    // the same on oneDNN tensors with a reordered weight (onednn-blocked)
+  Prepacked,  // mkldnn_prepacked::conv2d_prepack + conv2d_run (tuned-kernels prepacked=)
+  Fused,      // mkldnn::_convolution_pointwise on a reordered weight (tuned-kernels fused=)
+};
+// Whether a tiny conv in that form runs on this CPU in `dtype` and gives the
+// fp32 result: probed once per form and dtype. False where this LibTorch has
+// no such operator, and where this CPU's oneDNN has no kernel for the dtype
+// (bf16 on an AVX2-only CPU: "bf16 path needs the cpu support avx_ne_convert
+// or avx512bw, avx512vl and avx512dq").
+bool cpuOneDnnConvRuns(OneDnnConv form, c10::ScalarType dtype);
+// "" when it runs, else the reason a pass declines with.
+std::string oneDnnConvMissing(OneDnnConv form, c10::ScalarType dtype);
+
 // Whether the target computes a conv kind in channels-last when input and
 // weight are channels-last (rank 4 or 5, transposed or not). CPU: probed
 // once per kind with a tiny conv on this LibTorch (1.13 does conv2d only;

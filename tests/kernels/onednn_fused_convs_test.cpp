@@ -359,6 +359,17 @@ TEST_CASE("tuned-kernels fuses resnet18's residual add and relu into the conv be
       rewriters::PassContext ctx;
       ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
       opt.run(std::string("-O1,channels-last{mode=on}") + precision, &ctx);
+      const bool bf16 = std::string(precision).find("bf16") != std::string::npos;
+      if (bf16 && !target::cpuOneDnnConvRuns(target::OneDnnConv::Fused, c10::ScalarType::BFloat16)) {
+        // The pass declines every conv, with the reason (an AVX2-only CPU's
+        // oneDNN has no bf16 conv), and the model is left as it was.
+        auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+        CHECK(test::counter(report, "tuned-kernels", "fused-add") == 0);
+        CHECK(test::countOps(opt.model().forward(), "mkldnn::_convolution_pointwise") == 0);
+        CHECK(test::declinedWith(ctx, "oneDNN has no bfloat16 conv as mkldnn::_convolution_pointwise (probed)"));
+        WARN("SKIPPED: this CPU's oneDNN has no bf16 conv (probed); the decline was checked");
+        continue;
+      }
       auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
       CHECK(test::counter(report, "tuned-kernels", "fused-add") == 8);  // one per basic block
       const ir::Graph& g = opt.model().forward();
@@ -376,7 +387,6 @@ TEST_CASE("tuned-kernels fuses resnet18's residual add and relu into the conv be
         CHECK(run.literal("unary_attr")->as<std::string>() == "relu");
       });
       CHECK(binary == 8);
-      const bool bf16 = std::string(precision).find("bf16") != std::string::npos;
       auto v = opt.verify(f.inputs,
                           bf16 ? verify::Tolerance::forPrecision(c10::ScalarType::BFloat16) : verify::Tolerance{1e-4, 1e-5},
                           2);
@@ -427,5 +437,60 @@ TEST_CASE("TunedKernelsDoesNotFuseAnAddOfAnotherShapeOrLayoutOrAReusedConvResult
     rewriters::PassContext ctx;
     test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx);
     CHECK(test::countOps(*p.graph, "aten::add") == 1);
+  }
+}
+
+// ---- every oneDNN conv form runs only where this CPU has the dtype's kernel.
+
+TEST_CASE("a bf16 conv goes to each oneDNN conv form only where this CPU's oneDNN runs it (probed)") {
+  using target::OneDnnConv;
+  // fp32 runs in every form this LibTorch has.
+  CHECK(target::cpuOneDnnConvRuns(OneDnnConv::Dense, c10::ScalarType::Float));
+  CHECK(target::cpuOneDnnConvRuns(OneDnnConv::Blocked, c10::ScalarType::Float));
+  CHECK(target::cpuOneDnnConvRuns(OneDnnConv::Prepacked, c10::ScalarType::Float) == kernels::hasPrepackedConvs());
+  CHECK(target::cpuOneDnnConvRuns(OneDnnConv::Fused, c10::ScalarType::Float) == kernels::hasFusedConvs());
+  // The bf16 answer is the kernel's: a bigger conv in the same form agrees.
+  const at::Tensor x = at::randn({1, 8, 12, 12}).to(at::kBFloat16), w = at::randn({16, 8, 3, 3}).to(at::kBFloat16);
+  bool denseRuns = true;
+  try {
+    at::mkldnn_convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, 1);
+  } catch (const std::exception&) {
+    denseRuns = false;
+  }
+  CHECK(target::cpuOneDnnConvRuns(OneDnnConv::Dense, c10::ScalarType::BFloat16) == denseRuns);
+
+  // Each pass: a bf16 conv is rewritten, or declined with the probe's reason.
+  struct Form {
+    OneDnnConv form;
+    const char* pipeline;
+    const char* kernel;  // what the conv becomes
+    const char* reason;
+  };
+  const Form forms[] = {
+      {OneDnnConv::Dense, "tuned-kernels{mkldnn=*}", "aten::mkldnn_convolution", "as aten::mkldnn_convolution (probed)"},
+      {OneDnnConv::Prepacked, "tuned-kernels{prepacked=*}", "mkldnn_prepacked::conv2d_run",
+       "as mkldnn_prepacked::conv2d_run (probed)"},
+      {OneDnnConv::Fused, "tuned-kernels{fused=*}", "mkldnn::_convolution_pointwise",
+       "as mkldnn::_convolution_pointwise (probed)"},
+      {OneDnnConv::Blocked, "onednn-blocked{min-convs=1}", "aten::mkldnn_convolution",
+       "as aten::mkldnn_convolution on oneDNN tensors (probed)"},
+  };
+  for (const Form& f : forms) {
+    if (f.form == OneDnnConv::Prepacked && !kernels::hasPrepackedConvs()) continue;
+    if (f.form == OneDnnConv::Fused && !kernels::hasFusedConvs()) continue;
+    DYNAMIC_SECTION(f.pipeline) {
+      auto p = test::parseWithConstants(
+          "graph(%x : Tensor{bfloat16, [1, 8, 12, 12], channels_last, cpu}):\n"
+          "  %w : Tensor = get_attr[\"w\"]\n"
+          "  %y : Tensor{bfloat16, [1, 16, 12, 12], channels_last, cpu} = aten::conv2d(%x, %w, None, [1, 1], [1, 1], [1, 1], 1)\n"
+          "  output(%y)\n",
+          {{"w", w.contiguous(c10::MemoryFormat::ChannelsLast)}});
+      rewriters::PassContext ctx;
+      const bool runs = target::cpuOneDnnConvRuns(f.form, c10::ScalarType::BFloat16);
+      CHECK(test::runChecked(*p.graph, f.pipeline, &ctx).changed() == runs);
+      CHECK((test::countOps(*p.graph, f.kernel) == 1) == runs);
+      CHECK(test::declinedWith(ctx, std::string("this CPU's oneDNN has no bfloat16 conv ") + f.reason) == !runs);
+      if (!runs) WARN("this CPU's oneDNN has no bf16 conv for " << f.pipeline << " (probed); the decline was checked");
+    }
   }
 }

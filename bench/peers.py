@@ -584,7 +584,7 @@ def render(results, args, threads_list, meta):
             tune = r["variants"].get("ptopt-tune", {}).get("timing", {}).get(str(threads))
             vs = "%.2fx" % (tune["ratio"] / best[1]) if best and tune else "—"
             lines.append("| %s | %.1f | %s | %s | %s |" % (
-                r["model"], orig, " | ".join(cell(r["variants"][v], threads) for v in variants),
+                r["model"], orig, " | ".join(cell(r["variants"].get(v, {}), threads) for v in variants),
                 "%s %.3f" % best if best else "—", vs))
         lines.append("")
     lines += ["## Numerics against the original (max abs error / cosine) and files", "",
@@ -594,16 +594,15 @@ def render(results, args, threads_list, meta):
             continue
         cells = []
         for v in variants:
-            e = r["variants"][v]
-            n = e.get("numerics", {})
+            n = r["variants"].get(v, {}).get("numerics", {})
             cells.append("%.1e / %.5f" % (n["max_abs"], n["cosine"]) if "max_abs" in n else "—")
         lines.append("| %s | %s |" % (r["model"], " | ".join(cells)))
     lines += ["", "Files: does the result reload?", ""]
     for v in variants:
-        files = sorted({r["variants"][v].get("file", "") for r in results if not r.get("skip")} - {""})
+        files = sorted({r["variants"].get(v, {}).get("file", "") for r in results if not r.get("skip")} - {""})
         lines.append("- **%s**: %s" % (v, "; ".join(files) if files else "not built"))
     errors = [(r["model"], v, r["variants"][v]["error"]) for r in results if not r.get("skip")
-              for v in variants if "error" in r["variants"][v]]
+              for v in variants if "error" in r["variants"].get(v, {})]
     if errors:
         lines += ["", "Variants that could not be built or run:", ""]
         lines += ["- %s %s: %s" % e for e in errors]

@@ -66,10 +66,12 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
       }
       return !slower && !faster;
     }
-    // Then at minPairs and every 5 pairs: the verdict settled (the interval
-    // wholly above 1 + margin, below 1 - margin, or within 1 +- margin).
+    // Then at minPairs and every 5 pairs: the question answered, is B
+    // slower? (the interval wholly above 1 + margin: yes; its high end below
+    // 1 + margin: no, and more pairs could only tell "faster" from "no clear
+    // difference", which decides nothing).
     if ((n - o.minPairs) % 5 != 0) return false;
-    return measure::verdictSettled(measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 400), o.margin);
+    return measure::slowerSettled(measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 400), o.margin);
   };
   const measure::Sampling s =
       measure::sampleInterleaved(clock, {a, b}, plan, o.earlyStop ? std::function<bool(const measure::Sampling&)>(settled)

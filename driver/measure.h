@@ -58,9 +58,10 @@ struct MeasureOptions {
   size_t maxPairs = 100;       // enough for a tight interval; fast models stop here
   int warmupRuns = 3;          // untimed runs of each model first
   double margin = 0.02;        // slower only when the CI's lower bound exceeds 1 + margin
-  // Stop before the budget once the answer is clear: at minPairs and every 5
-  // pairs after, when the CI lies wholly above 1 + margin, below 1 - margin,
-  // or within 1 +- margin; and, with hardBudget, on a model so slow that fewer
+  // Stop before the budget once the answer to "is B slower?" is clear: at
+  // minPairs and every 5 pairs after, when the CI lies wholly above 1 +
+  // margin (slower) or its high end below 1 + margin (not slower, whether or
+  // not it is faster: measure::slowerSettled); and, with hardBudget, on a model so slow that fewer
   // than minPairs pairs fit, as soon as a pair differs by less than
   // kClearDifference (or the pairs disagree in direction): no verdict can come.
   bool earlyStop = true;

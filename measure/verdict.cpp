@@ -31,4 +31,8 @@ bool verdictSettled(const RatioEstimate& r, double margin) {
          (!couldStillBe(Verdict::Faster, r, margin) && !couldStillBe(Verdict::Slower, r, margin));
 }
 
+bool slowerSettled(const RatioEstimate& r, double margin) {
+  return judge(r, margin) == Verdict::Slower || !couldStillBe(Verdict::Slower, r, margin);
+}
+
 }  // namespace ptopt::measure

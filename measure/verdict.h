@@ -30,4 +30,10 @@ bool couldStillBe(Verdict v, const RatioEstimate& r, double margin);
 // already one of them, or the interval lies within 1 +- m.
 bool verdictSettled(const RatioEstimate& r, double margin);
 
+// Whether the never-slower question "is B slower than A?" is answered: B is
+// judged Slower, or the interval's high end lies below 1 + m, so that no
+// more samples can make it Slower (B is kept; whether it is also faster is
+// not asked, and the verdict says "faster" only when the interval shows it).
+bool slowerSettled(const RatioEstimate& r, double margin);
+
 }  // namespace ptopt::measure

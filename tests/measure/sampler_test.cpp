@@ -146,6 +146,12 @@ TEST_CASE("verdict: one rule for faster, slower and settled") {
   CHECK(measure::verdictSettled({1.5, 1.4, 1.6, 100}, m));
   CHECK(measure::verdictSettled({1.0, 0.99, 1.01, 100}, m));
   CHECK_FALSE(measure::verdictSettled({1.0, 0.95, 1.05, 100}, m));
+  // The never-slower question alone: answered once the interval's high end is
+  // below 1 + margin, though it could still turn out faster.
+  CHECK(measure::slowerSettled({0.97, 0.96, 0.99, 100}, m));
+  CHECK_FALSE(measure::verdictSettled({0.97, 0.96, 0.99, 100}, m));
+  CHECK(measure::slowerSettled({1.10, 1.05, 1.15, 100}, m));
+  CHECK_FALSE(measure::slowerSettled({1.00, 0.95, 1.05, 100}, m));
   CHECK(measure::verdictName(Verdict::NoClearDifference) == "no clear difference");
 }
 

@@ -113,6 +113,21 @@ TEST_CASE("measurePair stays within its budget, too few pairs draw no verdict") 
   CHECK(e.verdict == SpeedVerdict::Slower);
   FakeClock same;
   CHECK(measurePair(same.run(10, 0.5), same.run(10, 0.5), options(1.0), same).pairs == 5);
+  // A little faster, by less than the noise can settle at 5 pairs: not
+  // slower is the answer the stage needs, so it stops there too (it used to
+  // time on to tell "faster" from "no clear difference", up to the budget).
+  FakeClock little;
+  int j = 0;
+  auto littleFaster = little.custom([&j] {  // 9.75 ms +- 0.4, out of step with A's
+    static const double pattern[] = {0.9, -0.6, 0.1, -1.0, 0.5, -0.2, 0.8};
+    return 9.75 + 0.4 * pattern[j++ % 7];
+  });
+  const auto l = measurePair(little.run(10), littleFaster, options(1.0), little);
+  INFO(l.line());
+  CHECK(l.pairs == 5);
+  CHECK(l.verdict != SpeedVerdict::Slower);
+  CHECK(l.ratio.high < 1.02);
+  CHECK(l.verdict == SpeedVerdict::NoClearDifference);  // the old rule's question (faster?) was still open
   // A noisy ratio (a wide CI around 1) runs to the budget.
   FakeClock unclear;
   int i = 0;

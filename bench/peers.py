@@ -339,9 +339,39 @@ def build_ort(ctx, name, threads):
     return run, "ONNX file, reloads in ONNX Runtime"
 
 
+OPENVINO_CANARY = r'''
+import sys, numpy as np, openvino as ov
+path, npz, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+core = ov.Core()
+compiled = core.compile_model(core.read_model(path), "CPU",
+                              {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+compiled.create_infer_request().infer(dict(np.load(npz)))
+'''
+
+
+def survives_in_a_child(ctx, name, code, path, threads):
+    """Compiles and runs `path` once in a child process first: a runtime that
+    crashes the process (OpenVINO's int8 GhostNet: SIGSEGV) would otherwise
+    end the whole benchmark. Raises Unavailable, naming the signal."""
+    npz = os.path.join(ctx.work, "%s.feeds.npz" % ctx.spec.name)
+    if not os.path.exists(npz):
+        import numpy as np
+        np.savez(npz, **ctx.feeds(ctx.inputs))
+    proc = subprocess.run([sys.executable, "-c", code, path, npz, str(threads)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=ctx.args.build_timeout or None)
+    if proc.returncode < 0:
+        import signal
+        raise Unavailable("%s crashed the process (%s) compiling or running %s; left out (checked in a child "
+                          "process)" % (name, signal.Signals(-proc.returncode).name, os.path.basename(path)))
+    if proc.returncode != 0:
+        lines = [l for l in proc.stdout.splitlines() if l.strip()]
+        raise Unavailable("%s failed in a child process: %s" % (name, lines[-1] if lines else "exit %d" % proc.returncode))
+
+
 def build_openvino(ctx, name, threads):
     ov = optional("openvino")
     path = ctx.qdq_path() if name == "openvino-int8" else ctx.onnx_path()
+    survives_in_a_child(ctx, name, OPENVINO_CANARY, path, threads)
     core = ov.Core()
     model = core.read_model(path)
     compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})

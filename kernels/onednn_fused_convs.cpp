@@ -332,6 +332,27 @@ std::string fusedLinearIneligible(const ir::Node& n) {
   return onednnDtypeIneligible(m, *w);
 }
 
+namespace {
+
+// GPT-2's Conv1D views the linear's [B*T, N] result back to [B, T, N] before
+// its activation. An elementwise activation commutes with a view, so oneDNN
+// may apply it to the linear's result and the view follow: the view (the
+// linear's only reader, an aten::view or aten::reshape of it) and the
+// activation fusablePostOp finds after it; a null view otherwise.
+std::pair<ir::Node*, FusedPostOp> activationAfterView(ir::Node* linear) {
+  ir::Value* y = linear->output();
+  if (y->uses().size() != 1) return {nullptr, {}};
+  ir::Node* view = y->uses()[0].user;
+  if (!(view->is("aten::view") || view->is("aten::reshape")) || view->owningBlock() != linear->owningBlock() ||
+      view->numOutputs() != 1 || ir::OpView::of(view).value("self") != y)
+    return {nullptr, {}};
+  FusedPostOp post = fusablePostOp(view);
+  if (!post.activation) return {nullptr, {}};
+  return {view, post};
+}
+
+}  // namespace
+
 void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter& rw,
                       const std::set<std::string>& names, rewriters::PassResult& r, const std::string& pass) {
   std::vector<ir::Node*> linears;
@@ -356,7 +377,19 @@ void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewrite
     for (size_t i = 0; i + 1 < shape.size(); ++i) rows = shape[i] > 0 && rows > 0 ? rows * shape[i] : -1;
     ir::Value* packed = rw.call(n, kReorderLinearWeight,
                                 {linear->weight(), rows > 0 ? ir::Literal(rows) : ir::Literal()});
-    replaceWithFused(rw, n, fusablePostOp(n), kFusedLinear, {linear->input(), packed, linear->arg("bias")});
+    FusedPostOp post = fusablePostOp(n);
+    auto [view, postAfterView] = post.activation ? std::pair<ir::Node*, FusedPostOp>{} : activationAfterView(n);
+    if (!view) {
+      replaceWithFused(rw, n, post, kFusedLinear, {linear->input(), packed, linear->arg("bias")});
+    } else {
+      // The linear's result takes the activation; the view reads it, and the
+      // activation's readers read the view.
+      ir::Node* activation = postAfterView.activation;
+      postAfterView.activation = nullptr;
+      replaceWithFused(rw, n, postAfterView, kFusedLinear, {linear->input(), packed, linear->arg("bias")});
+      rw.replace(activation, view->output());
+      r.count("fused-through-view");
+    }
     r.count("fused-linear");
   }
 }

@@ -225,6 +225,69 @@ TEST_CASE("TunedKernelsDoesNotFuseAnActivationWithOtherReadersIntoAOneDnnConv") 
 
 // ---- linears: tuned-kernels{fused=} names them too (mkldnn::_linear_pointwise).
 
+TEST_CASE("tuned-kernels fuses GPT-2 Conv1D's gelu, which reads a view of the linear, and the view follows") {
+  if (!kernels::hasFusedLinears()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  // addmm on x.view(-1, C), viewed back to [B, T, 4C], then the tanh GELU.
+  const auto& f = test::fixture("conv1d_mlp_trace");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  REQUIRE(test::countOps(opt.model().forward(), "aten::gelu") == 1);     // fuse-gelu
+  REQUIRE(test::countOps(opt.model().forward(), "aten::linear") == 2);   // canonicalize: addmm -> linear
+  auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 2);
+  CHECK(test::counter(report, "tuned-kernels", "fused-through-view") == 1);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::gelu") == 0);
+  size_t withGelu = 0;
+  g.walk([&](ir::Node* n) {
+    if (!n->is("mkldnn::_linear_pointwise")) return;
+    const ir::OpView run = ir::OpView::of(n);
+    if (run.literal("attr")->as<std::string>() != "gelu") return;
+    ++withGelu;
+    // Its one reader is the view back to [B, T, 4C].
+    REQUIRE(n->output()->uses().size() == 1);
+    CHECK(n->output()->uses()[0].user->is("aten::view"));
+  });
+  CHECK(withGelu == 1);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+  // Saved and loaded back: the import raises it to linear, gelu, view.
+  Optimizer again = reloadChecked(opt, {{2, 8, 16}, {1, 3, 16}}, "conv1d");
+  CHECK(test::countOps(again.model().forward(), "mkldnn::_linear_pointwise") == 0);
+  CHECK(test::countOps(again.model().forward(), "aten::gelu") == 1);
+  auto againV = again.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(againV.summary);
+  CHECK(againV.passed);
+}
+
+TEST_CASE("TunedKernelsDoesNotFuseAnActivationThroughAViewWithOtherReaders") {
+  if (!kernels::hasFusedLinears()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  // The view is read by the gelu and returned too: the gelu stays.
+  auto p = test::parseWithConstants(
+      "graph(%x : Tensor{float32, [6, 4], contiguous_format, cpu}):\n"
+      "  %w : Tensor = get_attr[\"w\"]\n"
+      "  %b : Tensor = get_attr[\"b\"]\n"
+      "  %y : Tensor{float32, [6, 8], contiguous_format, cpu} = aten::linear(%x, %w, %b)\n"
+      "  %v : Tensor{float32, [2, 3, 8], contiguous_format, cpu} = aten::view(%y, [2, 3, 8])\n"
+      "  %g : Tensor{float32, [2, 3, 8], contiguous_format, cpu} = aten::gelu(%v, \"none\")\n"
+      "  output(%g, %v)\n",
+      {{"w", at::randn({8, 4})}, {"b", at::randn({8})}});
+  rewriters::PassContext ctx;
+  auto report = test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx);
+  CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 1);
+  CHECK(test::counter(report, "tuned-kernels", "fused-through-view") == 0);
+  CHECK(test::countOps(*p.graph, "aten::gelu") == 1);
+}
+
 TEST_CASE("tuned-kernels runs GPT-2's MLP as oneDNN linears packed at load, its gelu fused") {
   if (!kernels::hasFusedLinears()) {
     WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");

@@ -62,8 +62,13 @@ class TunedKernelsPass : public rewriters::Pass {
       "in 1.13 or on other inputs); a conv named there and in a list other than xnnpack= is fused. `fused=` also names "
       "linears: `mkldnn::_linear_pointwise(x, mkldnn::_reorder_linear_weight(W, rows), b, attr, scalars, "
       "algorithm)`, oneDNN's linear with its weight packed when the model loads and the same post-ops, on an input "
-      "of rank 2 or more (float32 or bfloat16, the weight's dtype; LibTorch 2.x). "
-      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused, fused-add, fused-linear.";
+      "of rank 2 or more (float32 or bfloat16, the weight's dtype; LibTorch 2.x); an activation that reads a "
+      "view or reshape of the linear's result (the view its only reader, as GPT-2's Conv1D writes it) is fused "
+      "too, the view reading the fused result. Every list writes a oneDNN conv or linear only in a dtype this "
+      "CPU's oneDNN runs in that form (probed once per form and dtype, target/kernel_probes.h: an AVX2-only CPU "
+      "has no bf16 conv); otherwise declined with the reason. "
+      "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused, fused-add, fused-linear, "
+      "fused-through-view.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {

@@ -316,20 +316,7 @@ std::string fusedLinearIneligible(const ir::Node& n) {
   const auto linear = ir::LinearOp::match(&n);
   if (!linear || n.numArgs() != 3 || n.numOutputs() != 1) return "not an aten::linear with all its arguments";
   if (!hasFusedLinears()) return std::string("this LibTorch has no ") + kFusedLinear + " (LibTorch 2.x has it)";
-  const auto w = linear->weight() ? rewriters::constantTensor(linear->weight()) : std::nullopt;
-  if (!w || w->dim() != 2 || !w->device().is_cpu() || w->layout() != c10::kStrided)
-    return "the linear's weight is not a constant 2-D dense CPU tensor";
-  // The pack is made once, at load: a weight written later would not reach it.
-  if (rewriters::isWrittenAnywhere(linear->weight())) return "the linear's weight is written in place";
-  const ir::Arg& bias = linear->arg("bias");
-  if (bias.isValue() ? !rewriters::constantTensor(bias.value()) : !(bias.isLiteral() && bias.literal().isNone()))
-    return "the linear's bias is not a constant";
-  if (!linear->input()) return "the input is not a value";
-  const ir::TensorMeta& m = linear->input()->meta();
-  if (!m.shape || m.shape->size() < 2)
-    return "the input is not known to have rank 2 or more (run shape-prop with --input-shape)";
-  if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
-  return onednnDtypeIneligible(m, *w);
+  return packedLinearIneligible(n, std::nullopt);  // any rank of 2 or more
 }
 
 namespace {

@@ -67,12 +67,12 @@ std::string prepackIneligible(const ir::Node& n) {
   return c->input().isValue() ? inputIneligible(c->input().value()->meta(), *w) : "the input is not a value";
 }
 
-std::string linearPrepackIneligible(const ir::Node& n) {
+std::string packedLinearIneligible(const ir::Node& n, std::optional<size_t> maxRank) {
   const auto linear = ir::LinearOp::match(&n);
   if (!linear || n.numArgs() != 3 || n.numOutputs() != 1) return "not an aten::linear with all its arguments";
   const auto w = linear->weight() ? rewriters::constantTensor(linear->weight()) : std::nullopt;
   if (!w || w->dim() != 2 || !w->device().is_cpu() || w->layout() != c10::kStrided)
-    return "the linear's weight is not a constant 2-D CPU tensor";
+    return "the linear's weight is not a constant 2-D dense CPU tensor";
   // The pack is made once, at load: a weight written later would not reach it.
   if (rewriters::isWrittenAnywhere(linear->weight())) return "the linear's weight is written in place";
   const ir::Arg& bias = linear->arg("bias");
@@ -80,12 +80,17 @@ std::string linearPrepackIneligible(const ir::Node& n) {
     return "the linear's bias is not a constant";
   if (!linear->input()) return "the input is not a value";
   const ir::TensorMeta& m = linear->input()->meta();
-  // [N, C] runs as [N, C, 1, 1], [N, T, C] as [N, C, 1, T] and [N, H, W, C]
-  // (ConvNeXt's MLP) as [N, C, H, W]: channels-last views of its memory.
-  if (!m.shape || m.shape->size() < 2 || m.shape->size() > 4)
-    return "the input is not known to be a 2-D, 3-D or 4-D tensor (run shape-prop with --input-shape)";
+  if (!m.shape || m.shape->size() < 2 || (maxRank && m.shape->size() > *maxRank))
+    return maxRank ? "the input is not known to be a 2-D, 3-D or 4-D tensor (run shape-prop with --input-shape)"
+                   : "the input is not known to have rank 2 or more (run shape-prop with --input-shape)";
   if (m.shape->back() != w->size(1)) return "the input's last dimension is not the weight's input features";
   return onednnDtypeIneligible(m, *w);
+}
+
+std::string linearPrepackIneligible(const ir::Node& n) {
+  // [N, C] runs as [N, C, 1, 1], [N, T, C] as [N, C, 1, T] and [N, H, W, C]
+  // (ConvNeXt's MLP) as [N, C, H, W]: channels-last views of its memory.
+  return packedLinearIneligible(n, 4);
 }
 
 std::string mkldnnIneligible(const ir::Node& n) {

@@ -10,6 +10,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -113,6 +114,13 @@ std::vector<LinearView> linearInputViews(size_t rank);
 std::vector<LinearView> linearOutputViews(size_t rank);
 at::Tensor applyViews(at::Tensor t, const std::vector<LinearView>& views);
 
+// Why linear `n` cannot have its weight packed when the model loads, or "":
+// aten::linear with all its arguments, a constant 2-D dense CPU weight not
+// written in place, a constant bias or None, an input shape-prop knows with
+// rank 2 or more (at most maxRank) whose last dimension is the weight's
+// input features, and onednnDtypeIneligible's dtypes. Shared by the packed
+// 1x1 conv (rank 4 at most) and oneDNN's own linear (any rank).
+std::string packedLinearIneligible(const ir::Node& n, std::optional<size_t> maxRank);
 // Why `n` (aten::linear) cannot run as a prepacked 1x1 conv, or "".
 std::string linearPrepackIneligible(const ir::Node& n);
 // The pass's inverse, the raise step import runs on a model ptopt wrote

@@ -5,6 +5,7 @@
 #include "driver/util.h"
 
 #include "ir/model.h"
+#include "ir/recycled_memory.h"
 #include "measure/reproducible_clock.h"
 #include "quant/calibration.h"
 #include "quant/quantize_report.h"
@@ -218,8 +219,11 @@ void exportStage(Stages& r) {
   // Letting go of the IR (its folded weights) now that nothing reads it; the
   // original too, unless a stand-in is checked or the measure stage times
   // IN (it has its own copy of every weight a pass replaced). Before the
-  // load back: the model is then held twice at most, not three times.
+  // load back: the model is then held twice at most, not three times. The
+  // load back gets the freed weights' pages, already mapped (RecycledMemory).
+  std::optional<ir::RecycledMemory> recycled;
   if (!r.standIn) {
+    recycled.emplace(*r.opt->model().constants);
     if (whyNotMeasured(r)) r.opt.reset();
     else r.opt->model() = ir::Model();
   }
@@ -228,6 +232,7 @@ void exportStage(Stages& r) {
   } catch (const std::exception& e) {
     throw bug(e);
   }
+  recycled.reset();
   r.record.stageMs["save"] = sw.ms();  // write and load back
 }
 

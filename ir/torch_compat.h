@@ -9,9 +9,16 @@
 
 #include <c10/util/Optional.h>
 
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+
+namespace c10 {
+class DataPtr;
+struct Allocator;
+}  // namespace c10
 
 namespace ptopt::compat {
 
@@ -39,5 +46,12 @@ void cudaSynchronize();
 // Milliseconds `f` took on the current CUDA stream, timed by CUDA events;
 // nullopt when CUDA is not compiled in.
 std::optional<double> cudaEventMs(const std::function<void()>& f);
+
+// A CPU allocator made of a function: c10::Allocator's allocate() is const
+// in 1.13 and not in 2.x, and 2.x adds copy_data(). `rawDeleter` is what
+// raw_deleter() answers: the deleter of every DataPtr `allocate` returns
+// whose context is its data (raw_allocate() relies on it).
+std::unique_ptr<c10::Allocator> makeCpuAllocator(std::function<c10::DataPtr(size_t)> allocate,
+                                                 void (*rawDeleter)(void*));
 
 }  // namespace ptopt::compat

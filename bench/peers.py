@@ -69,6 +69,7 @@ import math
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -629,8 +630,8 @@ def render(results, args, threads_list, meta):
         lines.append("| %s | %s |" % (r["model"], " | ".join(cells)))
     lines += ["", "Files: does the result reload?", ""]
     for v in variants:
-        files = sorted({r["variants"].get(v, {}).get("file", "") for r in results if not r.get("skip")} - {""})
-        lines.append("- **%s**: %s" % (v, "; ".join(files) if files else "not built"))
+        lines.append("- **%s**: %s" % (v, files_line([r["variants"].get(v, {}).get("file", "")
+                                                       for r in results if not r.get("skip")])))
     errors = [(r["model"], v, r["variants"][v]["error"]) for r in results if not r.get("skip")
               for v in variants if "error" in r["variants"].get(v, {})]
     if errors:
@@ -639,6 +640,24 @@ def render(results, args, threads_list, meta):
     lines += ["", "## Targets (issue 34)", ""]
     lines += targets(results)
     return "\n".join(lines) + "\n"
+
+
+def files_line(files):
+    """One line for a variant's files over all models: ptopt's describe each
+    run ("TorchScript file, reloads (ptopt passed, 3 s)"), summed up as the
+    outcomes and the range of seconds."""
+    files = [f for f in files if f]
+    if not files:
+        return "not built"
+    runs = [re.match(r"^(.*) \(ptopt (.+), (\d+) s\)$", f) for f in files]
+    if not all(runs):
+        return "; ".join(sorted(set(files)))
+    kinds = sorted({m.group(1) for m in runs})
+    outcomes = [m.group(2) for m in runs]
+    counted = ", ".join("%s on %d" % (o, outcomes.count(o)) for o in sorted(set(outcomes)))
+    seconds = [int(m.group(3)) for m in runs]
+    return "%s (ptopt %s of %d models; %d-%d s each)" % (
+        "; ".join(kinds), counted, len(runs), min(seconds), max(seconds))
 
 
 def targets(results):

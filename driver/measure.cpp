@@ -45,7 +45,13 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
   plan.checkFrom = 1;
   plan.checkEvery = 1;
   const double start = clock.elapsedSeconds();
-  auto settled = [&o, &clock, start](const measure::Sampling& s) {
+  // The pairs that still fit in the budget at the last pair's pace.
+  auto pairsLeft = [&o, &clock, start](const measure::Sampling& s) {
+    const double pairSeconds = (s.ms[0].back() + s.ms[1].back()) * s.callsPerSample / 1000.0;
+    const double left = o.budgetSeconds - (clock.elapsedSeconds() - start);
+    return static_cast<size_t>(pairSeconds > 0 && left > 0 ? std::floor(left / pairSeconds) : 0);
+  };
+  auto settled = [&o, pairsLeft](const measure::Sampling& s) {
     const size_t n = s.ms[0].size();
     if (n < o.minPairs) {
       // A slow model: when, at the last pair's pace, the pairs that fit in a
@@ -54,10 +60,7 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
       // does not, there will be none, and the rest of the budget would buy
       // nothing.
       if (!o.hardBudget) return false;
-      const double pairSeconds = (s.ms[0].back() + s.ms[1].back()) * s.callsPerSample / 1000.0;
-      const double left = o.budgetSeconds - (clock.elapsedSeconds() - start);
-      const double more = pairSeconds > 0 && left > 0 ? std::floor(left / pairSeconds) : 0;
-      if (static_cast<double>(n) + more >= static_cast<double>(o.minPairs)) return false;
+      if (n + pairsLeft(s) >= o.minPairs) return false;
       bool slower = true, faster = true;
       for (size_t i = 0; i < n; ++i) {
         const double r = s.ms[1][i] / s.ms[0][i];
@@ -71,7 +74,11 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
     // 1 + margin: no, and more pairs could only tell "faster" from "no clear
     // difference", which decides nothing).
     if ((n - o.minPairs) % 5 != 0) return false;
-    return measure::slowerSettled(measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 400), o.margin);
+    if (measure::slowerSettled(measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 400), o.margin)) return true;
+    // With a hard budget, also once the pairs that still fit could not make
+    // B Slower even if every one of them were (futility: B is kept either
+    // way, so the rest of the budget would buy nothing).
+    return o.hardBudget && !measure::slowerReachable(s.ms[0], s.ms[1], pairsLeft(s), o.margin);
   };
   const measure::Sampling s =
       measure::sampleInterleaved(clock, {a, b}, plan, o.earlyStop ? std::function<bool(const measure::Sampling&)>(settled)

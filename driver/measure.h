@@ -61,8 +61,10 @@ struct MeasureOptions {
   // Stop before the budget once the answer to "is B slower?" is clear: at
   // minPairs and every 5 pairs after, when the CI lies wholly above 1 +
   // margin (slower) or its high end below 1 + margin (not slower, whether or
-  // not it is faster: measure::slowerSettled); and, with hardBudget, on a model so slow that fewer
-  // than minPairs pairs fit, as soon as a pair differs by less than
+  // not it is faster: measure::slowerSettled), or, with hardBudget, when the
+  // pairs that still fit could not make it slower even if each of them were
+  // (measure::slowerReachable); and, with hardBudget, on a model so slow that
+  // fewer than minPairs pairs fit, as soon as a pair differs by less than
   // kClearDifference (or the pairs disagree in direction): no verdict can come.
   bool earlyStop = true;
   // Run both through LibTorch's profiling executor with its graph optimizer

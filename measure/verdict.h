@@ -15,6 +15,7 @@
 #include "measure/stats.h"
 
 #include <string>
+#include <vector>
 
 namespace ptopt::measure {
 
@@ -35,5 +36,12 @@ bool verdictSettled(const RatioEstimate& r, double margin);
 // more samples can make it Slower (B is kept; whether it is also faster is
 // not asked, and the verdict says "faster" only when the interval shows it).
 bool slowerSettled(const RatioEstimate& r, double margin);
+
+// Whether B could still be judged Slower once `more` pairs are added to the
+// timings so far (a[i], b[i] of pair i), even in the case most favourable to
+// it: every added pair slower by any amount. When not, timing on is futile:
+// the answer to "is B slower?" is already no, whatever those pairs show.
+bool slowerReachable(const std::vector<double>& a, const std::vector<double>& b, size_t more, double margin,
+                     int resamples = 400);
 
 }  // namespace ptopt::measure

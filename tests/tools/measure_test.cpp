@@ -2,6 +2,7 @@
 // write, driven by a fake timer (deterministic: each fake run advances a
 // fake clock by its own duration, with a fixed pattern of jitter).
 #include "driver/measure.h"
+#include "measure/verdict.h"
 #include "api/api.h"
 #include "ir/load_time.h"
 #include "rewriters/pipeline.h"
@@ -128,17 +129,75 @@ TEST_CASE("measurePair stays within its budget, too few pairs draw no verdict") 
   CHECK(l.verdict != SpeedVerdict::Slower);
   CHECK(l.ratio.high < 1.02);
   CHECK(l.verdict == SpeedVerdict::NoClearDifference);  // the old rule's question (faster?) was still open
-  // A noisy ratio (a wide CI around 1) runs to the budget.
-  FakeClock unclear;
-  int i = 0;
-  auto noisy = unclear.custom([&i] {  // 10 ms +- 5, out of step with A's pattern
-    static const double pattern[] = {0.9, -0.6, 0.1, -1.0, 0.5, -0.2, 0.8};
-    return 10 + 5 * pattern[i++ % 7];
-  });
-  const auto u = measurePair(unclear.run(10, 5), noisy, options(1.0), unclear);
-  CHECK(u.pairs > 20);
-  CHECK(unclear.now >= 950);  // to the budget, less the pair that would have passed it
-  CHECK(unclear.now <= 1000);
+  // A noisy ratio (a wide CI around 1, half the pairs slower): timed on past
+  // minPairs while the pairs that fit could still make B slower, then
+  // stopped (futility), with the verdict timing to the budget would give.
+  auto noisyRun = [](FakeClock& clock, bool earlyStop) {
+    auto noisy = clock.custom([i = 0]() mutable {  // 10 ms +- 5, out of step with A's pattern
+      static const double pattern[] = {0.9, -0.6, 0.1, -1.0, 0.5, -0.2, 0.8};
+      return 10 + 5 * pattern[i++ % 7];
+    });
+    return measurePair(clock.run(10, 5), noisy, options(1.0, earlyStop), clock);
+  };
+  FakeClock unclear, unclearToTheEnd;
+  const auto u = noisyRun(unclear, true);
+  const auto full = noisyRun(unclearToTheEnd, false);
+  INFO(u.line() << " / " << full.line());
+  CHECK(u.pairs > 5);
+  CHECK(u.pairs < full.pairs);
+  CHECK(unclear.now < 950);
+  CHECK(unclearToTheEnd.now >= 950);  // to the budget, less the pair that would have passed it
+  CHECK(full.verdict != SpeedVerdict::Slower);
+  CHECK(u.verdict == full.verdict);
+}
+
+TEST_CASE("measurePair stops once the pairs that still fit could not make OUT slower (futility)") {
+  // resnet50's -O1 under the AVX2 cap: OUT 5% faster in the median, but one
+  // pair in three is slower, so the interval at 5 pairs still reaches past
+  // 1.02 and the old rule timed on to the budget (10 pairs, 1.9 s, for the
+  // same "OUT kept"). About 12 pairs fit in the budget: even were every one
+  // of the 7 after the fifth slower, the interval could not lie wholly above
+  // 1.02, so the timing stops at 5.
+  auto run = [](FakeClock& clock, bool earlyStop) {
+    auto out = clock.custom([i = 0]() mutable {
+      static const double pattern[] = {93, 104, 92, 95, 103, 94, 96};
+      return pattern[i++ % 7];
+    });
+    return measurePair(clock.run(100, 2), out, options(3.0, earlyStop), clock);
+  };
+  FakeClock early, toTheEnd;
+  const auto e = run(early, true);
+  const auto full = run(toTheEnd, false);
+  INFO(e.line() << " / " << full.line());
+  CHECK(e.pairs == 5);
+  CHECK(e.ratio.high > 1.02);  // not settled by the interval alone
+  CHECK(full.pairs > 10);
+  CHECK(e.verdict != SpeedVerdict::Slower);
+  CHECK(full.verdict != SpeedVerdict::Slower);
+
+  // Must not stop: OUT slower in every pair so far, the interval not yet
+  // clear of 1.02, and enough pairs left to settle it.
+  auto slower = [](FakeClock& clock) {
+    auto out = clock.custom([i = 0]() mutable {
+      static const double pattern[] = {104, 101, 106, 103, 100.5, 105, 104};
+      return pattern[i++ % 7];
+    });
+    return measurePair(clock.run(100, 1), out, options(3.0), clock);
+  };
+  FakeClock s;
+  const auto m = slower(s);
+  INFO(m.line());
+  CHECK(m.pairs > 5);
+}
+
+TEST_CASE("slowerReachable: whether added pairs, each as slow as can be, could still make B slower") {
+  const std::vector<double> a(5, 100.0);
+  const std::vector<double> faster = {95, 96, 94, 97, 103};  // one slower pair of five
+  CHECK_FALSE(measure::slowerReachable(a, faster, 0, 0.02));
+  CHECK_FALSE(measure::slowerReachable(a, faster, 5, 0.02));
+  CHECK(measure::slowerReachable(a, faster, 100, 0.02));
+  const std::vector<double> slower = {104, 105, 103, 106, 104};
+  CHECK(measure::slowerReachable(a, slower, 0, 0.02));  // already Slower
 }
 
 TEST_CASE("pickNotSlower keeps OUT unless it is measurably slower") {

@@ -59,7 +59,7 @@ TEST_CASE("recycled memory: a weight only the table owns goes to the next alloca
   reused.reset();  // freed by LibTorch's own deleter
 }
 
-TEST_CASE("recycled memory: a block is handed out only up to 1/8 larger than asked; the rest is freed") {
+TEST_CASE("recycled memory: a block is handed out only up to 1/8 larger than asked, the rest is freed") {
   ir::ConstantTable table;
   void* weight = ownedOnlyBy(table, "weight", 8 << 20);
   ir::RecycledMemory recycled(table);

@@ -643,20 +643,21 @@ def render(results, args, threads_list, meta):
 
 
 def files_line(files):
-    """One line for a variant's files over all models: ptopt's describe each
-    run ("TorchScript file, reloads (ptopt passed, 3 s)"), summed up as the
-    outcomes and the range of seconds."""
+    """One line for a variant's files over all models. Builds that took time
+    say so per model ("TorchScript file, reloads (ptopt passed, 3 s)", "no
+    file (compiled in the process, 11 s)"): summed up as each outcome's
+    count and the range of seconds."""
     files = [f for f in files if f]
     if not files:
         return "not built"
-    runs = [re.match(r"^(.*) \(ptopt (.+), (\d+) s\)$", f) for f in files]
+    runs = [re.match(r"^(.*) \((.+), (\d+) s\)$", f) for f in files]
     if not all(runs):
         return "; ".join(sorted(set(files)))
     kinds = sorted({m.group(1) for m in runs})
     outcomes = [m.group(2) for m in runs]
     counted = ", ".join("%s on %d" % (o, outcomes.count(o)) for o in sorted(set(outcomes)))
     seconds = [int(m.group(3)) for m in runs]
-    return "%s (ptopt %s of %d models; %d-%d s each)" % (
+    return "%s (%s of %d models; %d-%d s each)" % (
         "; ".join(kinds), counted, len(runs), min(seconds), max(seconds))
 
 

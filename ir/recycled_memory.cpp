@@ -17,7 +17,7 @@ bool recyclable(const at::Tensor& t, const c10::Allocator& allocator) {
   const c10::Storage& storage = t.storage();
   if (storage.use_count() != 1 || storage.nbytes() < kRecycledMinBytes) return false;
   const c10::DataPtr& data = storage.data_ptr();
-  return data.get() != nullptr && data.get() == data.get_context() && allocator.raw_deleter() != nullptr &&
+  return data.get() != nullptr && data.get() == data.get_context() &&
          data.get_deleter() == allocator.raw_deleter() && data.device().is_cpu();
 }
 
@@ -25,6 +25,7 @@ bool recyclable(const at::Tensor& t, const c10::Allocator& allocator) {
 
 RecycledMemory::RecycledMemory(ConstantTable& constants) {
   c10::Allocator* current = c10::GetCPUAllocator();
+  if (!current || !current->raw_deleter()) return;  // not a plain allocator: nothing to hand on
   self_ = compat::makeCpuAllocator([this](size_t n) { return allocate(n); }, current->raw_deleter());
   c10::SetCPUAllocator(self_.get());
   if (c10::GetCPUAllocator() != self_.get()) return;  // one of a higher priority stays: nothing taken

@@ -22,7 +22,7 @@
 // with that allocator's deleter, so it is freed as usual by whoever ends up
 // owning it; another thread allocating meanwhile only gets such blocks too.
 // Where the CPU allocator cannot be replaced (one installed at a higher
-// priority) nothing is taken. Only one RecycledMemory may live at a time.
+// priority) or is not a plain one (no raw deleter), nothing is taken. Only one RecycledMemory may live at a time.
 #pragma once
 
 #include "ir/ir.h"

@@ -1,7 +1,11 @@
 #include "fusion/fold_linear_bn.h"
 
 #include "fusion/bn_math.h"
+#include "ir/mutation.h"
 #include "rewriters/constants.h"
+
+#include <optional>
+#include <vector>
 
 namespace ptopt::fusion {
 
@@ -76,11 +80,34 @@ ir::Node* flattenOfLinear(ir::Value* bnInput, std::string& why) {
   return flatten;
 }
 
+// After a LinearNorm fold the BatchNorm's readers read flatten(y). LeViT's
+// `reshape_as(flatten(y), y)` (or view_as) is then y itself: a linear's
+// output is contiguous, so the view back to its own shape has its storage,
+// sizes and strides. Each such reader is replaced by y, and the flatten
+// erased once nothing reads it, so that what follows (LeViT's hardswish)
+// reads the linear directly and can fuse with it. Not where either may be
+// written or compared by identity. Returns how many were replaced.
+size_t dropViewBack(ir::Rewriter& rw, ir::Node* flatten, ir::Value* y, const ir::MutationAnalysis& mutation) {
+  if (mutation.mayBeMutated(y)) return 0;
+  std::vector<ir::Node*> backs;
+  for (const ir::Use& u : flatten->output()->uses()) {
+    ir::Node* n = u.user;
+    if (u.argIndex == 0 && (n->is("aten::reshape_as") || n->is("aten::view_as")) && n->numOutputs() == 1 &&
+        n->owningBlock() == flatten->owningBlock() && ir::OpView::of(n).value("other") == y &&
+        !mutation.mayBeMutated(n->output()))
+      backs.push_back(n);
+  }
+  for (ir::Node* n : backs) rw.replace(n, y);
+  if (flatten->output()->uses().empty()) rw.erase(flatten);
+  return backs.size();
+}
+
 }  // namespace
 
 PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
   ir::Rewriter rw(graph, ctx.edits, name());
+  std::optional<ir::MutationAnalysis> mutation;  // built at the first LinearNorm fold
   for (ir::Node* node : batchNorms(graph)) {
     auto decline = [&](const std::string& why) {
       if (ctx.declineOnce(name(), node, why)) r.count("declined");
@@ -121,6 +148,11 @@ PassResult FoldLinearBnPass::run(ir::Graph& graph, PassContext& ctx) {
     // Flattened, the BatchNorm's readers read the flatten of the folded linear.
     foldBatchNormInto(rw, *linear, *bn, *params, *weight, bias, flatten ? flatten->output() : nullptr);
     r.count(flatten ? "folded-flattened" : "folded");
+    if (flatten) {
+      if (!mutation) mutation.emplace(graph);  // the folds add no in-place writes
+      if (const size_t dropped = dropViewBack(rw, flatten, linearOut, *mutation))
+        r.count("view-back-dropped", static_cast<int64_t>(dropped));
+    }
   }
   r.changed = rw.changed();
   return r;

@@ -22,7 +22,11 @@ class FoldLinearBnPass : public rewriters::Pass {
       "-2)) over a linear output known to be 3-D ([B, N, C] flattened to [B*N, C]: BatchNorm1d normalizes the "
       "features again) folds the same way, the BatchNorm's readers then reading the flatten of the folded "
       "linear [counter folded-flattened]; the linear's other readers may only read its shape (LeViT's "
-      "`reshape_as(z, y)`), since the fold rewrites the linear in place.";
+      "`reshape_as(z, y)`), since the fold rewrites the linear in place. A reader `reshape_as(flatten(y), y)` "
+      "(or view_as) of the folded result is then y itself (a linear's output is contiguous: the same storage, "
+      "sizes and strides) and is replaced by y, the flatten erased once unread, so that an activation after it "
+      "reads the linear directly [counter view-back-dropped]; not where y or that reader may be written or "
+      "compared by identity.";
 
   std::string name() const override { return "fold-linear-bn"; }
   std::string description() const override { return "fold BatchNorm1d into the preceding Linear on 2-D input"; }

@@ -147,19 +147,59 @@ TEST_CASE("fold-linear-bn folds LeViT's LinearNorm: a BatchNorm1d over the flatt
   auto report = opt.run("shape-prop", &ctx);
   report = opt.run("fold-linear-bn,dce", &ctx, test::checkedInstrumentation());
   CHECK(test::counter(report, "fold-linear-bn", "folded-flattened") == 2);
+  // reshape_as(flatten(y), y) is y itself: both views go, and the hardswish
+  // reads the folded linear directly (tuned-kernels can then fuse it).
+  CHECK(test::counter(report, "fold-linear-bn", "view-back-dropped") == 2);
   const ir::Graph& g = opt.model().forward();
   CHECK(test::countOps(g, "aten::batch_norm") == 0);
   CHECK(test::countOps(g, "aten::linear") == 2);
-  // The BatchNorms' readers read the flatten of the folded linear.
+  CHECK(test::countOps(g, "aten::reshape_as") == 0);
+  CHECK(test::countOps(g, "aten::flatten") == 0);
+  int activations = 0;
   g.walk([&](ir::Node* n) {
-    if (!n->is("aten::reshape_as")) return;
-    const ir::Node* flatten = n->argValue(0)->node();
-    REQUIRE(flatten->is("aten::flatten"));
-    CHECK(flatten->argValue(0)->node()->is("aten::linear"));
+    if (!n->is("aten::hardswish")) return;
+    ++activations;
+    CHECK(n->argValue(0)->node()->is("aten::linear"));
   });
+  CHECK(activations == 1);
   auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 3);
   INFO(v.summary);
   CHECK(v.passed);
+}
+
+TEST_CASE("fold-linear-bn keeps the view back of a LinearNorm where it is not the linear's own output") {
+  auto graphWith = [](const std::string& tail) {
+    return test::parseWithConstants(
+        "graph(%x : Tensor, %other : Tensor):\n"
+        "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+        "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
+        "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
+        "  %y : Tensor = aten::linear(%x, %w, None)\n"
+        "  %f : Tensor = aten::flatten.using_ints(%y, 0, 1)\n"
+        "  %z : Tensor = aten::batch_norm(%f, None, None, %m, %v, False, 0.1, 1e-05, True)\n" +
+            tail,
+        {{"fc.weight", torch::randn({6, 12})}, {"bn.running_mean", torch::randn({6})},
+         {"bn.running_var", torch::rand({6}) + 0.5}});
+  };
+  auto run = [](test::ParsedGraph& p) {
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 5, 12}), torch::randn({2, 5, 6})};
+    return test::runPipeline(*p.graph, "shape-prop,fold-linear-bn", &ctx);
+  };
+  SECTION("shaped like another tensor: a view of the folded result, not the linear's output") {
+    auto p = graphWith("  %r : Tensor = aten::reshape_as(%z, %other)\n  output(%r)\n");
+    auto report = run(p);
+    CHECK(test::counter(report, "fold-linear-bn", "folded-flattened") == 1);
+    CHECK(test::counter(report, "fold-linear-bn", "view-back-dropped") == 0);
+    CHECK(test::countOps(*p.graph, "aten::reshape_as") == 1);
+  }
+  SECTION("written in place afterwards: the view and the linear's output would no longer be one value") {
+    auto p = graphWith("  %r : Tensor = aten::reshape_as(%z, %y)\n  %s : Tensor = aten::relu_(%r)\n  output(%s)\n");
+    auto report = run(p);
+    CHECK(test::counter(report, "fold-linear-bn", "folded-flattened") == 1);
+    CHECK(test::counter(report, "fold-linear-bn", "view-back-dropped") == 0);
+    CHECK(test::countOps(*p.graph, "aten::reshape_as") == 1);
+  }
 }
 
 TEST_CASE("FoldLinearBnDoesNotFoldAFlattenThatMixesFeaturesOrAnUnknownRank") {

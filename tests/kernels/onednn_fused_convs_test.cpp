@@ -225,6 +225,33 @@ TEST_CASE("TunedKernelsDoesNotFuseAnActivationWithOtherReadersIntoAOneDnnConv") 
 
 // ---- linears: tuned-kernels{fused=} names them too (mkldnn::_linear_pointwise).
 
+TEST_CASE("tuned-kernels fuses LeViT's hardswish into the linear once fold-linear-bn drops the view back") {
+  if (!kernels::hasFusedLinears()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  // LinearNorm: hardswish(bn(linear(x).flatten(0, 1)).reshape_as(linear(x))).
+  const auto& f = test::fixture("linear_norm_trace");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  auto folded = opt.run("-O1", &ctx);
+  REQUIRE(test::counter(folded, "fold-linear-bn", "view-back-dropped") == 2);
+  auto report = opt.run("tuned-kernels{fused=*}", &ctx, test::checkedInstrumentation());
+  CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 2);
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::hardswish") == 0);
+  size_t withHardswish = 0;
+  g.walk([&](ir::Node* n) {
+    if (n->is("mkldnn::_linear_pointwise") && ir::OpView::of(n).literal("attr")->as<std::string>() == "hardswish")
+      ++withHardswish;
+  });
+  CHECK(withHardswish == 1);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
 TEST_CASE("tuned-kernels fuses GPT-2 Conv1D's gelu, which reads a view of the linear, and the view follows") {
   if (!kernels::hasFusedLinears()) {
     WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it)");

@@ -41,6 +41,10 @@ RecycledMemory::RecycledMemory(ConstantTable& constants) {
     held_ += bytes;
     blocks_.emplace(bytes, std::move(block));
   }
+  if (blocks_.empty()) {  // nothing to hand on: LibTorch's allocator back at once
+    c10::SetCPUAllocator(replaced_);
+    replaced_ = nullptr;
+  }
 }
 
 RecycledMemory::~RecycledMemory() {

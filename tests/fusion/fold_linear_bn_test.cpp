@@ -9,6 +9,26 @@
 
 using namespace ptopt;
 
+namespace {
+
+// A bias-free linear, flattened (`flattenDims`) and batch-normed: %y the
+// linear, %f its flatten, %z the BatchNorm; `tail` reads them and outputs.
+test::ParsedGraph linearNormGraph(const std::string& flattenDims, const std::string& tail,
+                                  const std::string& moreInputs = "") {
+  return test::parseWithConstants(
+      "graph(%x : Tensor" + moreInputs + "):\n"
+      "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+      "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
+      "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  %f : Tensor = aten::flatten.using_ints(%y, " + flattenDims + ")\n"
+      "  %z : Tensor = aten::batch_norm(%f, None, None, %m, %v, False, 0.1, 1e-05, True)\n" + tail,
+      {{"fc.weight", torch::randn({6, 12})}, {"bn.running_mean", torch::randn({6})},
+       {"bn.running_var", torch::rand({6}) + 0.5}});
+}
+
+}  // namespace
+
 TEST_CASE("fold-linear-bn folds with shape metadata from shape-prop") {
   const auto& f = test::fixture("linear_bn1d");
   Optimizer opt = Optimizer::load(f.path);
@@ -168,19 +188,7 @@ TEST_CASE("fold-linear-bn folds LeViT's LinearNorm: a BatchNorm1d over the flatt
 }
 
 TEST_CASE("fold-linear-bn keeps the view back of a LinearNorm where it is not the linear's own output") {
-  auto graphWith = [](const std::string& tail) {
-    return test::parseWithConstants(
-        "graph(%x : Tensor, %other : Tensor):\n"
-        "  %w : Tensor = get_attr[\"fc.weight\"]\n"
-        "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
-        "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
-        "  %y : Tensor = aten::linear(%x, %w, None)\n"
-        "  %f : Tensor = aten::flatten.using_ints(%y, 0, 1)\n"
-        "  %z : Tensor = aten::batch_norm(%f, None, None, %m, %v, False, 0.1, 1e-05, True)\n" +
-            tail,
-        {{"fc.weight", torch::randn({6, 12})}, {"bn.running_mean", torch::randn({6})},
-         {"bn.running_var", torch::rand({6}) + 0.5}});
-  };
+  auto graphWith = [](const std::string& tail) { return linearNormGraph("0, 1", tail, ", %other : Tensor"); };
   auto run = [](test::ParsedGraph& p) {
     rewriters::PassContext ctx;
     ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 5, 12}), torch::randn({2, 5, 6})};
@@ -203,19 +211,7 @@ TEST_CASE("fold-linear-bn keeps the view back of a LinearNorm where it is not th
 }
 
 TEST_CASE("FoldLinearBnDoesNotFoldAFlattenThatMixesFeaturesOrAnUnknownRank") {
-  auto graphWith = [](const std::string& flattenDims) {
-    return test::parseWithConstants(
-        "graph(%x : Tensor):\n"
-        "  %w : Tensor = get_attr[\"fc.weight\"]\n"
-        "  %m : Tensor = get_attr[\"bn.running_mean\"]\n"
-        "  %v : Tensor = get_attr[\"bn.running_var\"]\n"
-        "  %y : Tensor = aten::linear(%x, %w, None)\n"
-        "  %f : Tensor = aten::flatten.using_ints(%y, " + flattenDims + ")\n"
-        "  %z : Tensor = aten::batch_norm(%f, None, None, %m, %v, False, 0.1, 1e-05, True)\n"
-        "  output(%z)\n",
-        {{"fc.weight", torch::randn({6, 12})}, {"bn.running_mean", torch::randn({6})},
-         {"bn.running_var", torch::rand({6}) + 0.5}});
-  };
+  auto graphWith = [](const std::string& flattenDims) { return linearNormGraph(flattenDims, "  output(%z)\n"); };
   SECTION("the rank is unknown without shape-prop") {
     auto p = graphWith("0, 1");
     rewriters::PassContext ctx;

@@ -59,6 +59,15 @@ TEST_CASE("recycled memory: a weight only the table owns goes to the next alloca
   reused.reset();  // freed by LibTorch's own deleter
 }
 
+TEST_CASE("recycled memory: with nothing to take, LibTorch's allocator stays in place") {
+  c10::Allocator* before = c10::GetCPUAllocator();
+  ir::ConstantTable table;
+  ownedOnlyBy(table, "small", 4096);
+  ir::RecycledMemory recycled(table);
+  CHECK(recycled.heldBytes() == 0);
+  CHECK(c10::GetCPUAllocator() == before);
+}
+
 TEST_CASE("recycled memory: a block is handed out only up to 1/8 larger than asked, the rest is freed") {
   ir::ConstantTable table;
   void* weight = ownedOnlyBy(table, "weight", 8 << 20);

@@ -9,6 +9,7 @@
 #include "rewriters/rules.h"
 #include "target/capabilities.h"
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -105,13 +106,28 @@ class Run {
 
   Outcome go(std::optional<Optimizer> given) {
     plan();
+    // The untimed work at the request's count; --tune and the measure stage
+    // at LibTorch's own (request.h workThreads).
+    std::optional<ScopedThreads> work;
+    auto untimed = [this, &work](bool on) {
+      if (on && req_.workThreads > 0) work.emplace(req_.workThreads);
+      if (!on) work.reset();
+    };
+    if (req_.workThreads > 0)
+      s_.record.sections["threads"] = {{"untimed_work", req_.workThreads}, {"libtorch", at::get_num_threads()}};
+    untimed(true);
     load(std::move(given));
     reference();
-    if (req_.tune) tune();
+    if (req_.tune) {
+      untimed(false);
+      tune();
+      untimed(true);
+    }
     if (!passes()) return finish();
     exportResult();
     const bool ok = verifyStage(s_);
     if (!ok && s_.record.verification) out_.passed = false;
+    untimed(false);
     measureStage(s_, ok);
     save(ok);
     return finish();

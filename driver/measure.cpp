@@ -119,8 +119,10 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
 // sizes the pthreadpool XNNPACK runs on, which OMP_NUM_THREADS does not (it
 // starts with one thread per core), and a 1-thread timing reads the calling
 // thread's CPU time, so work on other pool threads would go uncounted.
-ScopedThreads::ScopedThreads(int threads, std::vector<torch::jit::Module> repacked)
-    : previous_(at::get_num_threads()), changed_(threads > 0 && threads != previous_), repacked_(std::move(repacked)) {
+ScopedThreads::ScopedThreads(int threads, std::vector<torch::jit::Module> repacked, int packedAt)
+    : previous_(at::get_num_threads()),
+      changed_(threads > 0 && (threads != previous_ || (packedAt > 0 && packedAt != threads))),
+      repacked_(std::move(repacked)) {
   if (threads > 0) at::set_num_threads(threads);
   repack();
 }

@@ -162,10 +162,11 @@ BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::Impo
 // it), restoring the previous count. The load-time values of `repacked`
 // (oneDNN's packed weights, whose blocking follows the thread count) are
 // recomputed at the new count and again at the restored one, so each is
-// timed as a load at that count would run it.
+// timed as a load at that count would run it; also when the count does not
+// change but they were computed at another (`packedAt` > 0).
 class ScopedThreads {
  public:
-  explicit ScopedThreads(int threads, std::vector<torch::jit::Module> repacked = {});
+  explicit ScopedThreads(int threads, std::vector<torch::jit::Module> repacked = {}, int packedAt = 0);
   ~ScopedThreads();
   ScopedThreads(const ScopedThreads&) = delete;
   ScopedThreads& operator=(const ScopedThreads&) = delete;

@@ -99,6 +99,13 @@ struct Request {
   bool force = false;
   double measureBudgetSeconds = 2.0;
   int measureThreads = 1;
+  // Intra-op threads for the untimed work (the reference's runs, the
+  // passes, the load back, verification); <= 0 leaves LibTorch's count.
+  // --tune, the measure stage and their caches run at LibTorch's own count
+  // (what a deployment of OUT gets). The CLI sets the physical cores
+  // available (driver/util.h) unless OMP_NUM_THREADS or MKL_NUM_THREADS is
+  // set; Python leaves the count to torch.set_num_threads.
+  int workThreads = 0;
 
   // ---- what the run reports as it goes (the front end shows it)
   bool explain = false;          // the passes' declines, and the target's capabilities

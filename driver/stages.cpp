@@ -229,6 +229,7 @@ void exportStage(Stages& r) {
   }
   try {
     r.result = r.hooks.loadBack();
+    r.resultPackedThreads = at::get_num_threads();
   } catch (const std::exception& e) {
     throw bug(e);
   }
@@ -425,7 +426,8 @@ void measureStage(Stages& r, bool ok) {
     picked = *fromCache;
   } else {
     try {
-      ScopedThreads threads(mo.threads, {r.opt->original(), r.result});  // packs follow the count
+      // Packs follow the count (OUT was loaded back at the work count).
+      ScopedThreads threads(mo.threads, {r.opt->original(), r.result}, r.resultPackedThreads);
       torch::NoGradGuard noGrad;
       torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);
       measure::DeviceClock clock(r.device);  // thread CPU time at one thread; CUDA events

@@ -87,6 +87,7 @@ struct Stages {
   rewriters::RunReport report;           // runStage
   std::optional<quant::LowPrecisionRun> lowp;  // runStage: set when the pipeline lowered precision
   torch::jit::Module result;             // exportStage: loaded back from what `write` kept
+  int resultPackedThreads = 0;           // the intra-op count its load-time values were computed at
   std::optional<Optimizer::StandIn> standIn;  // exportStage: what a CPU checks instead
   size_t nodesBefore = 0, nodesAfter = 0;
   std::optional<Optimizer::Serialized> replacement;  // measureStage: written in place of OUT

@@ -23,4 +23,12 @@ std::string formatBytes(double bytes);
 // True when a and b name the same file (also through links or other paths).
 bool sameFile(const std::string& a, const std::string& b);
 
+// The physical cores this process may run on: the CPUs of its affinity
+// mask, counted once per core (SMT siblings share one, as sysfs's topology
+// says), and no more than its cgroup's CPU quota (cpu.max) allows; at
+// least 1. LibTorch 2.x defaults its intra-op threads to the machine's
+// physical cores; 1.13 to half of hardware_concurrency() on x86, which on a
+// machine without SMT is half its cores, and neither reads a quota.
+int availablePhysicalCores();
+
 }  // namespace ptopt::driver

@@ -187,6 +187,13 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   req.force = o.force;
   req.measureBudgetSeconds = o.measureBudget;
   req.measureThreads = o.measureThreads;
+  // The untimed work on every physical core, unless the user sized the
+  // thread pool (LibTorch reads these variables).
+  auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v;
+  };
+  if (!set("OMP_NUM_THREADS") && !set("MKL_NUM_THREADS")) req.workThreads = driver::availablePhysicalCores();
   req.explain = o.explain;
   req.describeTarget = o.verbose;
   req.printAfterAll = o.printAfterAll;
@@ -219,10 +226,17 @@ void printSummary(const OptimizeOptions& o, const driver::Outcome& out) {
     std::cout << fmt::format("mode: {} in training mode; optimized and verified in eval semantics "
                              "(--keep-training refuses instead)\n",
                              rec.mode && rec.mode->scriptedInTraining ? "scripted and saved" : "traced");
-  std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, {}passes {:.0f} ms, export {:.0f} ms, verify {:.0f} ms, "
-                           "measure {:.0f} ms, save {:.0f} ms\n",
-                           ms("load"), ms("import"), o.tune.tune ? fmt::format("tune {:.0f} ms, ", ms("tune")) : "",
-                           ms("passes"), ms("export"), ms("verify"), ms("measure"), ms("save"));
+  const auto threads = rec.sections.find("threads");
+  std::cout << fmt::format("time: load {:.0f} ms, import {:.0f} ms, reference {:.0f} ms, {}passes {:.0f} ms, export "
+                           "{:.0f} ms, verify {:.0f} ms, measure {:.0f} ms, save {:.0f} ms{}\n",
+                           ms("load"), ms("import"), ms("reference"),
+                           o.tune.tune ? fmt::format("tune {:.0f} ms, ", ms("tune")) : "", ms("passes"), ms("export"),
+                           ms("verify"), ms("measure"), ms("save"),
+                           threads == rec.sections.end()
+                               ? ""
+                               : fmt::format(" (untimed work on {} threads, LibTorch's count {})",
+                                             threads->second.value("untimed_work", 0),
+                                             threads->second.value("libtorch", 0)));
 }
 
 }  // namespace

@@ -41,14 +41,24 @@ expect 2 "assume-isa" -- "$ptopt" "$m" "$work/x.pt" -O3 --assume-isa avx1024
 expect 0 "speed: OUT/IN latency [0-9.]+x \(95% CI [0-9.]+-[0-9.]+; [0-9]+ interleaved pairs, 1 thread" -- \
   "$ptopt" "$m" "$work/o1.pt" -O1 --input-shape $shape --measure-budget 0.5 --report "$work/o1.json"
 "$py" - "$work/o1.json" <<'PY' || fail "-O1 measurement in --report"
-import json, sys
+import json, os, sys
 r = json.load(open(sys.argv[1]))["measurement"]
 assert r["budget_s"] == 0.5 and r["threads"] == 1, r
 assert r["candidates"][0]["candidate"] == "output" and r["candidates"][0]["pairs"] >= 5, r
 lo, hi = r["ci95"]
 assert lo <= r["ratio"] <= hi and abs(r["speedup"] * r["ratio"] - 1) < 1e-9, r
 assert r["written"] in ("output", "input"), r
+# The untimed work runs on the physical cores this process may use (at
+# least LibTorch's own count where that is the machine's cores); the timing
+# at --measure-threads, 1.
+t = json.load(open(sys.argv[1]))["threads"]
+assert 1 <= t["untimed_work"] <= os.cpu_count() and t["libtorch"] >= 1, t
 PY
+# OMP_NUM_THREADS sizes LibTorch's pool: ptopt leaves it alone.
+expect 0 "PASSED" -- env OMP_NUM_THREADS=1 "$ptopt" "$m" "$work/o1.pt" -O1 --input-shape $shape --overwrite \
+  --measure-budget 0.2 --report "$work/o1-omp.json"
+"$py" -c 'import json, sys; assert "threads" not in json.load(open(sys.argv[1]))' "$work/o1-omp.json" \
+  || fail "OMP_NUM_THREADS=1: ptopt changed the thread count"
 
 # A pipeline that makes the model much slower on a CPU: fp16 casts, which
 # LibTorch 1.13 cannot even run on a CPU (verified by emulation; emulated

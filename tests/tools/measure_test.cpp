@@ -2,6 +2,7 @@
 // write, driven by a fake timer (deterministic: each fake run advances a
 // fake clock by its own duration, with a fixed pattern of jitter).
 #include "driver/measure.h"
+#include "driver/util.h"
 #include "measure/verdict.h"
 #include "api/api.h"
 #include "ir/load_time.h"
@@ -12,6 +13,8 @@
 
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
+
+#include <sched.h>
 
 #include <sstream>
 #include <stdexcept>
@@ -475,6 +478,35 @@ def forward(self, x):
   const at::Tensor now = packed();
   { ScopedThreads same(before, {loaded}); }
   CHECK(packed().unsafeGetTensorImpl() == now.unsafeGetTensorImpl());
+  // The same count, but the packs were made at another (OUT loaded back
+  // during the untimed work's count): made again for the timing.
+  {
+    ScopedThreads same(before, {loaded}, other);
+    CHECK(at::get_num_threads() == before);
+    CHECK(packed().unsafeGetTensorImpl() != now.unsafeGetTensorImpl());
+    CHECK(at::allclose(loaded.forward({x}).toTensor(), expected, 1e-4, 1e-4));
+  }
   // A module ptopt did not write has nothing to recompute.
   CHECK_FALSE(ir::repackLoadTimeValues(m));
+}
+
+TEST_CASE("availablePhysicalCores counts the cores this process may run on") {
+  const int cores = driver::availablePhysicalCores();
+  CHECK(cores >= 1);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  REQUIRE(::sched_getaffinity(0, sizeof(mask), &mask) == 0);
+  CHECK(cores <= CPU_COUNT(&mask));  // SMT siblings count once; never more than the CPUs allowed
+  // Pinned to one CPU: one core.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &mask)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  REQUIRE(::sched_setaffinity(0, sizeof(one), &one) == 0);
+  const int pinned = driver::availablePhysicalCores();
+  REQUIRE(::sched_setaffinity(0, sizeof(mask), &mask) == 0);
+  CHECK(pinned == 1);
 }

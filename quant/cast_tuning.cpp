@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 
@@ -144,25 +145,56 @@ void tuneCast(tune::TuningSession& s, const rewriters::PipelineElement& e) {
     if (n->owningBlock() == s.model().forward().block() && n->numOutputs() == 1) ops.push_back(n);
     else keepFp32.insert(n->output(0)->name());
   });
+  // Each op's decision: low precision where it measured faster; fp32 where
+  // low precision measured slower beyond noise; else a tie (`ties`), fp32 as
+  // the baseline. Ops not measured (no signature, a kernel this machine
+  // lacks, the budget spent) stay fp32 in every assignment.
   size_t lowered = 0;
+  std::set<std::string> ties;
+  const double margin = tune::TuneLimits{}.margin;
   for (ir::Node* n : ops) {
     const std::string name = n->output()->name();
     const PrecisionNeighbours where = neighbours(*n, policy);
-    const bool lower = s.decideOp(
-        "precision", *n, {"fp32", ir::dtypeName(low)},
+    const std::vector<std::string> names{"fp32", ir::dtypeName(low)};
+    const tune::DecisionRecord d = s.decideOpRecord(
+        "precision", *n, names,
         [&](std::string& why) { return convPrecisionCandidates(*n, low, where, s.device(), why); }, where.text());
-    if (lower) ++lowered;
-    else keepFp32.insert(name);
+    if (d.choice != names.front()) {
+      ++lowered;
+      continue;
+    }
+    keepFp32.insert(name);
+    const bool measured = d.source != tune::DecisionRecord::Source::Skipped;
+    if (measured && d.challenger == names[1] && d.low <= 1 + margin) ties.insert(name);
   }
-  std::optional<rewriters::PipelineElement> tuned;  // none: no op measured faster, the cast is dropped
-  if (lowered > 0) {
-    tuned = e;
-    tuned->setOption("dtype", low == c10::ScalarType::Half ? "fp16" : "bf16");
-    tuned->setOption("min-channels", "0");
-    if (!keepFp32.empty()) tuned->setOption("keep-fp32", rewriters::joinNameList(keepFp32));
+  auto element = [&](const std::set<std::string>& fp32) -> std::optional<rewriters::PipelineElement> {
+    if (std::all_of(ops.begin(), ops.end(), [&](const ir::Node* n) { return fp32.count(n->output()->name()) > 0; }))
+      return std::nullopt;  // nothing lowered: no cast
+    rewriters::PipelineElement tuned = e;
+    tuned.setOption("dtype", low == c10::ScalarType::Half ? "fp16" : "bf16");
+    tuned.setOption("min-channels", "0");
+    if (!fp32.empty()) tuned.setOption("keep-fp32", rewriters::joinNameList(fp32));
+    return tuned;
+  };
+  // none: no op measured faster, the cast is dropped
+  const std::optional<rewriters::PipelineElement> tuned = lowered > 0 ? element(keepFp32) : std::nullopt;
+  // The ties decide nothing on their own: fp32 beside low-precision
+  // neighbours pays casts that low precision beside them does not (and the
+  // other way round), which one op's timing cannot see. So the whole-model
+  // check also times the assignment with the ties in low precision, fp32
+  // only where low precision was slower beyond noise (GhostNet: its
+  // depthwise convs measure even, and fp32 there cast between bf16 1x1
+  // convs).
+  std::vector<tune::TuningSession::NamedElement> alternatives{{"op-by-op", tuned}};
+  if (!ties.empty()) {
+    std::set<std::string> fp32;
+    for (const std::string& name : keepFp32)
+      if (!ties.count(name)) fp32.insert(name);
+    alternatives.push_back({"op-by-op, ties " + ir::dtypeName(low), element(fp32)});
   }
-  if (!s.preferOpByOp("precision", e, tuned)) return s.keep(e);
-  if (tuned) return s.keep(*tuned);
+  const size_t kept = s.preferAmong("precision", e, alternatives);
+  if (kept == 0) return s.keep(e);
+  if (const auto& chosen = alternatives[kept - 1].second) return s.keep(*chosen);
   s.say(fmt::format("tune: no op measured faster in {}: cast is dropped, the model stays fp32", ir::dtypeName(low)));
 }
 

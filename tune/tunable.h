@@ -103,6 +103,20 @@ class TuningSession {
   virtual bool preferOpByOp(const std::string& kind, const std::optional<rewriters::PipelineElement>& preset,
                             const std::optional<rewriters::PipelineElement>& opByOp,
                             const std::string& challenger = "op-by-op") = 0;
+  // The same for several assignments (named; none: the element is absent)
+  // in one whole-model A/B, the preset's the baseline: the index of the one
+  // to keep, 0 for the preset, i + 1 for alternatives[i]. An alternative
+  // whose model is the preset's, or an earlier alternative's, is not timed
+  // again; the first alternative of the chosen model is returned (also of
+  // the preset's model: its element spells out what was decided).
+  using NamedElement = std::pair<std::string, std::optional<rewriters::PipelineElement>>;
+  virtual size_t preferAmong(const std::string& kind, const std::optional<rewriters::PipelineElement>& preset,
+                             const std::vector<NamedElement>& alternatives) = 0;
+  // A per-op decision as decideOp makes it, with its record (the
+  // challenger's ratio and interval tell a clear loss from noise).
+  virtual DecisionRecord decideOpRecord(const std::string& kind, const ir::Node& op,
+                                        const std::vector<std::string>& names, const CandidateFactory& make,
+                                        const std::string& context = "") = 0;
   // The cached decision for `signature` when its choice is one of `names`
   // (recorded), else nullopt.
   virtual std::optional<DecisionRecord> fromCache(const std::string& kind, const std::string& node,

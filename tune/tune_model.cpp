@@ -239,7 +239,7 @@ class PipelineTuning final : public TuningSession {
   }
 
   DecisionRecord decideOpRecord(const std::string& kind, const ir::Node& n, const std::vector<std::string>& names,
-                                const CandidateFactory& make, const std::string& context) {
+                                const CandidateFactory& make, const std::string& context) override {
     const std::string node = n.output()->name();
     std::string why;
     auto sig = opSignature(n, why);
@@ -284,6 +284,48 @@ class PipelineTuning final : public TuningSession {
     if (presetModel.forward().str() == tunedModel.forward().str()) return true;
     const std::string sig = modelSignature("|" + text(preset) + "|" + text(opByOp));
     return compareModels(kind, sig, {{"preset", &presetModel}, {challenger, &tunedModel}}).rewrites();
+  }
+
+  size_t preferAmong(const std::string& kind, const std::optional<PipelineElement>& preset,
+                     const std::vector<NamedElement>& alternatives) override {
+    auto text = [](const std::optional<PipelineElement>& e) {
+      return e ? rewriters::printPipeline(Pipeline{{*e}}) : std::string("(none)");
+    };
+    // The distinct models, the preset's first; each alternative's index
+    // among them.
+    std::vector<ir::Model> models;
+    std::vector<std::string> names{"preset"}, graphs;
+    std::vector<size_t> timedAs;
+    std::string sig = "|" + text(preset);
+    models.push_back(preset ? variant(*preset) : work_.clone());
+    graphs.push_back(models.back().forward().str());
+    for (const auto& [name, element] : alternatives) {
+      ir::Model m = element ? variant(*element) : work_.clone();
+      const std::string g = m.forward().str();
+      const auto same = std::find(graphs.begin(), graphs.end(), g);
+      if (same != graphs.end()) {
+        timedAs.push_back(static_cast<size_t>(same - graphs.begin()));
+        continue;
+      }
+      timedAs.push_back(models.size());
+      models.push_back(std::move(m));
+      graphs.push_back(g);
+      names.push_back(name);
+      sig += "|" + text(element);
+    }
+    size_t chosen = 0;
+    if (models.size() > 1) {
+      ModelVariants variants;
+      for (size_t i = 0; i < models.size(); ++i) variants.emplace_back(names[i], &models[i]);
+      const DecisionRecord d = compareModels(kind, modelSignature(sig), variants);
+      chosen = static_cast<size_t>(std::find(names.begin(), names.end(), d.choice) - names.begin());
+      if (chosen >= names.size()) chosen = 0;
+    }
+    // The first alternative of the chosen graph (of the preset's too: it
+    // spells out what was decided).
+    for (size_t i = 0; i < timedAs.size(); ++i)
+      if (timedAs[i] == chosen) return i + 1;
+    return 0;
   }
 
   std::optional<DecisionRecord> fromCache(const std::string& kind, const std::string& node, const std::string& signature,

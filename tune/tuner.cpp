@@ -61,7 +61,23 @@ Choice Tuner::choose(const std::vector<Candidate>& candidates, const TuneLimits&
       else if (!measure::couldStillBe(measure::Verdict::Faster, e, limits.margin)) r.verdict = Verdict::Lost;
       else r.verdict = Verdict::WithinNoise, undecided = true;
     }
-    return !undecided;
+    if (undecided) return false;
+    // Two winners or more: the fastest is chosen, so it must be told from
+    // the others (faster beyond noise, or within the margin of one: then
+    // either will do), not picked by a median a few rounds moved.
+    size_t best = 0;
+    for (size_t i = 1; i < n; ++i)
+      if (!s.failed(i) && choice.results[i].verdict == Verdict::Won &&
+          (best == 0 || choice.results[i].ratio < choice.results[best].ratio))
+        best = i;
+    for (size_t j = 1; best != 0 && j < n; ++j) {
+      if (j == best || s.failed(j) || choice.results[j].verdict != Verdict::Won) continue;
+      const measure::RatioEstimate e = measure::bootstrapMedianRatio(s.ms[j], s.ms[best], 1000, 7 + j);
+      const bool faster = measure::judge(e, limits.margin) == measure::Verdict::Faster;
+      const bool even = e.low >= 1 - limits.margin && e.high <= 1 + limits.margin;
+      if (!faster && !even) return false;
+    }
+    return true;
   };
 
   measure::SamplingPlan plan;

@@ -13,7 +13,9 @@
 // paired rounds, judged by the one verdict rule (measure/verdict.h): an
 // alternative *wins* when it is Faster (the whole interval below 1 - margin),
 // *loses* when it can no longer be Faster (the interval's low end above
-// 1 - margin). The rounds stop when every alternative has won or lost, after
+// 1 - margin); when several win, the fastest of them must also be Faster
+// than each other winner, or within the margin of it (paired the same way).
+// The rounds stop when every alternative has won or lost so, after
 // `maxRounds`, or when the decision's time slice (`maxSeconds`, on the Timer's
 // clock) is spent; then the fastest (lowest median) winner is chosen, else the
 // baseline: within noise the graph stays as it is. A candidate that throws is

@@ -149,3 +149,45 @@ TEST_CASE("TunableRegistryRefusesATunableOfTwoKinds", "[tune][tunable]") {
   };
   CHECK_THROWS_AS(tune::addTunable(r, both), std::logic_error);
 }
+
+TEST_CASE("preferAmong times each distinct assignment once, against the preset's", "[tune][tunable]") {
+  // The preset runs cse (the twin relus merge); "absent" leaves the element
+  // out (another graph); "preset again" and "absent again" build graphs
+  // already timed, so they are not timed again and are chosen with theirs.
+  auto choose = [](double absentMs) {
+    rewriters::PassRegistry r;
+    rewriters::registerGenericPasses(r);
+    size_t kept = 99;
+    tune::Tunable t;
+    t.kind = "choice";
+    t.pass = "cse";
+    t.tuneElement = [&kept](tune::TuningSession& s, const rewriters::PipelineElement& e) {
+      kept = s.preferAmong("choice", e, {{"preset again", e}, {"absent", std::nullopt}, {"absent again", std::nullopt}});
+      if (kept == 0 || kept == 1) s.keep(e);
+    };
+    tune::addTunable(r, t);
+    torch::jit::Module m("Twins");
+    m.register_attribute("training", c10::BoolType::get(), false);
+    m.define(R"(
+def forward(self, x):
+    return torch.relu(x) + torch.relu(x)
+)");
+    Optimizer opt = Optimizer::fromModule(m);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
+    test::FakeTimer timer({{"preset", 1.0}, {"absent", absentMs}});
+    tune::TuneOptions o;
+    o.timer = &timer;
+    auto tuned = tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse", r), r, ctx, o);
+    CHECK(timer.samplesOf("preset again") == 0);
+    CHECK(timer.samplesOf("absent again") == 0);
+    CHECK(timer.samplesOf("absent") > 0);
+    return std::make_pair(kept, rewriters::printPipeline(tuned.pipeline));
+  };
+  const auto [faster, fasterPipeline] = choose(0.5);
+  CHECK(faster == 2);  // "absent", the first of its graph
+  CHECK(fasterPipeline.empty());
+  const auto [even, evenPipeline] = choose(1.0);  // within noise: the preset's model, as "preset again" spells it
+  CHECK(even == 1);
+  CHECK(evenPipeline == "cse");
+}

@@ -168,6 +168,30 @@ TEST_CASE("tunePipeline: decides precision per op and drops cast when nothing wi
   CHECK_THAT(text, Catch::Contains("min-channels=0"));
 }
 
+TEST_CASE("tunePipeline: ops whose precision timings tie are also tried lowered, as a whole model") {
+  // Every op times the same in fp32 and bf16 (ties): op by op they stay
+  // fp32, so the op-by-op assignment is the fp32 model; the whole-model A/B
+  // also times them all lowered, which wins here.
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer(
+      {{"fp32", 1.0}, {"bfloat16", 1.0}, {"mkldnn", 2.0}, {"op-by-op", 2.0}, {"op-by-op, ties bfloat16", 0.5}}, 0.05);
+  const Tuned t = tuneFixture(opt, f, "-O3", timer, "");
+  CHECK(countKind(t.result, "precision", true) == 0);  // no op won alone
+  const tune::DecisionRecord* whole = wholeModel(t.result, "precision");
+  REQUIRE(whole);
+  const std::string text = rewriters::printPipeline(t.result.pipeline);
+  if (std::find(whole->candidates.begin(), whole->candidates.end(), "op-by-op, ties bfloat16") !=
+      whole->candidates.end()) {
+    CHECK(whole->choice == "op-by-op, ties bfloat16");
+    CHECK_THAT(text, Catch::Contains("cast{dtype=bf16,min-channels=0"));
+    CHECK_THAT(text, !Catch::Contains("keep-fp32"));
+  } else {  // every op lowered is the preset's own graph (native bf16): timed as the preset
+    CHECK(whole->choice == "preset");
+    CHECK_THAT(text, Catch::Contains("cast{"));
+  }
+}
+
 TEST_CASE("tunePipeline: each op's precision candidates pay only the casts its neighbours need") {
   // resnet18 under -O3's assignment: the stem conv reads the float32 graph
   // input and feeds (through relu and max_pool) low-precision convs; the

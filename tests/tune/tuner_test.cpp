@@ -57,6 +57,23 @@ TEST_CASE("the tuner keeps the baseline against a slower candidate and picks the
   CHECK(tune::Tuner(loser).choose(candidates({"off", "slow"}), {}).index == 0);
 }
 
+TEST_CASE("of several winners, the tuner times on until the fastest is told from the others") {
+  // Both win at minRounds; 2.5% apart under 3% noise, which a few rounds'
+  // medians can order either way.
+  test::FakeTimer close({{"off", 10.0}, {"a", 8.0}, {"b", 7.8}}, 0.03);
+  const tune::Choice c = tune::Tuner(close).choose(candidates({"off", "a", "b"}), {});
+  CHECK(c.results[1].verdict == Verdict::Won);
+  CHECK(c.results[2].verdict == Verdict::Won);
+  CHECK(c.name == "b");
+  CHECK(c.rounds > tune::TuneLimits{}.minRounds);
+  // Two winners within the margin of each other: either will do, no more
+  // rounds are spent on them.
+  test::FakeTimer even({{"off", 10.0}, {"a", 8.0}, {"b", 8.0}}, 0.001);
+  const tune::Choice e = tune::Tuner(even).choose(candidates({"off", "a", "b"}), {});
+  CHECK(e.index != 0);
+  CHECK(e.rounds == tune::TuneLimits{}.minRounds);
+}
+
 TEST_CASE("a margin keeps tiny wins out") {
   test::FakeTimer timer({{"a", 10.0}, {"b", 9.9}}, 0.0);  // 1% faster, no noise at all
   tune::TuneLimits limits;

@@ -195,18 +195,28 @@ void TunedKernelsPass::packConvs(ir::Graph& graph, PassContext& ctx, ir::Rewrite
       continue;
     }
     const auto c = ir::Conv2dKernelOp::match(n);
+    // A relu that is the conv's only reader runs as oneDNN's post-op: the
+    // pack's attr "relu" (its only fused form).
+    const FusedClamp clamp = fusableClamp(n);
+    ir::Node* relu = clamp.activation && clamp.min == 0.0 && !clamp.max ? clamp.activation : nullptr;
     // conv2d_prepack(W, B, stride, padding, dilation, groups, input_size, attr)
     std::vector<ir::Arg> packArgs;
     for (size_t i : c->prepackOrder()) packArgs.push_back(n->arg(i));
     packArgs.emplace_back(ir::Literal(*c->input().value()->meta().shape));
-    packArgs.emplace_back(ir::Literal("none"));
+    packArgs.emplace_back(ir::Literal(relu ? "relu" : "none"));
     ir::Node* pack = graph.createCall("mkldnn_prepacked::conv2d_prepack", std::move(packArgs), {contextType});
     pack->setScope(n->scope());
     pack->setProvenance("tuned-kernels(prepacked)");
     rw.insert(pack, n);
-    ir::Value* run =
-        rw.createLike(n, "mkldnn_prepacked::conv2d_run", {c->input(), ir::Arg(pack->output())}, "tuned-kernels(prepacked)");
-    rw.replace(n, run);
+    // The relu's result is the conv's now: it takes the relu's place.
+    ir::Node* replaced = relu ? relu : n;
+    ir::Value* run = rw.createLike(replaced, "mkldnn_prepacked::conv2d_run", {c->input(), ir::Arg(pack->output())},
+                                   "tuned-kernels(prepacked)");
+    rw.replace(replaced, run);
+    if (relu) {
+      rw.erase(n);
+      r.count("prepacked-relu-fused");
+    }
     r.count("prepacked");
   }
 }
@@ -350,7 +360,7 @@ void raisePrepackedConvs(ir::Graph& g) {
     const ir::OpView run = ir::OpView::of(n);
     ir::Value* packed = n->numArgs() == 2 ? run.value("W_prepack") : nullptr;
     auto pack = packed && packed->node() ? ir::ConvPrepackOp::match(packed->node()) : std::nullopt;
-    if (!pack || pack->attr() != "none") continue;
+    if (!pack || (pack->attr() != "none" && pack->attr() != "relu")) continue;
     ir::Node* conv = g.createCall("aten::conv2d",
                                   {run.arg("X"), pack->weight(), pack->bias(), pack->stride(), pack->padding(),
                                    pack->dilation(), pack->groups()},
@@ -359,7 +369,13 @@ void raisePrepackedConvs(ir::Graph& g) {
     conv->setScope(n->scope());
     conv->setSourceLocation(n->sourceLocation());
     rw.insert(conv, n);
-    rw.replace(n, conv->output());
+    ir::Value* y = conv->output();
+    if (pack->attr() == "relu") {  // the fused post-op, a node again
+      y = rw.call(n, "aten::relu", {y});
+      y->node()->setScope(n->scope());
+      rw.setMeta(y, n->output()->meta());
+    }
+    rw.replace(n, y);
     packs.insert(pack->node());
   }
   for (ir::Node* pack : packs)

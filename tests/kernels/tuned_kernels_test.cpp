@@ -133,19 +133,25 @@ TEST_CASE("tuned-kernels packs the named convs' weights once, when the model loa
   REQUIRE(convs.size() == 20);
   // The stem (7x7, stride 2), the mkldnn_convolution, a 3x3 and the last.
   std::set<std::string> chosen{convs[0], convs[1], convs[2], convs.back()};
+  const size_t relusBefore = test::countOps(opt.model().forward(), "aten::relu") +
+                             test::countOps(opt.model().forward(), "aten::relu_");
   auto report = opt.run("tuned-kernels{prepacked=\"" + kernels::joinNameList(chosen) + "\"}", &ctx,
                         test::checkedInstrumentation());
   CHECK(test::counter(report, "tuned-kernels", "prepacked") == 4);
+  // The stem's and the first block's conv1 are read by a relu alone: it
+  // becomes the pack's post-op. The other two feed the residual adds.
+  CHECK(test::counter(report, "tuned-kernels", "prepacked-relu-fused") == 2);
   CHECK(test::loggedEdits(report) > 0);
   const ir::Graph& g = opt.model().forward();
   CHECK(test::countOps(g, "mkldnn_prepacked::conv2d_run") == 4);
   CHECK(test::countOps(g, "mkldnn_prepacked::conv2d_prepack") == 4);
   CHECK(test::countOps(g, "aten::conv2d") == 16);
   CHECK(test::countOps(g, "aten::mkldnn_convolution") == 0);
-  // The stem's pack: its stride 2, padding 3, the input shape shape-prop saw, no fused op.
+  CHECK(test::countOps(g, "aten::relu") + test::countOps(g, "aten::relu_") == relusBefore - 2);
+  // The stem's pack: its stride 2, padding 3, the input shape shape-prop saw, its relu fused.
   test::checkIR(g.str(), R"(
     # CHECK: mkldnn_prepacked::conv2d_prepack(
-    # CHECK-SAME: [2, 2], [3, 3], [1, 1], 1, [1, 3, 64, 64], "none")
+    # CHECK-SAME: [2, 2], [3, 3], [1, 1], 1, [1, 3, 64, 64], "relu")
   )");
   auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
   INFO(v.summary);
@@ -179,6 +185,8 @@ TEST_CASE("tuned-kernels packs the named convs' weights once, when the model loa
   CHECK(test::countOps(again.model().forward(), "mkldnn_prepacked::conv2d_run") == 0);
   CHECK(test::countOps(again.model().forward(), "mkldnn_prepacked::conv2d_prepack") == 0);
   CHECK(test::countOps(again.model().forward(), "aten::conv2d") == 20);
+  CHECK(test::countOps(again.model().forward(), "aten::relu") + test::countOps(again.model().forward(), "aten::relu_") ==
+        relusBefore);  // the fused relus are nodes again
   auto back = again.verify(f.inputs, {1e-4, 1e-5}, 1);
   INFO(back.summary);
   CHECK(back.passed);

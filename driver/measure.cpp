@@ -19,6 +19,11 @@ std::string SpeedMeasurement::line() const {
   if (tooFewPairs && pairs == 0)
     return fmt::format("not timed: one run of each took {:.1f} s, and a pair does not fit in the {:.1f} s budget "
                        "(--measure-budget)", seconds, budgetSeconds);
+  if (futile)
+    return fmt::format("{:.3f}x from {} pairs (fewer than the {} an interval needs: the pairs left in the {:.1f} s "
+                       "budget could not make OUT slower, --measure-budget), {} thread{}, median {:.3f} vs {:.3f} ms",
+                       ratio.median, pairs, minPairs, budgetSeconds, threads, threads == 1 ? "" : "s", b.medianMs,
+                       a.medianMs);
   if (tooFewPairs)
     // Stopped at the budget, or before it once the pairs left to fit could
     // not reach minPairs nor change the answer: either way fewer than an
@@ -45,22 +50,34 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
   plan.checkFrom = 1;
   plan.checkEvery = 1;
   const double start = clock.elapsedSeconds();
-  // The pairs that still fit in the budget at the last pair's pace.
+  // The pairs that still fit in the budget at the fastest pair's pace so
+  // far (a slow first pair must not make the budget look spent).
   auto pairsLeft = [&o, &clock, start](const measure::Sampling& s) {
-    const double pairSeconds = (s.ms[0].back() + s.ms[1].back()) * s.callsPerSample / 1000.0;
+    double pairMs = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < s.ms[0].size(); ++i) pairMs = std::min(pairMs, s.ms[0][i] + s.ms[1][i]);
+    const double pairSeconds = pairMs * s.callsPerSample / 1000.0;
     const double left = o.budgetSeconds - (clock.elapsedSeconds() - start);
     return static_cast<size_t>(pairSeconds > 0 && left > 0 ? std::floor(left / pairSeconds) : 0);
   };
-  auto settled = [&o, pairsLeft](const measure::Sampling& s) {
+  bool futile = false;
+  auto settled = [&o, &futile, pairsLeft](const measure::Sampling& s) {
     const size_t n = s.ms[0].size();
     if (n < o.minPairs) {
-      // A slow model: when, at the last pair's pace, the pairs that fit in a
-      // hard budget stay below minPairs, the only verdict left is every pair
+      if (!o.hardBudget) return false;
+      const size_t left = pairsLeft(s);
+      // Futility from the second pair on: when even the pairs that still fit,
+      // each as slow as can be, could not make B Slower, B is kept whatever
+      // they show (the 1 GB model under the cap stopped at 5 pairs for it,
+      // 0.8 s later than at 2).
+      if (n + left >= o.minPairs) {
+        futile = n >= 2 && !measure::slowerReachable(s.ms[0], s.ms[1], left, o.margin);
+        return futile;
+      }
+      // A slow model: when, at that pace, the pairs that fit in a hard
+      // budget stay below minPairs, the only verdict left is every pair
       // differing by more than kClearDifference the same way; once one pair
       // does not, there will be none, and the rest of the budget would buy
       // nothing.
-      if (!o.hardBudget) return false;
-      if (n + pairsLeft(s) >= o.minPairs) return false;
       bool slower = true, faster = true;
       for (size_t i = 0; i < n; ++i) {
         const double r = s.ms[1][i] / s.ms[0][i];
@@ -90,6 +107,7 @@ SpeedMeasurement measurePair(const measure::Subject& a, const measure::Subject& 
   m.minPairs = o.minPairs;
   m.budgetSeconds = o.budgetSeconds;
   m.tooFewPairs = m.pairs < o.minPairs;
+  m.futile = futile && m.tooFewPairs;
   if (m.pairs == 0) {  // nothing timed: no clear difference
     m.ratio.median = m.ratio.low = m.ratio.high = 1;
     return m;

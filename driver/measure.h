@@ -90,6 +90,9 @@ struct SpeedMeasurement {
   // Fewer pairs than a verdict needs fitted in the budget (hardBudget): no
   // verdict was drawn.
   bool tooFewPairs = false;
+  // Stopped before minPairs because the pairs left in the budget could not
+  // make B slower (futility); tooFewPairs is then set too.
+  bool futile = false;
   size_t minPairs = 0;    // what a verdict needs
   double budgetSeconds = 0;
   // "0.62x (95% CI 0.60-0.64; 24 interleaved pairs, 1 thread, median 40.1 vs 64.7 ms)", and

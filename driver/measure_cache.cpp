@@ -94,7 +94,7 @@ nlohmann::json speedToJson(const SpeedMeasurement& m) {
                         {"pairs", m.pairs},             {"threads", m.threads},
                         {"in_median_ms", m.a.medianMs}, {"candidate_median_ms", m.b.medianMs},
                         {"seconds", m.seconds},         {"verdict", verdictName(m.verdict)},
-                        {"too_few_pairs", m.tooFewPairs}};
+                        {"too_few_pairs", m.tooFewPairs}, {"futile", m.futile}};
 }
 
 SpeedMeasurement speedFromJson(const nlohmann::json& j) {

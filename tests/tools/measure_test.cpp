@@ -158,9 +158,9 @@ TEST_CASE("measurePair stops once the pairs that still fit could not make OUT sl
   // resnet50's -O1 under the AVX2 cap: OUT 5% faster in the median, but one
   // pair in three is slower, so the interval at 5 pairs still reaches past
   // 1.02 and the old rule timed on to the budget (10 pairs, 1.9 s, for the
-  // same "OUT kept"). About 12 pairs fit in the budget: even were every one
-  // of the 7 after the fifth slower, the interval could not lie wholly above
-  // 1.02, so the timing stops at 5.
+  // same "OUT kept"). About 12 pairs fit in the budget: once three of the
+  // four so far are faster, even were every one of the 8 left slower, the
+  // interval could not lie wholly above 1.02, so the timing stops at 4.
   auto run = [](FakeClock& clock, bool earlyStop) {
     auto out = clock.custom([i = 0]() mutable {
       static const double pattern[] = {93, 104, 92, 95, 103, 94, 96};
@@ -172,11 +172,31 @@ TEST_CASE("measurePair stops once the pairs that still fit could not make OUT sl
   const auto e = run(early, true);
   const auto full = run(toTheEnd, false);
   INFO(e.line() << " / " << full.line());
-  CHECK(e.pairs == 5);
-  CHECK(e.ratio.high > 1.02);  // not settled by the interval alone
+  CHECK(e.pairs == 4);
+  CHECK(e.futile);
+  CHECK(e.tooFewPairs);
+  CHECK_THAT(e.line(), Catch::Contains("from 4 pairs (fewer than the 5 an interval needs: the pairs left in the 3.0 s "
+                                       "budget could not make OUT slower"));
   CHECK(full.pairs > 10);
+  CHECK_FALSE(full.futile);
   CHECK(e.verdict != SpeedVerdict::Slower);
   CHECK(full.verdict != SpeedVerdict::Slower);
+
+  // The 1 GB linear model under the AVX2 cap: pairs of about 260 ms in a 2 s
+  // budget, OUT about 8% faster in each. After two pairs the six that still
+  // fit could not make it slower: stopped there (it used to time five).
+  auto big = [](FakeClock& clock, bool earlyStop) {
+    return measurePair(clock.run(140, 2), clock.run(129, 2), options(2.0, earlyStop), clock);
+  };
+  FakeClock bigEarly, bigToTheEnd;
+  const auto b = big(bigEarly, true);
+  const auto bFull = big(bigToTheEnd, false);
+  INFO(b.line() << " / " << bFull.line());
+  CHECK(b.pairs == 2);
+  CHECK(b.futile);
+  CHECK(bFull.pairs >= 5);
+  CHECK(b.verdict != SpeedVerdict::Slower);
+  CHECK(bFull.verdict != SpeedVerdict::Slower);
 
   // Must not stop: OUT slower in every pair so far, the interval not yet
   // clear of 1.02, and enough pairs left to settle it.
@@ -191,6 +211,15 @@ TEST_CASE("measurePair stops once the pairs that still fit could not make OUT sl
   const auto m = slower(s);
   INFO(m.line());
   CHECK(m.pairs > 5);
+  CHECK_FALSE(m.futile);
+  // Nor before minPairs: OUT faster in one pair of four, 10% slower in the
+  // others, with pairs left that could still make it slower.
+  FakeClock mixed;
+  auto halfSlower = mixed.custom([i = 0]() mutable { return i++ % 4 == 1 ? 95.0 : 110.0; });
+  const auto h = measurePair(mixed.run(100), halfSlower, options(2.5), mixed);
+  INFO(h.line());
+  CHECK(h.pairs >= 5);
+  CHECK_FALSE(h.futile);
 }
 
 TEST_CASE("slowerReachable: whether added pairs, each as slow as can be, could still make B slower") {

@@ -50,6 +50,18 @@ def forward(self, x):
   return m;
 }
 
+// relu(x) twice: cse merges the twins, so a pipeline with it and one
+// without give two graphs.
+torch::jit::Module twinsModule() {
+  torch::jit::Module m("Twins");
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.define(R"(
+def forward(self, x):
+    return torch.relu(x) + torch.relu(x)
+)");
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("every machine-dependent pass registers its tunable", "[tune][tunable]") {
@@ -110,13 +122,7 @@ TEST_CASE("a proposed whole pipeline replaces the tuned one only when it wins th
       return std::vector<std::pair<std::string, rewriters::Pipeline>>{{"same", same}, {"other", p}};
     };
     tune::addTunable(r, t);
-    torch::jit::Module m("Twins");
-    m.register_attribute("training", c10::BoolType::get(), false);
-    m.define(R"(
-def forward(self, x):
-    return torch.relu(x) + torch.relu(x)
-)");
-    Optimizer opt = Optimizer::fromModule(m);
+    Optimizer opt = Optimizer::fromModule(twinsModule());
     rewriters::PassContext ctx;
     ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
     test::FakeTimer timer({{"tuned", tunedMs}, {"other", alternativeMs}, {"same", 0.01}});
@@ -166,13 +172,7 @@ TEST_CASE("preferAmong times each distinct assignment once, against the preset's
       if (kept == 0 || kept == 1) s.keep(e);
     };
     tune::addTunable(r, t);
-    torch::jit::Module m("Twins");
-    m.register_attribute("training", c10::BoolType::get(), false);
-    m.define(R"(
-def forward(self, x):
-    return torch.relu(x) + torch.relu(x)
-)");
-    Optimizer opt = Optimizer::fromModule(m);
+    Optimizer opt = Optimizer::fromModule(twinsModule());
     rewriters::PassContext ctx;
     ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
     test::FakeTimer timer({{"preset", 1.0}, {"absent", absentMs}});

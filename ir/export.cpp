@@ -589,6 +589,24 @@ void saveModuleAtomically(const torch::jit::Module& module, const std::string& p
 
 namespace {
 
+// Writes `size` bytes to `fd`, retrying short writes and EINTR; 0 or the
+// errno of the failure (ENOSPC for a write that wrote nothing). Each write()
+// gets at most 256 KiB: on ext4 here one write() of a 64 MB tensor into the
+// page cache ran at 0.4-1.2 GB/s against 4 GB/s in 256 KiB pieces (the
+// kernel's copy into large page-cache folios), and the extra system calls
+// (4096 per GB) cost nothing measurable.
+int writeFully(int fd, const char* data, size_t size) {
+  constexpr size_t kPiece = 256u << 10;
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, std::min(kPiece, size - done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 // A stream buffer over a file descriptor that remembers the first failed
 // write instead of reporting it: the zip writer sees every byte accepted,
 // finishes its archive normally, and the caller reports the error after.
@@ -626,16 +644,7 @@ class DeferredErrorFileBuf : public std::streambuf {
  private:
   void writeAll(const char* data, size_t size) {
     if (error_) return;
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::write(fd_, data + done, size - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        error_ = n < 0 ? errno : ENOSPC;
-        return;
-      }
-      done += static_cast<size_t>(n);
-    }
+    if ((error_ = writeFully(fd_, data, size)) != 0) return;
     written_ += size;
     startWriteback();
   }
@@ -799,16 +808,9 @@ void writeModuleBytesAtomically(const std::string& bytes, const std::string& pat
   try {
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) throw std::runtime_error("cannot create '" + tmp.string() + "': " + std::strerror(errno));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int err = n < 0 ? errno : ENOSPC;
-        ::close(fd);
-        throw std::runtime_error(std::string("write failed: ") + std::strerror(err));
-      }
-      done += static_cast<size_t>(n);
+    if (const int err = writeFully(fd, bytes.data(), bytes.size()); err != 0) {
+      ::close(fd);
+      throw std::runtime_error(std::string("write failed: ") + std::strerror(err));
     }
     // Flush the file to disk before it replaces anything.
     if (::fsync(fd) != 0) {

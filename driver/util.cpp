@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -66,6 +67,14 @@ int availablePhysicalCores() {
     }
   }
   return std::max(1, n);
+}
+
+int untimedWorkThreads() {
+  auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v;
+  };
+  return set("OMP_NUM_THREADS") || set("MKL_NUM_THREADS") ? 0 : availablePhysicalCores();
 }
 
 }  // namespace ptopt::driver

@@ -31,4 +31,10 @@ bool sameFile(const std::string& a, const std::string& b);
 // machine without SMT is half its cores, and neither reads a quota.
 int availablePhysicalCores();
 
+// The intra-op threads for work that is not timed (loading, the reference's
+// runs, the passes, verification): availablePhysicalCores(), or 0 (leave
+// LibTorch's count) when OMP_NUM_THREADS or MKL_NUM_THREADS is set, since the
+// user then sized the pool.
+int untimedWorkThreads();
+
 }  // namespace ptopt::driver

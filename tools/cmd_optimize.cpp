@@ -189,11 +189,7 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   req.measureThreads = o.measureThreads;
   // The untimed work on every physical core, unless the user sized the
   // thread pool (LibTorch reads these variables).
-  auto set = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v;
-  };
-  if (!set("OMP_NUM_THREADS") && !set("MKL_NUM_THREADS")) req.workThreads = driver::availablePhysicalCores();
+  req.workThreads = driver::untimedWorkThreads();
   req.explain = o.explain;
   req.describeTarget = o.verbose;
   req.printAfterAll = o.printAfterAll;

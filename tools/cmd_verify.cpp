@@ -3,7 +3,9 @@
 // within tolerance, 3 when not, 2 for bad input.
 #include "tools/commands.h"
 #include "api/api.h"
+#include "driver/measure.h"
 #include "driver/report.h"
+#include "driver/util.h"
 
 #include "ir/model.h"
 #include "verify/runner.h"
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 namespace ptopt::tools {
 
@@ -28,6 +31,9 @@ void registerVerifyOptions(CLI::App& cmd, VerifyOptions& o) {
 }
 
 int runVerify(const VerifyOptions& o) {
+  // Nothing here is timed: every physical core, as `ptopt IN OUT` verifies.
+  std::optional<ScopedThreads> threads;
+  if (const int n = driver::untimedWorkThreads(); n > 0) threads.emplace(n);
   torch::jit::Module a = ir::loadTorchScript(o.reference);
   torch::jit::Module b = ir::loadTorchScript(o.candidate);
   // The reference's forward signature names the inputs.

@@ -16,8 +16,11 @@
 
 #include <sched.h>
 
+#include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 using namespace ptopt;
 
@@ -540,4 +543,27 @@ TEST_CASE("availablePhysicalCores counts the cores this process may run on") {
   const int pinned = driver::availablePhysicalCores();
   REQUIRE(::sched_setaffinity(0, sizeof(mask), &mask) == 0);
   CHECK(pinned == 1);
+}
+
+TEST_CASE("untimedWorkThreads leaves a pool the user sized alone") {
+  // Restores a variable as it was (set or not) when the case ends.
+  struct SavedVariable {
+    std::string name;
+    std::optional<std::string> value;
+    explicit SavedVariable(std::string n) : name(std::move(n)) {
+      if (const char* v = std::getenv(name.c_str())) value = v;
+    }
+    ~SavedVariable() { value ? ::setenv(name.c_str(), value->c_str(), 1) : ::unsetenv(name.c_str()); }
+  };
+  SavedVariable omp("OMP_NUM_THREADS"), mkl("MKL_NUM_THREADS");
+  ::unsetenv("OMP_NUM_THREADS");
+  ::unsetenv("MKL_NUM_THREADS");
+  CHECK(driver::untimedWorkThreads() == driver::availablePhysicalCores());
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  CHECK(driver::untimedWorkThreads() == 0);
+  ::unsetenv("OMP_NUM_THREADS");
+  ::setenv("MKL_NUM_THREADS", "3", 1);
+  CHECK(driver::untimedWorkThreads() == 0);
+  ::setenv("MKL_NUM_THREADS", "", 1);  // set but empty: not sized
+  CHECK(driver::untimedWorkThreads() == driver::availablePhysicalCores());
 }

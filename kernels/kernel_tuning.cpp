@@ -244,15 +244,39 @@ rewriters::Pipeline networkPipeline(const rewriters::Pipeline& given, const std:
   return p;
 }
 
+// The ops the tuned pipeline's cast keeps in fp32 (--tune's per-op
+// precision), or "".
+std::string tunedKeepFp32(const rewriters::Pipeline& tuned) {
+  for (const rewriters::PipelineElement& e : tuned.elements)
+    if (e.name == "cast") return e.option("keep-fp32");
+  return "";
+}
+
+// The fused network at the precision --tune chose per op: its cast keeps
+// the same ops in fp32, and tuned-kernels skips them (a squeeze-excite's
+// 1x1 convs on a 1x1 image, kept fp32 because aten::conv2d's few µs there
+// beat a oneDNN conv's per-call cost, stay on aten::conv2d).
+rewriters::Pipeline fusedAtTunedPrecision(const rewriters::Pipeline& given, const std::string& keepFp32) {
+  rewriters::Pipeline p = networkPipeline(given, "fused", false);
+  for (rewriters::PipelineElement& e : p.elements) {
+    if (e.name == "cast") e.setOption("keep-fp32", keepFp32);
+    if (e.name == "tuned-kernels") e.setOption("skip", keepFp32);
+  }
+  return p;
+}
+
 std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tune::TuningSession& s,
                                                                              const rewriters::Pipeline& given) {
   std::vector<std::pair<std::string, rewriters::Pipeline>> out;
   if (hasFusedConvs()) {
     out.emplace_back("fused-network", networkPipeline(given, "fused", false));
-    if (rewriters::pipelineUses(given, "cast")) out.emplace_back("fused-network-fp32", networkPipeline(given, "fused", true));
+    if (rewriters::pipelineUses(given, "cast")) {
+      out.emplace_back("fused-network-fp32", networkPipeline(given, "fused", true));
+      if (const std::string keep = tunedKeepFp32(s.tunedSoFar()); !keep.empty())
+        out.emplace_back("fused-network-tuned-precision", fusedAtTunedPrecision(given, keep));
+    }
   }
   if (target::xnnpackConvRuns()) out.emplace_back("xnnpack-network", networkPipeline(given, "xnnpack", true));
-  (void)s;
   return out;
 }
 
@@ -262,8 +286,10 @@ tune::Tunable networkTunable() {
   tune::Tunable t;
   t.kind = "kernel-network";
   t.applies = [](tune::TuningSession& s) {
+    // Any conv, as the input has it: a traced model's are aten::_convolution
+    // until canonicalize.
     bool convs = false;
-    s.input().forward().walk([&](ir::Node* n) { convs = convs || n->is("aten::conv2d"); });
+    s.input().forward().walk([&](ir::Node* n) { convs = convs || ir::ConvOp::isConv(n); });
     return onCpuWithShapes(s) && convs;
   };
   t.alternatives = networkAlternatives;

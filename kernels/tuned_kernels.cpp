@@ -28,6 +28,10 @@ std::vector<OptionSpec> TunedKernelsPass::optionSpecs() const {
            "convs and linears (their results' names, ';'-separated; * for all) to run on oneDNN with the weight packed "
            "when the model loads and the following activation fused (mkldnn::_convolution_pointwise, "
            "mkldnn::_linear_pointwise; LibTorch 2.x)",
+           {}, {}, {}},
+          {"skip", OptionKind::String, "",
+           "convs and linears (their results' names, ';'-separated) left as they are whatever the lists above say, "
+           "* included (--tune: the ops it kept in fp32 beside a fused=* network)",
            {}, {}, {}}};
 }
 
@@ -114,12 +118,32 @@ std::string oneDnnFormMissing(const ir::Node& n, target::OneDnnConv form) {
   return target::oneDnnConvMissing(form, *x->meta().dtype);
 }
 
+namespace {
+
+// `names` without the skipped ops; `*` becomes the names of every conv and
+// linear the graph has but those.
+std::set<std::string> withoutSkipped(std::set<std::string> names, const std::set<std::string>& skip,
+                                     const ir::Graph& graph) {
+  if (skip.empty()) return names;
+  if (names.erase("*"))
+    graph.walk([&](ir::Node* n) {
+      if ((n->is("aten::conv2d") || n->is("aten::mkldnn_convolution") || n->is("aten::linear")) &&
+          n->numOutputs() == 1)
+        names.insert(n->output()->name());
+    });
+  for (const std::string& s : skip) names.erase(s);
+  return names;
+}
+
+}  // namespace
+
 PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   PassResult r;
-  std::set<std::string> names = parseNameList(options().getString("mkldnn"));
-  std::set<std::string> packed = parseNameList(options().getString("prepacked"));
-  const std::set<std::string> xnnpack = parseNameList(options().getString("xnnpack"));
-  const std::set<std::string> fused = parseNameList(options().getString("fused"));
+  const std::set<std::string> skip = parseNameList(options().getString("skip"));
+  std::set<std::string> names = withoutSkipped(parseNameList(options().getString("mkldnn")), skip, graph);
+  std::set<std::string> packed = withoutSkipped(parseNameList(options().getString("prepacked")), skip, graph);
+  const std::set<std::string> xnnpack = withoutSkipped(parseNameList(options().getString("xnnpack")), skip, graph);
+  const std::set<std::string> fused = withoutSkipped(parseNameList(options().getString("fused")), skip, graph);
   if (names.empty() && packed.empty() && xnnpack.empty() && fused.empty()) return r;
   if (ctx.targetDevice != "cpu") {
     ctx.decline(name(), graph.block()->outputNode(), "the target is " + ctx.targetDevice + ": oneDNN convs are CPU kernels");

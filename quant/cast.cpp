@@ -143,6 +143,7 @@ class Caster {
     if (values_.clamped()) r_.count("clamped", values_.clamped());
     if (ioChanged_) r_.count("io-changed", ioChanged_);
     if (split_) r_.count("split", split_);
+    if (broadcastFactors_) r_.count("factors-lowered", broadcastFactors_);
     return r_;
   }
 
@@ -375,6 +376,38 @@ class Caster {
     }
   }
 
+  // The element count of `v` where shape-prop knows every dimension.
+  static std::optional<int64_t> knownNumel(const ir::Value* v) {
+    const auto& shape = v->meta().shape;
+    if (!shape) return std::nullopt;
+    int64_t n = 1;
+    for (int64_t d : *shape) n *= d;
+    return n;
+  }
+
+  // `x * s` in bf16 where x is lowered and s, float32, broadcasts against it
+  // with at most 1/16 of its elements (a squeeze-excite gate [N, C, 1, 1], a
+  // per-channel scale): s is cast down instead of x being cast up, one pass
+  // over a few values against two over x (up for the product, down again for
+  // the lowered op that reads it), and the product is rounded to bf16 once
+  // more than before (x is bf16 already; bf16 keeps float32's exponent range,
+  // so no value overflows). Only aten::mul, out of place, and only to bf16:
+  // an add of a float32 mask (finfo.min) could round to -inf, and fp16's
+  // range is narrower.
+  bool scalesByBroadcastFactor(const ir::Node* n, const std::vector<Input>& strong) {
+    if (cfg_.target != c10::ScalarType::BFloat16 || !n->is("aten::mul") || n->overload() != "Tensor" ||
+        strong.size() != 2)
+      return false;
+    const ir::Value* a = strong[0].value();
+    const ir::Value* b = strong[1].value();
+    if (state(a).lowered == state(b).lowered) return false;
+    const ir::Value* big = state(a).lowered ? a : b;
+    const ir::Value* small = state(a).lowered ? b : a;
+    if (!isFloat32(small)) return false;
+    const auto bigCount = knownNumel(big), smallCount = knownNumel(small);
+    return bigCount && smallCount && *smallCount * 16 <= *bigCount;
+  }
+
   // Follow (first float input leads) and Promote (widest wins).
   void visitElementwise(ir::Node* n, OpPrecision cls) {
     const auto inputs = tensorInputs(n);
@@ -395,6 +428,10 @@ class Caster {
       } else {
         low = true;
         for (const Input& in : strong) low = low && state(in.value()).lowered;
+        if (!low && scalesByBroadcastFactor(n, strong)) {
+          low = true;
+          ++broadcastFactors_;
+        }
       }
     }
     if (low && !checkWeakConversions(n, weak, /*count=*/false).empty()) low = false;
@@ -568,6 +605,7 @@ class Caster {
   PassResult r_;
   CastValues values_;  // each value's state, and the conversions
   int64_t lowered_ = 0, literals_ = 0, fp32Kept_ = 0, outOfRange_ = 0, ioChanged_ = 0, split_ = 0;
+  int64_t broadcastFactors_ = 0;  // float32 factors cast down to scale a lowered tensor
 };
 
 }  // namespace

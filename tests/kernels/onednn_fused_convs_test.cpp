@@ -584,3 +584,46 @@ TEST_CASE("a bf16 conv goes to each oneDNN conv form only where this CPU's oneDN
     }
   }
 }
+
+TEST_CASE("tuned-kernels skip= leaves the named convs on aten::conv2d beside fused=*") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("mobilenet_v2_script");
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  opt.run("channels-last{mode=on}", &ctx);
+  // The first two convs and the classifier's linear.
+  std::vector<std::string> convs, linears;
+  opt.model().forward().walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d")) convs.push_back(n->output()->name());
+    if (n->is("aten::linear")) linears.push_back(n->output()->name());
+  });
+  REQUIRE(convs.size() == 52);
+  REQUIRE(linears.size() == 1);
+  const std::set<std::string> skipped{convs[0], convs[1], linears[0]};
+  auto report = opt.run("tuned-kernels{fused=*, skip=\"" + kernels::joinNameList(skipped) + "\"}", &ctx,
+                        test::checkedInstrumentation());
+  const ir::Graph& g = opt.model().forward();
+  CHECK(test::countOps(g, "aten::conv2d") == 2);
+  CHECK(test::countOps(g, "mkldnn::_convolution_pointwise") == 50);
+  CHECK(test::countOps(g, "aten::linear") == 1);
+  CHECK(test::countOps(g, "mkldnn::_linear_pointwise") == 0);
+  g.walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d") || n->is("aten::linear")) CHECK(skipped.count(n->output()->name()));
+  });
+  // An explicit list loses the skipped names too.
+  Optimizer explicitList = Optimizer::load(f.path);
+  rewriters::PassContext ctx2;
+  ctx2.exampleInputs = ctx.exampleInputs;
+  explicitList.run("-O1", &ctx2);
+  explicitList.run("channels-last{mode=on}", &ctx2);
+  explicitList.run("tuned-kernels{fused=\"" + convs[0] + ";" + convs[2] + "\", skip=\"" + convs[0] + "\"}", &ctx2);
+  CHECK(test::countOps(explicitList.model().forward(), "mkldnn::_convolution_pointwise") == 1);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}

@@ -744,3 +744,74 @@ TEST_CASE("cast lowers the fast-path attention's weights result with need_weight
     CHECK(said);
   }
 }
+
+namespace {
+
+// conv -> `op` of %y, the conv's result, and %s = sigmoid(gate) -> conv: a
+// squeeze-excite's scaling when `op` multiplies them and the gate is
+// [1, C, 1, 1]; cast to `dtype`.
+struct GateRun {
+  test::ParsedGraph p;
+  rewriters::RunReport report;
+  at::Tensor x, gate;
+  c10::IValue expected;
+  std::shared_ptr<ir::Graph> original;
+};
+
+GateRun castGatedConvs(const std::string& op, std::vector<int64_t> gateShape, const std::string& dtype) {
+  GateRun r{test::parseWithConstants(
+                "graph(%x : Tensor, %g : Tensor):\n"
+                "  %w1 : Tensor = get_attr[\"c1.weight\"]\n"
+                "  %w2 : Tensor = get_attr[\"c2.weight\"]\n"
+                "  %y : Tensor = aten::conv2d(%x, %w1, None, [1, 1], [0, 0], [1, 1], 1)\n"
+                "  %s : Tensor = aten::sigmoid(%g)\n"
+                "  %z : Tensor = " + op + "\n"
+                "  %o : Tensor = aten::conv2d(%z, %w2, None, [1, 1], [0, 0], [1, 1], 1)\n"
+                "  output(%o)\n",
+                {{"c1.weight", torch::randn({32, 32, 1, 1}) * 0.2}, {"c2.weight", torch::randn({32, 32, 1, 1}) * 0.2}}),
+            {}, torch::randn({1, 32, 8, 8}), torch::randn(gateShape), {}, nullptr};
+  r.expected = test::runGraph(*r.p.graph, {r.x, r.gate});
+  r.original = ir::cloneGraph(*r.p.graph, std::make_shared<ir::ConstantTable>(r.p.graph->constants()));
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{r.x, r.gate};
+  r.report = test::runPipeline(*r.p.graph, "shape-prop,cast{dtype=" + dtype + "}", &ctx);
+  rewriters::PassContext annotateCtx;
+  annotateCtx.exampleInputs = ctx.exampleInputs;
+  if (dtype == "bf16") test::runPipeline(*r.p.graph, "shape-prop", &annotateCtx);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cast scales a bf16 tensor by its small float32 gate in bf16: the gate is cast down, not the tensor up") {
+  GateRun r = castGatedConvs("aten::mul.Tensor(%y, %s)", {1, 32, 1, 1}, "bf16");
+  CHECK(test::counter(r.report, "cast", "factors-lowered") == 1);
+  CHECK(inputDtypes(*r.p.graph, "aten::mul") == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+  CHECK(mixedFloatInputs(*r.p.graph).empty());
+  // One cast of the gate down, the input's down, the output's back up: no
+  // cast of the conv's 32x8x8 result up and down again.
+  CHECK(countCasts(*r.p.graph, c10::ScalarType::BFloat16) == 2);
+  CHECK(countCasts(*r.p.graph, c10::ScalarType::Float) == 1);
+  auto verdict = judgeGraphBf16(test::runGraph(*r.p.graph, {r.x, r.gate}), r.expected, *r.original, {r.x, r.gate});
+  INFO(verdict.summary);
+  CHECK(verdict.passed);
+}
+
+TEST_CASE("CastKeepsAnAddOfASmallFloat32OperandInFloat32") {
+  // A mask added to scores (finfo.min) could round to -inf in bf16.
+  GateRun r = castGatedConvs("aten::add.Tensor(%y, %s, 1)", {1, 32, 1, 1}, "bf16");
+  CHECK(test::counter(r.report, "cast", "factors-lowered") == 0);
+  CHECK(inputDtypes(*r.p.graph, "aten::add") == std::set<c10::ScalarType>{c10::ScalarType::Float});
+}
+
+TEST_CASE("CastKeepsAProductWithAFullSizeFloat32OperandInFloat32") {
+  GateRun r = castGatedConvs("aten::mul.Tensor(%y, %s)", {1, 32, 8, 8}, "bf16");
+  CHECK(test::counter(r.report, "cast", "factors-lowered") == 0);
+  CHECK(inputDtypes(*r.p.graph, "aten::mul") == std::set<c10::ScalarType>{c10::ScalarType::Float});
+}
+
+TEST_CASE("CastKeepsASmallFloat32FactorOutOfFp16") {
+  // fp16's range is narrower than float32's: a factor could overflow.
+  GateRun r = castGatedConvs("aten::mul.Tensor(%y, %s)", {1, 32, 1, 1}, "fp16");
+  CHECK(test::counter(r.report, "cast", "factors-lowered") == 0);
+}

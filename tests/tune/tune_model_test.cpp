@@ -650,3 +650,75 @@ TEST_CASE("tunePipeline: when all regions on wins, a region that loses on its ow
   CHECK(layoutNames == std::vector<std::string>{"regions=" + a + ";" + b, "off", "regions=" + b, "regions=" + a});
   CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=on,regions=" + a + "}"));
 }
+
+TEST_CASE("tunePipeline: a traced model's convs are offered the fused network too") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  // Traced, its convs are aten::_convolution until canonicalize: the
+  // network alternatives were once never built for it.
+  const auto& f = test::fixture("resnet18_trace");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer fusedWins({{"fused-network", 0.5}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O3", fusedWins, "");
+  const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+  REQUIRE(network);
+  CHECK(network->choice == "fused-network");
+  CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("tuned-kernels{fused=*}"));
+}
+
+TEST_CASE("tunePipeline: the fused network at the tuned precision keeps the fp32 ops off oneDNN") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  // The precision as --tune leaves it in cast's keep-fp32 (given here: the
+  // stem conv and the classifier stay fp32).
+  std::set<std::string> fp32Ops;
+  {
+    Optimizer folded = Optimizer::load(f.path);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+    folded.run("-O1", &ctx);
+    folded.model().forward().walk([&](ir::Node* n) {
+      if ((n->is("aten::conv2d") && fp32Ops.empty()) || n->is("aten::linear")) fp32Ops.insert(n->output()->name());
+    });
+  }
+  REQUIRE(fp32Ops.size() == 2);
+  const std::string keep = kernels::joinNameList(fp32Ops);
+  rewriters::Pipeline given = parsePipelineOrPreset("-O3");
+  for (auto& e : given.elements)
+    if (e.name == "cast") e.setOption("keep-fp32", keep);
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer({{"fused-network-tuned-precision", 0.3}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, rewriters::printPipeline(given), timer, "");
+  const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+  REQUIRE(network);
+  CHECK(network->choice == "fused-network-tuned-precision");
+  std::string kept, skip, fused;
+  for (const auto& e : t.result.pipeline.elements) {
+    if (e.name == "cast") kept = e.option("keep-fp32");
+    if (e.name == "tuned-kernels") skip = e.option("skip"), fused = e.option("fused");
+  }
+  CHECK(fused == "*");
+  CHECK(kept == keep);
+  CHECK(skip == keep);
+  // The tuned pipeline runs: the ops kept fp32 stay aten::conv2d and
+  // aten::linear, every other conv is fused.
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  Optimizer again = Optimizer::load(f.path);
+  rewriters::PassManager(defaultRegistry(), t.result.pipeline).run(again.model(), ctx);
+  const ir::Graph& g = again.model().forward();
+  CHECK(test::countOps(g, "aten::conv2d") == 1);
+  CHECK(test::countOps(g, "aten::linear") == 1);
+  CHECK(test::countOps(g, "mkldnn::_convolution_pointwise") == 19);
+  g.walk([&](ir::Node* n) {
+    if (n->is("aten::conv2d") || n->is("aten::linear")) CHECK(fp32Ops.count(n->output()->name()));
+  });
+  auto v = again.verify(f.inputs, verify::Tolerance::forPrecision(c10::ScalarType::BFloat16), 1);
+  INFO(v.summary);
+  CHECK(v.passed);
+}

@@ -417,7 +417,7 @@ class Caster {
       if (!floatOrUnknown(v) && !state(v).lowered) continue;  // integer / bool / float64: untouched
       (state(v).weak ? weak : strong).push_back(in);
     }
-    bool low = false;
+    bool low = false, byFactor = false;
     if (!strong.empty() && n->numOutputs() == 1) {
       if (cls == OpPrecision::Follow) {
         low = state(strong[0].value()).lowered;
@@ -428,13 +428,12 @@ class Caster {
       } else {
         low = true;
         for (const Input& in : strong) low = low && state(in.value()).lowered;
-        if (!low && scalesByBroadcastFactor(n, strong)) {
-          low = true;
-          ++broadcastFactors_;
-        }
+        byFactor = !low && scalesByBroadcastFactor(n, strong);
+        low = low || byFactor;
       }
     }
     if (low && !checkWeakConversions(n, weak, /*count=*/false).empty()) low = false;
+    if (low && byFactor) ++broadcastFactors_;
     if (low) {
       for (const Input& in : inputs)
         if (state(in.value()).lowered || isFloat32(in.value())) lower(in);

@@ -106,22 +106,30 @@ struct BinaryPostOp {
   ir::Node* last() const { return relu ? relu : add; }
 };
 
-bool sameTensorMeta(const ir::Value* a, const ir::Value* b) {
+// Whether a and b are known to have the same shape and dtype, both in
+// `layout`.
+bool sameTensorMeta(const ir::Value* a, const ir::Value* b, c10::MemoryFormat layout) {
   const ir::TensorMeta &x = a->meta(), &y = b->meta();
-  return x.shape && y.shape && *x.shape == *y.shape && x.dtype && x.dtype == y.dtype &&
-         x.memoryFormat == c10::MemoryFormat::ChannelsLast && y.memoryFormat == c10::MemoryFormat::ChannelsLast;
+  return x.shape && y.shape && *x.shape == *y.shape && x.dtype && x.dtype == y.dtype && x.memoryFormat == layout &&
+         y.memoryFormat == layout;
 }
 
-std::optional<BinaryPostOp> fusableBinaryPostOp(ir::Node* conv) {
-  ir::Value* y = conv->output();
+// The residual add after `producer` (a conv: channels-last, a relu after the
+// sum fused too; a linear, `withRelu` false: contiguous, and the sum's relu,
+// if any, stays an op of its own, the linear's binary form having no unary
+// post-op).
+std::optional<BinaryPostOp> fusableBinaryPostOp(ir::Node* producer, c10::MemoryFormat layout, bool withRelu) {
+  ir::Value* y = producer->output();
   if (y->uses().size() != 1) return std::nullopt;
   ir::Node* add = y->uses()[0].user;
   const size_t at = y->uses()[0].argIndex;
-  if (!add->isCall() || add->owningBlock() != conv->owningBlock() || add->overload() != "Tensor" ||
+  if (!add->isCall() || add->owningBlock() != producer->owningBlock() || add->overload() != "Tensor" ||
       add->numArgs() != 3 || add->numOutputs() != 1 || at > 1)
     return std::nullopt;
   const bool inPlace = add->is("aten::add_") || add->is("aten::_add_relu_");
-  if (!(add->is("aten::add") || add->is("aten::_add_relu") || inPlace) || (inPlace && at != 0)) return std::nullopt;
+  const bool addRelu = add->is("aten::_add_relu") || add->is("aten::_add_relu_");
+  if (!(add->is("aten::add") || addRelu || inPlace) || (inPlace && at != 0) || (addRelu && !withRelu))
+    return std::nullopt;
   const ir::Arg& alpha = ir::OpView::of(add).arg("alpha");
   if (!alpha.isLiteral() || !((alpha.literal().is<int64_t>() && alpha.literal().as<int64_t>() == 1) ||
                               (alpha.literal().is<double>() && alpha.literal().as<double>() == 1.0)))
@@ -129,17 +137,17 @@ std::optional<BinaryPostOp> fusableBinaryPostOp(ir::Node* conv) {
   BinaryPostOp b;
   b.add = add;
   b.other = add->arg(1 - at).value();
-  if (!b.other || b.other == y || !sameTensorMeta(b.other, y)) return std::nullopt;
-  b.withRelu = add->is("aten::_add_relu") || add->is("aten::_add_relu_");
+  if (!b.other || b.other == y || !sameTensorMeta(b.other, y, layout)) return std::nullopt;
+  b.withRelu = addRelu;
   ir::Value* sum = add->output();
-  if (!b.withRelu && sum->uses().size() == 1 && sum->uses()[0].argIndex == 0) {
+  if (withRelu && !b.withRelu && sum->uses().size() == 1 && sum->uses()[0].argIndex == 0) {
     ir::Node* u = sum->uses()[0].user;
     if (u->owningBlock() == add->owningBlock() && u->numOutputs() == 1 && (u->is("aten::relu") || u->is("aten::relu_")))
       b.relu = u, b.withRelu = true;
   }
-  // The fused conv runs where the last of them ran: nothing in between may
+  // The fused op runs where the last of them ran: nothing in between may
   // write (its input, or anything: an in-place op, a raise, a random draw).
-  for (const ir::Node* m = conv->next(); m && m != b.last(); m = m->next())
+  for (const ir::Node* m = producer->next(); m && m != b.last(); m = m->next())
     if (m != add && ir::hasSideEffects(m)) return std::nullopt;
   return b;
 }
@@ -216,7 +224,8 @@ void packFusedConvs(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewriter&
     }
     const auto conv = ir::Conv2dKernelOp::match(n);
     const std::optional<BinaryPostOp> binary =
-        ir::findSchema(kFusedConv, "binary") ? fusableBinaryPostOp(n) : std::nullopt;
+        ir::findSchema(kFusedConv, "binary") ? fusableBinaryPostOp(n, c10::MemoryFormat::ChannelsLast, true)
+                                             : std::nullopt;
     const FusedPostOp post = binary ? FusedPostOp{} : fusablePostOp(n);
     // The weight packed when the file loads, as onednn-blocked packs it.
     ir::Value* wm = rw.call(n, "aten::to_mkldnn", {conv->weight(), ir::Literal()});
@@ -366,7 +375,21 @@ void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewrite
                                 {linear->weight(), rows > 0 ? ir::Literal(rows) : ir::Literal()});
     FusedPostOp post = fusablePostOp(n);
     auto [view, postAfterView] = post.activation ? std::pair<ir::Node*, FusedPostOp>{} : activationAfterView(n);
-    if (!view) {
+    // A residual add with no activation first (a transformer block's output
+    // projection): oneDNN's binary post-op, `_linear_pointwise.binary(X,
+    // other, W, B, "add")`, at the add's place.
+    const std::optional<BinaryPostOp> binary =
+        !post.activation && !view && ir::findSchema(kFusedLinear, "binary")
+            ? fusableBinaryPostOp(n, c10::MemoryFormat::Contiguous, false)
+            : std::nullopt;
+    if (binary) {
+      ir::Value* y = rw.createLike(binary->add, std::string(kFusedLinear) + ".binary",
+                                   {linear->input(), binary->other, packed, linear->arg("bias"), ir::Literal("add")},
+                                   kProvenance);
+      rw.replace(binary->add, y);
+      rw.erase(n);
+      r.count("fused-linear-add");
+    } else if (!view) {
       replaceWithFused(rw, n, post, kFusedLinear, {linear->input(), packed, linear->arg("bias")});
     } else {
       // The linear's result takes the activation; the view reads it, and the
@@ -385,13 +408,25 @@ void raiseFusedLinears(ir::Graph& g) {
   ir::Rewriter rw(g, nullptr, "tuned-kernels");
   std::vector<ir::Node*> runs;
   for (ir::Node* n : *g.block())
-    if (n->is(kFusedLinear) && n->overload().empty()) runs.push_back(n);
+    if (n->is(kFusedLinear) && (n->overload().empty() || n->overload() == "binary")) runs.push_back(n);
   std::set<ir::Node*> dead;
   for (ir::Node* n : runs) {
     const ir::OpView run = ir::OpView::of(n);
     ir::Value* packed = run.value("W");
     ir::Node* reorder = packed ? packed->node() : nullptr;
     if (!reorder || !reorder->is(kReorderLinearWeight)) continue;
+    if (n->overload() == "binary") {  // linear(...) + other
+      const ir::Literal* attr = run.literal("attr");
+      if (!attr || !attr->is<std::string>() || attr->as<std::string>() != "add") continue;
+      ir::Value* linear = rw.call(n, "aten::linear", {run.arg("X"), ir::OpView::of(reorder).arg("self"), run.arg("B")});
+      linear->node()->setScope(n->scope());
+      ir::Value* y = rw.call(n, "aten::add.Tensor", {linear, run.arg("other"), ir::Literal(int64_t{1})});
+      y->node()->setScope(n->scope());
+      rw.setMeta(y, n->output()->meta());
+      rw.replace(n, y);
+      dead.insert(reorder);
+      continue;
+    }
     ir::Value* linear = rw.call(n, "aten::linear", {run.arg("X"), ir::OpView::of(reorder).arg("self"), run.arg("B")});
     linear->node()->setScope(n->scope());
     ir::Value* y = raisedPostOp(rw, n, linear);

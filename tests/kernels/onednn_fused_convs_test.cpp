@@ -627,3 +627,66 @@ TEST_CASE("tuned-kernels skip= leaves the named convs on aten::conv2d beside fus
   INFO(v.summary);
   CHECK(v.passed);
 }
+
+namespace {
+
+// linear -> add(linear's result, %r, alpha) -> relu, typed as shape-prop
+// leaves it; %r of `residual` shape.
+test::ParsedGraph linearThenAdd(const std::string& residual, const std::string& alpha) {
+  return test::parseWithConstants(
+      "graph(%x : Tensor{float32, [2, 3, 4], contiguous_format, cpu}, %r : Tensor{float32, " + residual +
+          ", contiguous_format, cpu}):\n"
+          "  %w : Tensor = get_attr[\"w\"]\n"
+          "  %b : Tensor = get_attr[\"b\"]\n"
+          "  %y : Tensor{float32, [2, 3, 8], contiguous_format, cpu} = aten::linear(%x, %w, %b)\n"
+          "  %z : Tensor{float32, [2, 3, 8], contiguous_format, cpu} = aten::add.Tensor(%y, %r, " + alpha + ")\n"
+          "  %o : Tensor{float32, [2, 3, 8], contiguous_format, cpu} = aten::relu(%z)\n"
+          "  output(%o)\n",
+      {{"w", at::randn({8, 4})}, {"b", at::randn({8})}});
+}
+
+}  // namespace
+
+TEST_CASE("tuned-kernels makes a transformer's residual add the oneDNN linear's binary post-op") {
+  if (!kernels::hasFusedLinears() || !ir::findSchema("mkldnn::_linear_pointwise", "binary")) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise.binary (LibTorch 2.x has it)");
+    return;
+  }
+  auto p = linearThenAdd("[2, 3, 8]", "1");
+  const at::Tensor x = at::randn({2, 3, 4}), r = at::randn({2, 3, 8});
+  const at::Tensor expected = test::runGraph(*p.graph, {x, r}).toTensor();
+  rewriters::PassContext ctx;
+  auto report = test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx);
+  CHECK(test::counter(report, "tuned-kernels", "fused-linear-add") == 1);
+  CHECK(test::countOps(*p.graph, "mkldnn::_linear_pointwise") == 1);
+  CHECK(test::countOps(*p.graph, "aten::add") == 0);
+  CHECK(test::countOps(*p.graph, "aten::relu") == 1);  // the binary form has no unary post-op: the relu stays
+  p.graph->walk([](ir::Node* n) {
+    if (!n->is("mkldnn::_linear_pointwise")) return;
+    CHECK(n->overload() == "binary");
+    CHECK(ir::OpView::of(n).literal("attr")->as<std::string>() == "add");
+  });
+  CHECK(test::runGraph(*p.graph, {x, r}).toTensor().allclose(expected, 1e-5, 1e-6));
+  // The import reads it back as the linear and the add.
+  kernels::raiseFusedLinears(*p.graph);
+  CHECK(test::countOps(*p.graph, "mkldnn::_linear_pointwise") == 0);
+  CHECK(test::countOps(*p.graph, "aten::linear") == 1);
+  CHECK(test::countOps(*p.graph, "aten::add") == 1);
+  CHECK(test::runGraph(*p.graph, {x, r}).toTensor().allclose(expected, 1e-5, 1e-6));
+}
+
+TEST_CASE("TunedKernelsDoesNotFuseABroadcastOrScaledAddIntoALinear") {
+  if (!kernels::hasFusedLinears() || !ir::findSchema("mkldnn::_linear_pointwise", "binary")) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise.binary (LibTorch 2.x has it)");
+    return;
+  }
+  for (const auto& [residual, alpha] : {std::pair<std::string, std::string>{"[1, 1, 8]", "1"}, {"[2, 3, 8]", "2"}}) {
+    INFO(residual << " alpha " << alpha);
+    auto p = linearThenAdd(residual, alpha);
+    rewriters::PassContext ctx;
+    auto report = test::runChecked(*p.graph, "tuned-kernels{fused=*}", &ctx);
+    CHECK(test::counter(report, "tuned-kernels", "fused-linear-add") == 0);
+    CHECK(test::counter(report, "tuned-kernels", "fused-linear") == 1);  // the linear alone
+    CHECK(test::countOps(*p.graph, "aten::add") == 1);
+  }
+}

@@ -66,14 +66,17 @@ class TunedKernelsPass : public rewriters::Pass {
       "algorithm)`, oneDNN's linear with its weight packed when the model loads and the same post-ops, on an input "
       "of rank 2 or more (float32 or bfloat16, the weight's dtype; LibTorch 2.x); an activation that reads a "
       "view or reshape of the linear's result (the view its only reader, as GPT-2's Conv1D writes it) is fused "
-      "too, the view reading the fused result. Every list writes a oneDNN conv or linear only in a dtype this "
+      "too, the view reading the fused result; with no activation, a residual add of a contiguous tensor of the "
+      "linear's shape and dtype (alpha 1; a transformer block's output projection) becomes "
+      "`mkldnn::_linear_pointwise.binary(x, other, Wp, b, \"add\")` at the add's place (a relu after the sum stays "
+      "an op: that form has no unary post-op). Every list writes a oneDNN conv or linear only in a dtype this "
       "CPU's oneDNN runs in that form (probed once per form and dtype, target/kernel_probes.h: an AVX2-only CPU "
       "has no bf16 conv); otherwise declined with the reason. `skip=` names convs and linears that every list "
       "leaves as they are, `*` included (--tune's fused network at its per-op precision: the ops it kept in "
       "fp32, a squeeze-excite's 1x1 convs on a 1x1 image among them, stay on aten::conv2d, whose per-call cost "
       "is a fraction of oneDNN's there). "
       "Counters: mkldnn, prepacked, prepacked-linear, xnnpack, xnnpack-linear, fused, fused-add, fused-linear, "
-      "fused-through-view.";
+      "fused-linear-add, fused-through-view.";
 
   std::string name() const override { return "tuned-kernels"; }
   std::string description() const override {

@@ -73,6 +73,17 @@ Optimizer reloadChecked(Optimizer& opt, const std::vector<std::vector<int64_t>>&
   return again;
 }
 
+// mobilenet_v2 folded (-O1) and channels-last, as tuned-kernels' fused=
+// finds it in --tune's networks; `ctx` gets its example inputs.
+Optimizer channelsLastMobilenet(rewriters::PassContext& ctx) {
+  const auto& f = test::fixture("mobilenet_v2_script");
+  Optimizer opt = Optimizer::load(f.path);
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  opt.run("channels-last{mode=on}", &ctx);
+  return opt;
+}
+
 }  // namespace
 
 TEST_CASE("tuned-kernels fuses mobilenet_v2's relu6 into oneDNN convs packed at load") {
@@ -81,11 +92,8 @@ TEST_CASE("tuned-kernels fuses mobilenet_v2's relu6 into oneDNN convs packed at 
     return;
   }
   const auto& f = test::fixture("mobilenet_v2_script");
-  Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;
-  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  opt.run("-O1", &ctx);
-  opt.run("channels-last{mode=on}", &ctx);
+  Optimizer opt = channelsLastMobilenet(ctx);
   REQUIRE(test::countOps(opt.model().forward(), "aten::conv2d") == 52);
   auto report = opt.run("tuned-kernels{fused=\"*\"}", &ctx, test::checkedInstrumentation());
   CHECK(report.changed());
@@ -591,11 +599,8 @@ TEST_CASE("tuned-kernels skip= leaves the named convs on aten::conv2d beside fus
     return;
   }
   const auto& f = test::fixture("mobilenet_v2_script");
-  Optimizer opt = Optimizer::load(f.path);
   rewriters::PassContext ctx;
-  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  opt.run("-O1", &ctx);
-  opt.run("channels-last{mode=on}", &ctx);
+  Optimizer opt = channelsLastMobilenet(ctx);
   // The first two convs and the classifier's linear.
   std::vector<std::string> convs, linears;
   opt.model().forward().walk([&](ir::Node* n) {
@@ -616,11 +621,8 @@ TEST_CASE("tuned-kernels skip= leaves the named convs on aten::conv2d beside fus
     if (n->is("aten::conv2d") || n->is("aten::linear")) CHECK(skipped.count(n->output()->name()));
   });
   // An explicit list loses the skipped names too.
-  Optimizer explicitList = Optimizer::load(f.path);
   rewriters::PassContext ctx2;
-  ctx2.exampleInputs = ctx.exampleInputs;
-  explicitList.run("-O1", &ctx2);
-  explicitList.run("channels-last{mode=on}", &ctx2);
+  Optimizer explicitList = channelsLastMobilenet(ctx2);
   explicitList.run("tuned-kernels{fused=\"" + convs[0] + ";" + convs[2] + "\", skip=\"" + convs[0] + "\"}", &ctx2);
   CHECK(test::countOps(explicitList.model().forward(), "mkldnn::_convolution_pointwise") == 1);
   auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);

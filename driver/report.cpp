@@ -66,6 +66,7 @@ nlohmann::json toJson(const RunRecord& r) {
     j["quantize"] = {{"applied", q.applied}, {"mode", q.mode}, {"observer", q.observer}, {"engine", q.engine},
                      {"calibration", q.calibrationSource}, {"synthetic_calibration", q.syntheticCalibration},
                      {"calibration_batches", q.calibrationBatches}, {"held_out_batches", q.heldOutBatches},
+                     {"threads", q.threads},
                      {"min_cosine", q.minCosine}, {"held_out_cosine", q.cosine}, {"ops", ops}};
     if (q.top1Agreement) j["quantize"]["held_out_top1_agreement"] = *q.top1Agreement;
     if (!q.declined.empty()) j["quantize"]["declined"] = q.declined;

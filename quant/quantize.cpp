@@ -15,6 +15,7 @@
 #include "rewriters/constants.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <fmt/format.h>
 
@@ -56,9 +57,9 @@ std::vector<OptionSpec> QuantizePass::optionSpecs() const {
 std::string QuantizeReport::summary() const {
   std::ostringstream s;
   if (!ran) return "";
-  s << fmt::format("int8 ({} mode, {} observer, engine {}): calibration {} ({} batch(es){}), held-out {} batch(es)\n", mode,
-                   observer, engine, calibrationSource, calibrationBatches,
-                   syntheticCalibration ? ", SYNTHETIC: accuracy needs real data" : "", heldOutBatches);
+  s << fmt::format("int8 ({} mode, {} observer, engine {}): calibration {} ({} batch(es){}), held-out {} batch(es), "
+                   "at {} intra-op thread(s)\n", mode, observer, engine, calibrationSource, calibrationBatches,
+                   syntheticCalibration ? ", SYNTHETIC: accuracy needs real data" : "", heldOutBatches, threads);
   if (!applied) {
     s << "  not applied: " << declined << "\n";
   } else {
@@ -88,6 +89,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   const bool reduceRange = int8NeedsReduceRange();
   const RnnWeights rnnWeights = parseRnnWeights(options().getString("rnn-weights"));
   rep.engine = int8EngineNote();
+  rep.threads = at::get_num_threads();
 
   auto cands = findInt8Candidates(graph, dynamic, &ctx, name());
   // Adds and cats alone are not worth int8 (they only join int8 regions).

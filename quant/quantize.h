@@ -58,7 +58,9 @@ class QuantizePass : public rewriters::Pass {
       "written, is declined with the reason. "
       "Calibration data: quant::CalibrationData on the context's side data (the CLI's --calibration FILE); without it, seeded random "
       "batches shaped like the example inputs (--input-shape), with a loud warning; without either the pass "
-      "declines. Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
+      "declines. Calibration and the accuracy guard run at one intra-op thread (computesFromData): ATen's "
+      "reductions round differently at other counts, and the scales written must not depend on the thread count "
+      "(the report says the count). Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
       "Counters: quantized, fallback, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "
       "(LSTM/GRU made int8, also counted in quantized or dynamic).";
 
@@ -69,6 +71,7 @@ class QuantizePass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
+  rewriters::PassEffects effects() const override { return {/*computesFromData=*/true}; }
 };
 
 }  // namespace ptopt::quant

@@ -26,6 +26,7 @@ struct QuantizeReport {
   std::string engine;  // the quantized engine and whether reduce_range is used
   bool syntheticCalibration = false;
   size_t calibrationBatches = 0, heldOutBatches = 0;
+  int threads = 0;  // intra-op threads calibration and the accuracy guard ran at (1: PassEffects::computesFromData)
   double minCosine = 0;
   double cosine = 1;                   // worst output cosine on held-out batches
   std::optional<double> top1Agreement;  // 2-D outputs

@@ -26,7 +26,8 @@ class ConstFoldPass : public Pass {
       "(dce's job), nodes whose evaluation fails (left to run time: they may sit in a branch that never "
       "runs), results that are not strided tensors (oneDNN tensors: the export computes those when the model "
       "loads, ir/load_time.h), and tensor results over `max-bytes` bytes (counted as skipped-large). Each refusal of a node "
-      "with all-constant inputs is explained (--explain). Counters: folded, skipped-large.";
+      "with all-constant inputs is explained (--explain). Runs at one intra-op thread (computesFromData), so a "
+      "folded constant does not depend on the thread count. Counters: folded, skipped-large.";
   static constexpr int64_t kDefaultMaxBytes = 16 << 20;
 
   std::string name() const override { return "const-fold"; }
@@ -36,6 +37,7 @@ class ConstFoldPass : public Pass {
   std::string contract() const override { return kContract; }
   std::vector<OptionSpec> optionSpecs() const override;
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
+  PassEffects effects() const override { return {/*computesFromData=*/true}; }
 };
 
 }  // namespace ptopt::rewriters

@@ -61,6 +61,20 @@ class OptionValues {
   std::map<std::string, std::string> values_;
 };
 
+// What a pass does beyond rewriting structure, declared by the pass
+// (Pass::effects) so that the pass manager and the driver ask it instead of
+// knowing it by name.
+struct PassEffects {
+  // What the pass writes into the graph is computed by running the model or
+  // its constants on data (int8 calibration ranges, folded constants). ATen's
+  // reductions (convolutions, matmuls) round differently at different
+  // intra-op thread counts, so the pass manager runs such a pass at one
+  // thread: the output's bytes then do not depend on the thread count of
+  // the process (the CLI's physical cores, Python's torch.set_num_threads,
+  // OMP_NUM_THREADS), only on the request and the CPU.
+  bool computesFromData = false;
+};
+
 struct PassResult {
   bool changed = false;
   std::vector<std::pair<std::string, int64_t>> counters;  // in first-count order
@@ -126,6 +140,8 @@ class Pass {
   virtual std::string contract() const = 0;
   virtual std::vector<OptionSpec> optionSpecs() const { return {}; }
   virtual PassResult run(ir::Graph& graph, PassContext& ctx) = 0;
+  // What this pass, as configured, does beyond rewriting structure.
+  virtual PassEffects effects() const { return {}; }
 
   const OptionValues& options() const { return options_; }
   // Validates `given` against optionSpecs() and fills in defaults. Throws

@@ -4,12 +4,36 @@
 #include "ir/text.h"
 #include "rewriters/diff.h"
 
+#include <ATen/Parallel.h>
+
 #include <chrono>
+#include <optional>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
 
 namespace ptopt::rewriters {
+
+namespace {
+
+// LibTorch's intra-op thread count set to one for a scope, and restored
+// (PassEffects::computesFromData).
+class OneIntraOpThread {
+ public:
+  OneIntraOpThread() : previous_(at::get_num_threads()) {
+    if (previous_ != 1) at::set_num_threads(1);
+  }
+  ~OneIntraOpThread() {
+    if (previous_ != 1) at::set_num_threads(previous_);
+  }
+  OneIntraOpThread(const OneIntraOpThread&) = delete;
+  OneIntraOpThread& operator=(const OneIntraOpThread&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace
 
 struct PassManager::Step {
   std::unique_ptr<Pass> pass;  // or a fixpoint:
@@ -88,6 +112,8 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
   const std::string before = inst_.checkEditLog ? ir::printGraph(g) : "";
   const auto start = std::chrono::steady_clock::now();
   try {
+    std::optional<OneIntraOpThread> deterministic;
+    if (pass.effects().computesFromData) deterministic.emplace();
     exec.result = pass.run(g, ctx);
   } catch (const PassError&) {
     throw;

@@ -143,6 +143,49 @@ def test_random_calibration_warns_from_both(tmp_path):
     assert saved(fast) == saved(torch.jit.load(str(out)))
 
 
+INT8_RUNS = [
+    ("calibration file", ["--calibration", "quant_cnn_calib.pt"]),
+    ("random calibration", []),
+]
+
+
+@pytest.mark.parametrize("label,extra", INT8_RUNS)
+def test_int8_bytes_do_not_depend_on_thread_count(label, extra, tmp_path):
+    """int8 calibration runs at one intra-op thread (rewriters::PassEffects::
+    computesFromData): the CLI at OMP_NUM_THREADS 1 and 2 and the package at
+    torch.set_num_threads 1 and 2 write the same bytes. (At the process's own
+    count, ATen's conv reductions rounded differently, a calibrated scale
+    moved by one float32 ulp, and the two faces, which run at different
+    counts by default, wrote different files.)"""
+    path = quant_fixture("quant_cnn.pt")
+    extra = [quant_fixture(a) if a.endswith(".pt") else a for a in extra]
+    files = {}
+    for threads in (1, 2):
+        out = tmp_path / f"cli{threads}.pt"
+        r = subprocess.run([CLI, path, str(out), "-q", "--quantize", "int8", *extra, "--input-shape", "4,3,32,32"],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+        assert r.returncode == 0, r.stdout + r.stderr
+        files[f"cli OMP_NUM_THREADS={threads}"] = out.read_bytes()
+    calib = torch.load(extra[1]) if extra else None
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            module = torch.jit.load(path)
+            report = {}
+            raw = _C.optimize(module._c, "", _C.extend_pipeline("-O1", "quantize{dtype=int8}"), [], [], None, None,
+                              ["4,3,32,32"], True, None, None, {}, {}, "auto", "auto", False, False, [], 0, 3,
+                              calib, False, 0.0, "", True, False, 2.0, 1)
+            files[f"package torch.set_num_threads({threads})"] = raw["bytes"]
+            assert json.loads(raw["record_json"])["quantize"]["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+    first = next(iter(files.values()))
+    differ = [k for k, v in files.items() if v != first]
+    assert not differ, f"{label}: {differ} differ from {next(iter(files))}"
+
+
 # ---- One request, one policy (driver/request.h): the same request gives the
 # same bytes and the same errors from both faces.
 

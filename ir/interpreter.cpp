@@ -386,7 +386,12 @@ struct Interpreter::Impl {
     if (!n.blocks().empty()) fail(n, "the interpreter does not know how to run its nested blocks");
     auto it = ops.find(&n);
     if (it == ops.end()) it = ops.emplace(&n, resolve(n)).first;
-    std::vector<c10::IValue> outs = callResolved(n, it->second, argumentsOf(n));
+    ResolvedOp& op = it->second;
+    std::vector<c10::IValue> outs =
+        options.call ? options.call(n, argumentsOf(n), [&](Stack args) { return callResolved(n, op, std::move(args)); })
+                     : callResolved(n, op, argumentsOf(n));
+    if (outs.size() != n.numOutputs())
+      fail(n, "produced " + std::to_string(outs.size()) + " values for " + std::to_string(n.numOutputs()) + " outputs");
     for (size_t i = 0; i < outs.size(); ++i) bind(n.output(i), std::move(outs[i]));
   }
 

@@ -54,8 +54,18 @@ class InterpreterError : public std::runtime_error {
 // iteration, so the last call holds the last iteration's value).
 using ValueObserver = std::function<void(const Value& v, const c10::IValue& iv)>;
 
+// Runs one call_function node: `run` calls its operator on `args` (one
+// IValue per node argument) and returns its results. A NodeCall may change
+// the arguments, call `run` again after a failure, or change the results
+// (verify/fp64_reference.h runs a graph in float64 this way).
+using NodeRun = std::function<std::vector<c10::IValue>(std::vector<c10::IValue> args)>;
+using NodeCall = std::function<std::vector<c10::IValue>(const Node& n, std::vector<c10::IValue> args, const NodeRun& run)>;
+
 struct InterpreterOptions {
   ValueObserver observer;
+  // Every call_function node without nested blocks runs through it; none:
+  // the operator is called directly.
+  NodeCall call;
   // Copy the constants the graph may write in place before it sees them.
   bool protectConstants = true;
 };

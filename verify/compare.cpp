@@ -121,6 +121,8 @@ void compareTensors(const at::Tensor& x, const at::Tensor& y, LeafComparison& le
   at::Tensor xf = at::where(at::isfinite(xd), xd, at::zeros_like(xd));
   at::Tensor yf = at::where(finiteReference, yd, at::zeros_like(yd));
   const double nx = xf.norm().item<double>(), ny = yf.norm().item<double>();
+  const double nd = (xf - yf).norm().item<double>();
+  leaf.relativeL2 = ny > 0 ? nd / ny : nd > 0 ? INFINITY : 0.0;
   leaf.cosine = (nx == 0 && ny == 0) ? 1.0 : xf.flatten().dot(yf.flatten()).item<double>() / std::max(nx * ny, 1e-300);
   // The worst element is the one furthest beyond its bound.
   at::Tensor excess = at::where(same, at::zeros_like(diff),
@@ -321,6 +323,7 @@ nlohmann::json toJson(const LeafComparison& l) {
   j["error_to_bound"] = std::isfinite(l.errorToBound) ? nlohmann::json(l.errorToBound) : nlohmann::json(nullptr);
   j["mismatch_percent"] = 100 * l.mismatchFraction;
   j["cosine"] = l.cosine;
+  j["relative_l2"] = std::isfinite(l.relativeL2) ? nlohmann::json(l.relativeL2) : nlohmann::json(nullptr);
   j["new_nan"] = l.newNan;
   j["new_inf"] = l.newInf;
   if (l.top1Agreement) j["top1_agreement"] = *l.top1Agreement;

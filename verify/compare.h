@@ -98,6 +98,7 @@ struct LeafComparison {
   double maxAbs = 0, maxRel = 0;
   double maxAbsReference = 0;
   double scale = 0;             // rms of the finite reference elements
+  double relativeL2 = 0;        // ||a-b|| / ||b|| over the finite elements (0 when ||b|| is 0 and a == b)
   double mismatchFraction = 0;  // elements outside the elementwise bound (see the top)
   // max |a-b| / bound: the scaled elementwise bound per element, or for the
   // global criterion max|a-b| / (atol + rtol*max|b|). <= 1 is within bound

@@ -1,6 +1,7 @@
 #include "verify/runner.h"
 
 #include "ir/model.h"
+#include "verify/fp64_reference.h"
 
 #include <ATen/Context.h>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace ptopt::verify {
@@ -102,9 +104,26 @@ c10::IValue runSeeded(torch::jit::Module& m, std::vector<c10::IValue> inputs, ui
 
 }  // namespace
 
+struct ReferenceRunner::Fp64State {
+  bool tried = false;
+  std::unique_ptr<Fp64Reference> reference;
+  std::string error;
+  std::vector<std::optional<c10::IValue>> outputs;  // per input set
+  double ms = 0;
+};
+
+bool Fp64Check::passed() const {
+  return error.empty() && std::all_of(leaves.begin(), leaves.end(), [](const Fp64Leaf& l) { return l.passed; });
+}
+
+ReferenceRunner::ReferenceRunner(ReferenceRunner&&) noexcept = default;
+ReferenceRunner& ReferenceRunner::operator=(ReferenceRunner&&) noexcept = default;
+ReferenceRunner::~ReferenceRunner() = default;
+
 ReferenceRunner::ReferenceRunner(torch::jit::Module reference, InputSource inputs, ToleranceSet tolerances,
                                  c10::Device device, std::vector<std::string> modelInputNames)
-    : inputs_(std::move(inputs)), tolerances_(std::move(tolerances)), device_(device) {
+    : inputs_(std::move(inputs)), tolerances_(std::move(tolerances)), device_(device),
+      fp64_(std::make_unique<Fp64State>()) {
   if (device_.is_cuda()) {
     // The fp32 reference must be fp32: no TF32 in cuBLAS or cuDNN.
     at::globalContext().setAllowTF32CuBLAS(false);
@@ -112,6 +131,7 @@ ReferenceRunner::ReferenceRunner(torch::jit::Module reference, InputSource input
   }
   reference = ir::moduleOnDevice(reference, device_);
   reference.eval();
+  reference_ = reference;
   for (int i = 0; i < inputs_.count(); ++i) {
     try {
       referenceOutputs_.push_back(runSeeded(reference, onDevice(inputs_.inputsFor(i), device_), inputs_.seedFor(i), inputs_.executor));
@@ -131,6 +151,80 @@ ReferenceRunner::ReferenceRunner(torch::jit::Module reference, InputSource input
   }
 }
 
+namespace {
+
+// Structure, shapes and dtypes right, no new NaN or Inf, non-tensor values
+// equal: a miss the float64 reference may judge.
+bool missesOnNumbersAlone(const Comparison& c) {
+  return std::all_of(c.leaves.begin(), c.leaves.end(), [](const LeafComparison& l) {
+    return l.structureOk && l.newNan == 0 && l.newInf == 0 && (l.isTensor || l.bitwiseEqual);
+  });
+}
+
+}  // namespace
+
+Fp64Check ReferenceRunner::judgeAgainstFp64(int iteration, const c10::IValue& actual, const Comparison& fp32,
+                                            Fp64Summary& summary) const {
+  Fp64State& st = *fp64_;
+  const auto start = std::chrono::steady_clock::now();
+  auto spent = [&] {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    st.ms += ms;
+  };
+  Fp64Check check;
+  try {
+    if (!st.tried) {
+      st.tried = true;
+      st.outputs.resize(static_cast<size_t>(inputs_.count()));
+      st.reference = std::make_unique<Fp64Reference>(reference_, device_);
+    }
+    if (!st.reference) throw std::runtime_error(st.error);
+    auto& out = st.outputs[static_cast<size_t>(iteration)];
+    if (!out) out = st.reference->run(inputs_.inputsFor(iteration), inputs_.seedFor(iteration));
+  } catch (const std::exception& e) {
+    if (st.error.empty()) st.error = e.what();
+    check.error = st.error;
+  }
+  spent();
+  summary.ms = st.ms;
+  if (st.reference) summary.keptFp32 = st.reference->keptFp32();
+  summary.error = st.error;
+  if (!check.error.empty()) return check;
+
+  const c10::IValue& r64 = *st.outputs[static_cast<size_t>(iteration)];
+  const Comparison result = compareOutputs(actual, r64, tolerances_);
+  const Comparison original = compareOutputs(referenceOutputs_[static_cast<size_t>(iteration)], r64, tolerances_);
+  if (result.leaves.size() != fp32.leaves.size() || original.leaves.size() != fp32.leaves.size()) {
+    check.error = "the float64 reference's outputs differ in structure from the original's";
+    summary.error = check.error;
+    return check;
+  }
+  for (size_t k = 0; k < fp32.leaves.size(); ++k) {
+    const LeafComparison &a = result.leaves[k], &o = original.leaves[k];
+    if (!fp32.leaves[k].isTensor) continue;
+    Fp64Leaf leaf;
+    leaf.path = fp32.leaves[k].path;
+    leaf.global = fp32.leaves[k].tol.criterion == Criterion::Global;
+    leaf.resultRel = a.bitwiseEqual ? 0 : a.relativeL2;
+    leaf.originalRel = o.bitwiseEqual ? 0 : o.relativeL2;
+    leaf.resultMaxAbs = a.bitwiseEqual ? 0 : a.maxAbs;
+    leaf.originalMaxAbs = o.bitwiseEqual ? 0 : o.maxAbs;
+    leaf.resultCosine = a.bitwiseEqual ? 1 : a.cosine;
+    const double r64Max = o.bitwiseEqual ? a.maxAbsReference : o.maxAbsReference;
+    const bool byFp64 = leaf.global ? a.structureOk && a.newNan == 0 && a.newInf == 0 &&
+                                          leaf.resultCosine >= a.tol.minCosine &&
+                                          leaf.resultMaxAbs <= a.tol.atol + a.tol.rtol * r64Max
+                                    : leaf.resultRel <= kFp64Margin * leaf.originalRel + kFloat32UnitRoundoff &&
+                                          leaf.resultMaxAbs <= kFp64Margin * leaf.originalMaxAbs +
+                                                                   kFloat32UnitRoundoff * r64Max;
+    leaf.passedFp32 = fp32.leaves[k].passed();
+    leaf.passed = leaf.passedFp32 || byFp64;
+    summary.originalRel = std::max(summary.originalRel, leaf.originalRel);
+    check.leaves.push_back(leaf);
+  }
+  return check;
+}
+
 VerifyReport ReferenceRunner::check(torch::jit::Module candidate) const {
   VerifyReport report;
   report.device = describeDevice(device_);
@@ -148,6 +242,10 @@ VerifyReport ReferenceRunner::check(torch::jit::Module candidate) const {
       if (inputAdapter) in = inputAdapter(std::move(in));
       c10::IValue actual = runSeeded(candidate, onDevice(in, device_), r.seed, inputs_.executor);
       r.comparison = compareOutputs(actual, referenceOutputs_[static_cast<size_t>(i)], tolerances_);
+      if (!r.comparison.withinTolerance() && missesOnNumbersAlone(r.comparison)) {
+        if (!report.fp64) report.fp64.emplace();
+        r.fp64 = judgeAgainstFp64(i, actual, r.comparison, *report.fp64);
+      }
     } catch (const std::exception& e) {
       r.runError = ir::torchErrorMessage(e);
     }
@@ -172,6 +270,40 @@ double VerifyReport::maxErrorToBound() const {
   return worst;
 }
 
+bool VerifyReport::decidedByFp64() const {
+  return passed && std::any_of(iterations.begin(), iterations.end(),
+                               [](const IterationResult& it) { return it.decidedByFp64(); });
+}
+
+namespace {
+
+// The worst leaf the fp32 criterion missed, by its relative L2 distance
+// from float64.
+const Fp64Leaf* worstFp64(const std::vector<IterationResult>& iterations) {
+  const Fp64Leaf* worst = nullptr;
+  for (const auto& it : iterations)
+    if (it.fp64)
+      for (const auto& l : it.fp64->leaves)
+        if (!l.passedFp32 && (!worst || l.resultRel >= worst->resultRel)) worst = &l;
+  return worst;
+}
+
+std::string fp64Clause(const VerifyReport& r) {
+  if (!r.fp64) return "";
+  const Fp64Summary& f = *r.fp64;
+  if (!f.error.empty()) return "; float64 reference unavailable: " + f.error;
+  std::string s = fmt::format("; against float64: the fp32 original is {:.3g} off (relative L2; rounding "
+                              "amplified ~{:.2g}x)", f.originalRel, f.amplification());
+  if (const Fp64Leaf* w = worstFp64(r.iterations))
+    s += w->global ? fmt::format(", OUT {:.3g} with cosine {:.5f} (the global criterion, against float64)",
+                                 w->resultRel, w->resultCosine)
+                   : fmt::format(", OUT {:.3g} (at most {:g}x the original's passes)", w->resultRel, kFp64Margin);
+  if (!f.keptFp32.empty()) s += fmt::format("; {} op(s) without a float64 kernel ran in fp32", f.keptFp32.size());
+  return s + fmt::format("; float64 runs {:.0f} ms", f.ms);
+}
+
+}  // namespace
+
 std::string VerifyReport::verdict() const {
   std::string tol;
   if (!iterations.empty() && !iterations.front().comparison.leaves.empty())
@@ -182,10 +314,14 @@ std::string VerifyReport::verdict() const {
     where += std::isfinite(worst) ? fmt::format("; worst error {:.3g}% of its bound", 100 * worst)
                                   : std::string("; an error with no finite bound");
   }
+  where += fp64Clause(*this);
   if (!passed) {
     const IterationResult* f = firstFailure();
     return fmt::format("FAILED at seed {} ({})", f ? f->seed : 0, where);
   }
+  if (decidedByFp64())
+    return fmt::format("passed against the float64 reference: the fp32 criterion was missed on an ill-conditioned "
+                       "model ({})", where);
   return fmt::format("{} ({})", bitwiseEqual ? "passed, bitwise equal" : "passed within tolerance", where);
 }
 
@@ -193,7 +329,16 @@ std::string VerifyReport::failureReport() const {
   const IterationResult* f = firstFailure();
   if (!f) return "";
   if (!f->runError.empty()) return "  the optimized model failed to run: " + f->runError + "\n";
-  return f->comparison.failureReport();
+  std::string out = f->comparison.failureReport();
+  if (f->fp64 && f->fp64->error.empty()) {
+    out += "  against the float64 reference (relative L2 / max abs; OUT must be within " +
+           fmt::format("{:g}", kFp64Margin) + "x of the fp32 original's, or meet the global criterion):\n";
+    for (const auto& l : f->fp64->leaves)
+      out += fmt::format("    {}: {} OUT {:.3g} / {:.3g}, fp32 original {:.3g} / {:.3g}{}\n", l.path,
+                         l.passed ? "ok" : "FAIL", l.resultRel, l.resultMaxAbs, l.originalRel, l.originalMaxAbs,
+                         l.global ? fmt::format(" (global criterion: cosine {:.5f})", l.resultCosine) : "");
+  }
+  return out;
 }
 
 nlohmann::json VerifyReport::toJson() const {
@@ -211,6 +356,23 @@ nlohmann::json VerifyReport::toJson() const {
     its.push_back(o);
   }
   j["iterations"] = its;
+  j["reference"] = decidedByFp64() ? "fp64" : "fp32";
+  if (fp64) {
+    nlohmann::json f = {{"ms", fp64->ms}, {"kept_fp32", fp64->keptFp32}, {"margin", kFp64Margin},
+                        {"original_relative_l2", fp64->originalRel}, {"amplification", fp64->amplification()}};
+    if (!fp64->error.empty()) f["error"] = fp64->error;
+    nlohmann::json leaves = nlohmann::json::array();
+    for (const auto& it : iterations)
+      if (it.fp64)
+        for (const auto& l : it.fp64->leaves)
+          leaves.push_back({{"seed", it.seed}, {"output", l.path}, {"passed", l.passed}, {"passed_fp32", l.passedFp32},
+                            {"criterion", l.global ? "global" : "no worse than the fp32 original"},
+                            {"result_relative_l2", l.resultRel}, {"original_relative_l2", l.originalRel},
+                            {"result_max_abs", l.resultMaxAbs}, {"original_max_abs", l.originalMaxAbs},
+                            {"result_cosine", l.resultCosine}});
+    f["outputs"] = leaves;
+    j["fp64_reference"] = f;
+  }
   return j;
 }
 

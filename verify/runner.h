@@ -27,6 +27,7 @@
 #include <torch/script.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -66,11 +67,60 @@ class ReferenceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The float64 reference (fp64_reference.h), asked only when a result misses
+// the criterion against the fp32 original on numbers alone (structure,
+// shapes and dtypes right, no new NaN or Inf). Per output leaf that misses:
+//   fp32 criterion (scaled elementwise): the result's distance from float64
+//     is no worse than kFp64Margin times the fp32 original's own, both in
+//     relative L2 (||x - r64|| / ||r64||) and in max abs error (plus one
+//     float32 unit roundoff, 2^-24, of ||r64|| and max|r64|, for an
+//     original that is exact);
+//   global criterion (bf16, fp16, int8): the same criterion (cosine, max
+//     error bound) met against float64 instead of the fp32 original.
+// An ill-conditioned model's fp32 original is itself far from float64 (the
+// conditioning probe: its relative error over float32's unit roundoff is how
+// much the model amplifies rounding); a correct rewrite rounds differently
+// but no worse, a wrong one is as far off as against fp32.
+inline constexpr double kFp64Margin = 2.0;
+inline constexpr double kFloat32UnitRoundoff = 5.9604644775390625e-8;  // 2^-24
+
+struct Fp64Leaf {
+  std::string path;
+  bool global = false;               // judged by the global criterion against float64
+  double resultRel = 0, originalRel = 0;        // relative L2 distance from float64
+  double resultMaxAbs = 0, originalMaxAbs = 0;  // max |x - r64|
+  double resultCosine = 1;
+  bool passedFp32 = false;           // met the criterion against the fp32 original already
+  bool passed = false;               // by the fp32 criterion, or else by the float64 rule
+};
+
+struct Fp64Check {
+  std::vector<Fp64Leaf> leaves;
+  std::string error;  // the float64 reference could not be run
+  bool passed() const;
+};
+
 struct IterationResult {
   uint64_t seed = 0;
   Comparison comparison;
   std::string runError;  // the candidate threw
-  bool passed() const { return runError.empty() && comparison.withinTolerance(); }
+  std::optional<Fp64Check> fp64;  // asked when the fp32 criterion was missed on numbers alone
+  bool passed() const {
+    return runError.empty() && (comparison.withinTolerance() || (fp64 && fp64->passed()));
+  }
+  // Passed because of the float64 reference.
+  bool decidedByFp64() const { return passed() && !comparison.withinTolerance(); }
+};
+
+// What the float64 reference cost and showed (VerifyReport::fp64).
+struct Fp64Summary {
+  double ms = 0;                      // building it and its runs
+  std::vector<std::string> keptFp32;  // operators without a float64 kernel
+  double originalRel = 0;             // the fp32 original's worst relative L2 distance from float64
+  std::string error;                  // it could not be run
+  // How much the model amplifies rounding: the original's distance from
+  // float64 in units of float32's unit roundoff.
+  double amplification() const { return originalRel / kFloat32UnitRoundoff; }
 };
 
 struct VerifyReport {
@@ -81,8 +131,10 @@ struct VerifyReport {
   std::string executor;      // executorName()
   std::vector<std::string> notes;  // e.g. fp16 emulation
   std::vector<IterationResult> iterations;
+  std::optional<Fp64Summary> fp64;  // when the float64 reference was asked
 
   const IterationResult* firstFailure() const;
+  bool decidedByFp64() const;  // passed, and some input set only by the float64 reference
   // The largest error relative to its bound over all iterations and outputs
   // (LeafComparison::errorToBound; 0 when bitwise equal).
   double maxErrorToBound() const;
@@ -100,7 +152,12 @@ class ReferenceRunner {
   // ReferenceError naming the model's inputs when it fails on them.
   ReferenceRunner(torch::jit::Module reference, InputSource inputs, ToleranceSet tolerances, c10::Device device,
                   std::vector<std::string> modelInputNames = {});
-  // Runs `candidate` (moved to the device) on the same inputs and compares.
+  ReferenceRunner(ReferenceRunner&&) noexcept;
+  ReferenceRunner& operator=(ReferenceRunner&&) noexcept;
+  ~ReferenceRunner();
+  // Runs `candidate` (moved to the device) on the same inputs and compares;
+  // where it misses the criterion on numbers alone, asks the float64
+  // reference (see Fp64Check).
   VerifyReport check(torch::jit::Module candidate) const;
 
   const InputSource& inputs() const { return inputs_; }
@@ -117,6 +174,12 @@ class ReferenceRunner {
   ToleranceSet tolerances_;
   c10::Device device_;
   std::vector<c10::IValue> referenceOutputs_;
+  torch::jit::Module reference_;
+  // The float64 reference, built on first need; its outputs per input set.
+  struct Fp64State;
+  std::unique_ptr<Fp64State> fp64_;
+  Fp64Check judgeAgainstFp64(int iteration, const c10::IValue& actual, const Comparison& fp32,
+                             Fp64Summary& summary) const;
 };
 
 // Deep-copies tensors (also inside lists, tuples and dicts) onto `device`.

@@ -133,5 +133,54 @@ assert r["verification"]["first_failing_pass"].startswith("rules"), r["verificat
 assert r["verification"]["iterations"][0]["outputs"][0]["passed"] is False
 PY
 
+# The float64 reference (verify/runner.h): an ill-conditioned ResNet-18 (the
+# classifier reads features with a large common component through rows that
+# sum to zero: its fp32 run is ~1e-3 from float64) misses the fp32 criterion
+# when right; the float64 reference decides, the verdict and the report say
+# so, a wrong rewrite still fails, and a well-conditioned model never runs it.
+"$py" - "$work/ill.pt" <<'PY' || fail "making the ill-conditioned model"
+import sys, torch, torchvision
+torch.manual_seed(0)
+m = torchvision.models.resnet18()
+with torch.no_grad():
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            c = mod.num_features
+            mod.running_mean.copy_(torch.randn(c) * 0.1)
+            mod.running_var.copy_(torch.empty(c).uniform_(0.5, 1.5))
+            mod.weight.copy_(torch.empty(c).uniform_(0.5, 1.5))
+    m.layer4[-1].bn2.bias.add_(1000.0)
+    m.fc.weight.sub_(m.fc.weight.mean(1, keepdim=True))
+torch.jit.script(m.eval()).save(sys.argv[1])
+PY
+for preset in -O1 -O2; do
+  expect 0 "passed against the float64 reference.*rounding amplified ~[0-9.e+]+x.*float64 runs [0-9]+ ms" -- \
+    "$ptopt" "$work/ill.pt" "$work/ill$preset.pt" $preset "${img[@]}" --report "$work/ill$preset.json"
+  "$py" - "$work/ill$preset.json" <<'PY' || fail "ill-conditioned report ($preset)"
+import json, sys
+v = json.load(open(sys.argv[1]))["verification"]
+assert v["passed"] and v["reference"] == "fp64", v.get("reference")
+f = v["fp64_reference"]
+assert f["amplification"] > 100 and f["ms"] > 0 and f["kept_fp32"] == [] and f["margin"] == 2, f
+out = [o for o in f["outputs"] if not o["passed_fp32"]]
+assert out and all(o["passed"] and o["result_relative_l2"] <= 2 * o["original_relative_l2"] for o in out), out
+PY
+done
+# --verify-each blames with the same reference: no pass is blamed.
+expect 0 "passed against the float64 reference" -- "$ptopt" "$work/ill.pt" "$work/ill-each.pt" -O1 "${img[@]}" \
+  --verify-each
+# A wrong rewrite on the ill-conditioned model still fails, against float64 too.
+expect 3 "out: FAIL OUT .*fp32 original" -- "$ptopt" "$work/ill.pt" "$work/ill-bad.pt" -O1 \
+  --rules "$work/bad.rules" "${img[@]}"
+[ ! -e "$work/ill-bad.pt" ] || fail "output written after a failed verification"
+# ptopt verify judges the same way.
+expect 0 "passed against the float64 reference" -- "$ptopt" verify "$work/ill.pt" "$work/ill-O1.pt" "${img[@]}"
+# A well-conditioned model that passes the fp32 criterion never runs it.
+"$py" - "$work/a3.json" <<'PY' || fail "the float64 reference ran on a model that passed the fp32 criterion"
+import json, sys
+v = json.load(open(sys.argv[1]))["verification"]
+assert v["reference"] == "fp32" and "fp64_reference" not in v, v.keys()
+PY
+
 if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "all verification CLI checks passed"

@@ -3,8 +3,9 @@
 
 Usage: /usr/bin/python3 tests/verify/make_mutation_fixtures.py OUT_DIR
 
-Writes OUT_DIR/resnet18_decoder.pt and OUT_DIR/resnet50_decoder.pt
-(torch.jit.script) and OUT_DIR/mutation_fixtures.json (input shapes).
+Writes OUT_DIR/resnet18_decoder.pt, OUT_DIR/resnet50_decoder.pt and
+OUT_DIR/resnet18_illcond_decoder.pt (torch.jit.script) and
+OUT_DIR/mutation_fixtures.json (input shapes).
 
 Each is a torchvision ResNet (random weights, eval mode) with a decoder
 branch on layer1's output: ConvTranspose2d(C, C, 2, stride 2) -> BatchNorm2d
@@ -17,6 +18,15 @@ BatchNorm statistics are randomized so that folding changes the weights:
 gamma U(0.5, 1.5), beta N(0, 0.1), mean N(0, 0.1), var U(0.5, 1.5); channel
 0 of every BatchNorm is a near-dead channel as trained networks have (var
 1e-4, gamma 0.01), where leaving eps out of the fold matters.
+
+resnet18_illcond is the ResNet-18 made ill-conditioned the way trained
+networks can be: the last BatchNorm's shift gives every feature the
+classifier reads a large common component (beta + 1000), and the classifier's
+rows sum to zero, so each logit is a small difference of large sums. Its
+fp32 run is ~1e-3 (relative L2) from its float64 run, about 1e4 times
+float32's unit roundoff: a correct fold misses the fp32 criterion and must
+pass by the float64 reference (verify/runner.h), and every mutation must
+still fail.
 """
 
 import json
@@ -58,11 +68,21 @@ def randomize_bn(model: nn.Module) -> None:
                 m.weight[0] = 0.01
 
 
-def make(name: str, width: int, shape, out_dir: str) -> dict:
+def make_ill_conditioned(model: nn.Module) -> None:
+    with torch.no_grad():
+        model.net.layer4[-1].bn2.bias.add_(1000.0)
+        fc = model.net.fc.weight
+        fc.sub_(fc.mean(1, keepdim=True))
+
+
+def make(name: str, width: int, shape, out_dir: str, ill_conditioned: bool = False) -> dict:
     torch.manual_seed(0)
     net = getattr(torchvision.models, name)()
     model = WithDecoder(net, width)
     randomize_bn(model)
+    if ill_conditioned:
+        make_ill_conditioned(model)
+        name += "_illcond"
     model.eval()
     scripted = torch.jit.script(model)
     path = os.path.join(out_dir, name + "_decoder.pt")
@@ -85,6 +105,7 @@ def main() -> int:
         make("resnet18", 64, (1, 3, 224, 224), out_dir),
         # ResNet-50 at a reduced input size keeps the suite cheap; every layer is there.
         make("resnet50", 256, (1, 3, 128, 128), out_dir),
+        make("resnet18", 64, (1, 3, 224, 224), out_dir, ill_conditioned=True),
     ]
     with open(os.path.join(out_dir, "mutation_fixtures.json"), "w") as f:
         json.dump(entries, f, indent=1)

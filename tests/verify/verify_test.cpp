@@ -2,6 +2,7 @@
 #include "tests/support/fixtures.h"
 #include "api/api.h"
 #include "verify/compare.h"
+#include "verify/fp64_reference.h"
 #include "verify/inputs.h"
 #include "verify/runner.h"
 #include "rewriters/shape_prop.h"
@@ -426,4 +427,71 @@ TEST_CASE("verification runs on CUDA", "[cuda]") {
   INFO(report.verdict());
   CHECK(report.passed);
   CHECK(report.device.rfind("cuda", 0) == 0);
+}
+
+namespace {
+torch::jit::Module scriptModule(const std::string& name, const std::string& source) {
+  torch::jit::Module m(name);
+  m.define(source);
+  m.eval();
+  return m;
+}
+}  // namespace
+
+TEST_CASE("the float64 reference: float64 throughout, float32 only where an op has no float64 kernel") {
+  // quantize_per_tensor has no float64 kernel; zeros() makes a float32
+  // tensor that meets the float64 ones.
+  torch::jit::Module m = scriptModule("Mixed", R"(
+def forward(self, x: Tensor):
+    q = torch.quantize_per_tensor(x * 3.0, 0.05, 128, 13)  # torch.quint8
+    return torch.dequantize(q) + torch.zeros(x.shape) + x / 3.0
+)");
+  verify::Fp64Reference ref(m, c10::Device(c10::kCPU));
+  const at::Tensor x = at::randn({64});
+  const at::Tensor y = ref.run({x}, 0).toTensor();
+  CHECK(y.scalar_type() == at::kDouble);
+  REQUIRE(ref.keptFp32().size() == 1);
+  CHECK(ref.keptFp32()[0].find("aten::quantize_per_tensor") != std::string::npos);
+  // The float64 division is exact where the float32 one rounds.
+  const at::Tensor q = at::dequantize(at::quantize_per_tensor(x * 3.0, 0.05, 128, at::kQUInt8)).to(at::kDouble);
+  CHECK(at::allclose(y, q + x.to(at::kDouble) / 3.0, 0, 1e-15));
+}
+
+TEST_CASE("a result the fp32 original cannot judge passes by the float64 reference; a wrong one still fails") {
+  // (x + 1e4) - 1e4 rounds x to float32's grid at 1e4 (2^-10): the fp32
+  // original is ~1e-4 from float64 relative to x, far beyond the fp32
+  // criterion. A rewrite that rounds differently but no worse passes by the
+  // float64 reference, and says so (x + 6000 rounds x to a grid half as
+  // coarse); one with a wrong constant fails.
+  auto model = [](const std::string& expr) {
+    return scriptModule("Cancel", "def forward(self, x: Tensor):\n    return " + expr + "\n");
+  };
+  verify::InputSource source;
+  source.specs = {verify::parseInputSpec("4096")};
+  const verify::ToleranceSet tol{Tolerance::forPrecision(c10::ScalarType::Float), {}, {}};
+  verify::ReferenceRunner runner(model("(x + 10000.0) - 10000.0"), source, tol, c10::Device(c10::kCPU));
+
+  auto right = runner.check(model("(x + 6000.0) - 6000.0"));
+  CHECK(right.passed);
+  CHECK(right.decidedByFp64());
+  REQUIRE(right.fp64);
+  CHECK(right.fp64->amplification() > 100);
+  CHECK(right.fp64->ms > 0);
+  CHECK(right.verdict().find("passed against the float64 reference") == 0);
+  CHECK(right.toJson()["reference"] == "fp64");
+  REQUIRE(right.iterations.front().fp64);
+  const auto& leaf = right.iterations.front().fp64->leaves.at(0);
+  CHECK_FALSE(leaf.passedFp32);
+  CHECK(leaf.resultRel <= verify::kFp64Margin * leaf.originalRel);
+
+  auto wrong = runner.check(model("(x + 10000.0) - 9999.999"));
+  CHECK_FALSE(wrong.passed);
+  REQUIRE(wrong.fp64);
+  CHECK(wrong.failureReport().find("out: FAIL OUT") != std::string::npos);
+
+  // The exact result passes by the fp32 criterion: no float64 run.
+  auto same = runner.check(model("(x + 10000.0) - 10000.0"));
+  CHECK(same.passed);
+  CHECK_FALSE(same.fp64);
+  CHECK(same.toJson()["reference"] == "fp32");
 }

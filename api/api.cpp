@@ -7,6 +7,7 @@
 #include "quant/register.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in <fmt/format.h> only before fmt 11)
 
 #include <chrono>
 
@@ -115,14 +116,14 @@ void Optimizer::save(const std::string& path) const { ir::saveModuleAtomically(e
 
 Optimizer::Reference Optimizer::reference(const rewriters::Pipeline& pipeline, c10::Device device) const {
   Reference r;
-  r.specializesTracedFlags = trainingMode_.tracedInTraining && (rewriters::pipelineUses(pipeline, "remove-dropout") ||
-                                                                rewriters::pipelineUses(pipeline, "bn-inference"));
+  const auto specializes = [](const rewriters::PassEffects& e) { return e.specializesTraining; };
+  const rewriters::Pipeline specializing = rewriters::passesWhere(pipeline, defaultRegistry(), specializes);
+  r.specializesTracedFlags = trainingMode_.tracedInTraining && !specializing.empty();
   r.module = device.is_cuda() ? original_.clone() : original_;
   if (r.specializesTracedFlags) {
     ir::Model evalModel = model_.clone();
     rewriters::PassContext ctx;
-    rewriters::PassManager(defaultRegistry(), rewriters::parsePipeline("remove-dropout,bn-inference", defaultRegistry()))
-        .run(evalModel, ctx);
+    rewriters::PassManager(defaultRegistry(), specializing).run(evalModel, ctx);
     r.module = ir::exportModel(evalModel);
   }
   return r;
@@ -146,15 +147,19 @@ std::optional<Optimizer::StandIn> Optimizer::cpuStandIn(const rewriters::Pipelin
   standInCtx.preferBf16 = ctx.preferBf16;
   standInCtx.exampleInputs = ctx.exampleInputs;
   rewriters::Pipeline standInPipeline = quant::withEmulatedCasts(pipeline);
-  if (cudaOnCpu) rewriters::dropPass(standInPipeline, "fuse-cudnn");
+  std::vector<std::string> cudaOnly;
+  if (cudaOnCpu)
+    cudaOnly = rewriters::dropPassesWhere(standInPipeline, defaultRegistry(),
+                                          [](const rewriters::PassEffects& e) { return e.needsDevice == "cuda"; });
   standIn.run(standInPipeline, &standInCtx);
   StandIn result;
   if (emulateFp16)
     result.notes.push_back("fp16 checked by emulation on the CPU (fp16 rounding at every cast, fp32 compute): "
                            "LibTorch cannot run fp16 convolutions on a CPU");
   if (cudaOnCpu && ir::requiresCuda(model_))
-    result.notes.push_back("the model is for CUDA: its cuDNN fusions (fuse-cudnn) were left out of the CPU "
-                           "check; run `ptopt verify` on a CUDA machine for the file itself");
+    result.notes.push_back(fmt::format("the model is for CUDA: its cuDNN fusions ({}) were left out of the CPU "
+                                       "check; run `ptopt verify` on a CUDA machine for the file itself",
+                                       fmt::join(cudaOnly, ", ")));
   result.module = standIn.exportModule();
   return result;
 }

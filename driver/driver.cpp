@@ -6,6 +6,7 @@
 #include "driver/util.h"
 
 #include "ir/model.h"
+#include "quant/quantize.h"
 #include "rewriters/rules.h"
 #include "target/capabilities.h"
 
@@ -36,7 +37,8 @@ std::string Outcome::verdict() const {
 namespace {
 // How the pipeline and messages name the request's i-th rule text.
 std::string ruleTextName(const Request& req, size_t i) {
-  return req.ruleTexts.size() == 1 ? "rules" : fmt::format("rules[{}]", i);
+  // lint: not a pass (Python's rules= argument, as messages name its text)
+  return req.ruleTexts.size() == 1 ? "rules" : fmt::format("rules[{}]", i);  // lint: not a pass
 }
 }  // namespace
 
@@ -56,11 +58,9 @@ rewriters::Pipeline planPipeline(const Request& req) {
     rules.push_back(rewriters::ruleTextElement(name));
   }
   rewriters::addExtraPasses(p, rules);
-  if (!req.quantize.empty() && req.pipeline.find("quantize") == std::string::npos) {
+  if (!req.quantize.empty() && !quant::pipelineQuantizes(p)) {
     // Like the extra passes: after the rewrites, before the device lowering.
-    rewriters::Pipeline q =
-        rewriters::parsePipeline("quantize{dtype=" + req.quantize + "}", defaultRegistry(), "--quantize");
-    rewriters::addExtraPasses(p, q.elements);
+    rewriters::addExtraPasses(p, {quant::quantizeRequestElement(req.quantize, defaultRegistry())});
   }
   return p;
 }

@@ -227,12 +227,15 @@ std::string StructurePipeline::description() const {
 
 std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline) {
   StructurePipeline s{pipeline, {}};
-  // quantize too: the fallback is an fp32 model, verified as one.
-  for (const char* pass : {"cast", "quantize", "channels-last"})
-    if (rewriters::pipelineUses(s.pipeline, pass)) {
-      rewriters::dropPass(s.pipeline, pass);
-      s.dropped.push_back(pass);
-    }
+  // int8 too: the fallback is an fp32 model, verified as one.
+  const rewriters::PassRegistry& registry = defaultRegistry();
+  s.dropped = rewriters::dropPassesWhere(s.pipeline, registry, [](const rewriters::PassEffects& e) {
+    return e.lowersPrecision;
+  });
+  for (const std::string& name : rewriters::dropPassesWhere(s.pipeline, registry, [](const rewriters::PassEffects& e) {
+         return e.changesLayout;
+       }))
+    s.dropped.push_back(name);
   if (s.dropped.empty() || s.pipeline.elements.empty()) return std::nullopt;
   return s;
 }

@@ -144,7 +144,7 @@ measure::Subject moduleSubject(std::string name, torch::jit::Module module, std:
 // has none of them, or nothing else.
 struct StructurePipeline {
   rewriters::Pipeline pipeline;
-  std::vector<std::string> dropped;  // "cast", "quantize", "channels-last"
+  std::vector<std::string> dropped;  // the passes left out: precision first, then layout (PassEffects)
   std::string description() const;   // "the pipeline without cast, channels-last"
 };
 std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline& pipeline);

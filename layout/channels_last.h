@@ -61,6 +61,11 @@ class ChannelsLastPass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
+  rewriters::PassEffects effects() const override {
+    rewriters::PassEffects e;
+    e.changesLayout = true;
+    return e;
+  }
 };
 
 // A conv region as channels-last{mode=on} finds it, before any regions=

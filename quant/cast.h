@@ -71,6 +71,11 @@ class CastPass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
+  rewriters::PassEffects effects() const override {
+    rewriters::PassEffects e;
+    e.lowersPrecision = true;
+    return e;
+  }
 };
 
 // The dtype `cast{dtype=...}` means on a target: bf16 on CPU, fp16 on CUDA

@@ -246,4 +246,12 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   return r;
 }
 
+rewriters::PipelineElement quantizeRequestElement(const std::string& dtype, const rewriters::PassRegistry& registry) {
+  return rewriters::parsePipeline(QuantizePass().name() + "{dtype=" + dtype + "}", registry, "--quantize").elements.at(0);
+}
+
+bool pipelineQuantizes(const rewriters::Pipeline& pipeline) {
+  return rewriters::pipelineUses(pipeline, QuantizePass().name());
+}
+
 }  // namespace ptopt::quant

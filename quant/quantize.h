@@ -4,6 +4,7 @@
 
 #include "quant/quantize_report.h"
 #include "rewriters/pass.h"
+#include "rewriters/pipeline.h"
 
 #include <limits>
 #include <string>
@@ -71,7 +72,18 @@ class QuantizePass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
-  rewriters::PassEffects effects() const override { return {/*computesFromData=*/true}; }
+  rewriters::PassEffects effects() const override {
+    rewriters::PassEffects e;
+    e.computesFromData = true;
+    e.lowersPrecision = true;
+    return e;
+  }
 };
+
+// The request's `--quantize DTYPE` (Python's quantize="int8") as a pipeline
+// element, checked against the pass's options ("--quantize" in errors); and
+// whether a pipeline quantizes already (then the request adds nothing).
+rewriters::PipelineElement quantizeRequestElement(const std::string& dtype, const rewriters::PassRegistry& registry);
+bool pipelineQuantizes(const rewriters::Pipeline& pipeline);
 
 }  // namespace ptopt::quant

@@ -37,7 +37,11 @@ class ConstFoldPass : public Pass {
   std::string contract() const override { return kContract; }
   std::vector<OptionSpec> optionSpecs() const override;
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
-  PassEffects effects() const override { return {/*computesFromData=*/true}; }
+  PassEffects effects() const override {
+    PassEffects e;
+    e.computesFromData = true;
+    return e;
+  }
 };
 
 }  // namespace ptopt::rewriters

@@ -73,6 +73,20 @@ struct PassEffects {
   // the process (the CLI's physical cores, Python's torch.set_num_threads,
   // OMP_NUM_THREADS), only on the request and the CPU.
   bool computesFromData = false;
+  // It may lower the precision of what it rewrites (bf16, fp16, int8): the
+  // never-slower stage's fp32 fallback leaves it out, and verification
+  // judges the result by the tolerance of that precision.
+  bool lowersPrecision = false;
+  // It changes the memory layout activations run in (channels-last): the
+  // fp32 fallback leaves it out too.
+  bool changesLayout = false;
+  // It specializes training-mode behaviour for inference (dropout, batch
+  // statistics): the reference of a model traced in training mode gets the
+  // same specialization.
+  bool specializesTraining = false;
+  // The device whose ops it emits ("cuda": cuDNN fusions); "" for any. A
+  // check on another device leaves it out (the CPU stand-in).
+  std::string needsDevice;
 };
 
 struct PassResult {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 namespace ptopt::rewriters {
 
@@ -333,6 +334,59 @@ void PipelineElement::eraseOption(const std::string& key) {
 bool pipelineUses(const Pipeline& p, const std::string& name) { return usesIn(p.elements, name); }
 
 void dropPass(Pipeline& p, const std::string& name) { dropIn(p.elements, name); }
+
+PassEffects elementEffects(const PipelineElement& e, const PassRegistry& registry) {
+  if (e.isFixpoint()) return {};
+  const std::map<std::string, std::string> options(e.options.begin(), e.options.end());
+  return registry.create(e.name, options)->effects();
+}
+
+namespace {
+bool hasIn(const std::vector<PipelineElement>& elements, const PassRegistry& registry, const EffectFilter& has) {
+  for (const auto& e : elements)
+    if (e.isFixpoint() ? hasIn(e.children, registry, has) : has(elementEffects(e, registry))) return true;
+  return false;
+}
+
+void dropWhereIn(std::vector<PipelineElement>& elements, const PassRegistry& registry, const EffectFilter& drop,
+                 std::vector<std::string>& dropped) {
+  std::vector<PipelineElement> kept;
+  for (auto& e : elements) {
+    if (e.isFixpoint()) {
+      dropWhereIn(e.children, registry, drop, dropped);
+    } else if (drop(elementEffects(e, registry))) {
+      if (std::find(dropped.begin(), dropped.end(), e.name) == dropped.end()) dropped.push_back(e.name);
+      continue;
+    }
+    kept.push_back(std::move(e));
+  }
+  elements = std::move(kept);
+}
+
+void selectIn(const std::vector<PipelineElement>& elements, const PassRegistry& registry, const EffectFilter& keep,
+              std::vector<PipelineElement>& out) {
+  for (const auto& e : elements) {
+    if (e.isFixpoint()) selectIn(e.children, registry, keep, out);
+    else if (keep(elementEffects(e, registry))) out.push_back(e);
+  }
+}
+}  // namespace
+
+bool pipelineHas(const Pipeline& p, const PassRegistry& registry, const EffectFilter& has) {
+  return hasIn(p.elements, registry, has);
+}
+
+std::vector<std::string> dropPassesWhere(Pipeline& p, const PassRegistry& registry, const EffectFilter& drop) {
+  std::vector<std::string> dropped;
+  dropWhereIn(p.elements, registry, drop, dropped);
+  return dropped;
+}
+
+Pipeline passesWhere(const Pipeline& p, const PassRegistry& registry, const EffectFilter& keep) {
+  Pipeline out;
+  selectIn(p.elements, registry, keep, out.elements);
+  return out;
+}
 
 void addExtraPasses(Pipeline& p, const std::vector<PipelineElement>& extra) {
   auto& elements = p.elements;

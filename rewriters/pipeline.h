@@ -11,6 +11,7 @@
 #include "rewriters/registry.h"
 #include "rewriters/text_error.h"
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +60,21 @@ inline constexpr const char* kTargetPasses = "fuse-cudnn";
 bool pipelineUses(const Pipeline& p, const std::string& name);
 // Removes every execution of pass `name` (also inside fixpoints).
 void dropPass(Pipeline& p, const std::string& name);
+// ---- What a pipeline's passes declare (Pass::effects), asked instead of
+// their names.
+
+using EffectFilter = std::function<bool(const PassEffects&)>;
+// The effects of element `e` (not a fixpoint) as configured by its options.
+PassEffects elementEffects(const PipelineElement& e, const PassRegistry& registry);
+// Whether some execution (also inside fixpoints) has effects `has` selects.
+bool pipelineHas(const Pipeline& p, const PassRegistry& registry, const EffectFilter& has);
+// Removes every execution (also inside fixpoints) whose effects `drop`
+// selects; returns the names removed, each once, in pipeline order.
+std::vector<std::string> dropPassesWhere(Pipeline& p, const PassRegistry& registry, const EffectFilter& drop);
+// The executions whose effects `keep` selects, in order, out of their
+// fixpoints.
+Pipeline passesWhere(const Pipeline& p, const PassRegistry& registry, const EffectFilter& keep);
+
 // The one rule for where extra passes go (the passes after a preset in
 // "-O1,more", rule files from --rules): after the pipeline's rewrites and
 // before the device lowering it closes with (a trailing kTargetPasses,

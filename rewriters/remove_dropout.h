@@ -21,6 +21,11 @@ class RemoveDropoutPass : public Pass {
   std::string description() const override { return "replace every dropout by its input (inference)"; }
   std::string contract() const override { return kContract; }
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
+  PassEffects effects() const override {
+    PassEffects e;
+    e.specializesTraining = true;
+    return e;
+  }
 };
 
 // A dropout of any form whose input is a value.

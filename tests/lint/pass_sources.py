@@ -17,7 +17,12 @@ Fails, naming file:line, on
 
 and on a pass's name spelled in the code of ir/ (the layer under every
 pass: a lowering's inverse is the pass's raise step, ir/raise.h, and ir/
-names no pass; comments may).
+names no pass; comments may), or of the layers above the passes (driver/,
+api/, verify/, tools/, measure/, target/, draw/ and the Python binding),
+which ask a pass what it does (rewriters::PassEffects, declared next to its
+options) instead of knowing it by name. A JSON key (`j["quantize"]`, a
+report's section) is not a use; a line that spells a pass's name for another
+reason says so: `// lint: not a pass (why)`.
 
 A line that must do otherwise says why on the line itself:
 `// lint: positional (why)` or `// lint: raw edit (why)`.
@@ -68,26 +73,39 @@ def check(root):
                         continue
                     problems.append(f"{where}: edit outside the rewriter's log: {line.strip()}")
                     break
-    problems += ir_names_no_pass(root)
+    problems += names_no_pass(root)
     return problems
 
 
 PASS_NAME = re.compile(r'name\(\) const override \{ return "([^"]+)"')
 
 
-def ir_names_no_pass(root):
+# Folders (and files) that name no pass: ir/ under the passes, the
+# driver, the library's faces and the binding above them.
+NO_PASS_NAMES = ["ir", "driver", "api", "verify", "tools", "measure", "target", "draw", "python/ptopt_module.cpp"]
+JSON_KEY = re.compile(r'\[\s*"[^"]*"\s*\]')
+
+
+def names_no_pass(root):
     names = set()
     for folder in PASS_FOLDERS:
         for path in (root / folder).glob("*.h"):
             names.update(PASS_NAME.findall(path.read_text()))
     problems = []
-    for path in sorted((root / "ir").glob("*.[ch]*")):
-        for no, line in enumerate(path.read_text().splitlines(), 1):
-            code = strip_comment(line)
-            for name in sorted(names):
-                if f'"{name}"' in code:
-                    problems.append(f"{path.relative_to(root)}:{no}: ir/ names the pass '{name}' "
-                                    f"(register a raise step next to the pass instead): {line.strip()}")
+    for entry in NO_PASS_NAMES:
+        where = root / entry
+        paths = [where] if where.is_file() else sorted(where.glob("*.[ch]*")) if where.is_dir() else []
+        for path in paths:
+            for no, line in enumerate(path.read_text().splitlines(), 1):
+                if "lint: not a pass" in line:
+                    continue
+                code = JSON_KEY.sub("[]", strip_comment(line))
+                for name in sorted(names):
+                    if f'"{name}"' in code or f'"{name}{{' in code:
+                        hint = ("register a raise step next to the pass instead" if entry == "ir"
+                                else "ask the pass's declared effects (rewriters::PassEffects) instead")
+                        problems.append(f"{path.relative_to(root)}:{no}: {entry} names the pass '{name}' "
+                                        f"({hint}): {line.strip()}")
     return problems
 
 
@@ -120,9 +138,16 @@ def self_test():
         (root / "ir" / "planted.cpp").write_text(
             '  if (pass == "planted-pass") undo(g);   // flagged: ir/ names a pass\n'
             '  // the inverse of "planted-pass" (fine: a comment)\n')
+        (root / "driver").mkdir()
+        (root / "driver" / "planted.cpp").write_text(
+            '  dropPass(p, "planted-pass");   // flagged: the driver names a pass\n'
+            '  parse("planted-pass{k=v}");    // flagged too\n'
+            '  j["planted-pass"] = report;    // fine: a JSON key\n'
+            '  label = "planted-pass";  // lint: not a pass (a label that happens to match)\n')
         found = check(d)
     flagged = sorted(p.split(":")[0] + ":" + p.split(":")[1] for p in found)
-    expected = sorted([f"fusion/planted.cpp:{i}" for i in [1, 2, 3, 4, 5, 6, 11]] + ["ir/planted.cpp:1"])
+    expected = sorted([f"fusion/planted.cpp:{i}" for i in [1, 2, 3, 4, 5, 6, 11]] + ["ir/planted.cpp:1"] +
+                      ["driver/planted.cpp:1", "driver/planted.cpp:2"])
     if flagged != expected:
         print("pass_sources: the self-test flagged", flagged, "expected", expected)
         print("\n".join(found))
@@ -136,7 +161,7 @@ def main(root):
     problems = check(root)
     for p in problems:
         print(p)
-    print(f"pass_sources: {len(problems)} problem(s) in {', '.join(PASS_FOLDERS)} and ir/")
+    print(f"pass_sources: {len(problems)} problem(s) in {', '.join(PASS_FOLDERS + NO_PASS_NAMES)}")
     return 1 if problems else 0
 
 

@@ -7,6 +7,7 @@
 #include "rewriters/pass_manager.h"
 #include "api/api.h"
 
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -96,6 +97,29 @@ class Throws : public Pass {
   std::string description() const override { return "test pass"; }
   std::string contract() const override { return "throws"; }
   PassResult run(ir::Graph&, PassContext&) override { throw std::runtime_error("boom"); }
+};
+
+// Records the intra-op thread count it runs at; declares (or not) that it
+// computes from data.
+template <bool FromData>
+class SeesThreads : public Pass {
+ public:
+  explicit SeesThreads(int* seen) : seen_(seen) {}
+  std::string name() const override { return FromData ? "sees-threads-from-data" : "sees-threads"; }
+  std::string description() const override { return "test pass"; }
+  std::string contract() const override { return "records at::get_num_threads()"; }
+  PassResult run(ir::Graph&, PassContext&) override {
+    if (seen_) *seen_ = at::get_num_threads();
+    return unchanged();
+  }
+  PassEffects effects() const override {
+    PassEffects e;
+    e.computesFromData = FromData;
+    return e;
+  }
+
+ private:
+  int* seen_;
 };
 
 PassRegistry testRegistry() {
@@ -262,4 +286,20 @@ TEST_CASE("checkEditLog names a pass that edits around the Rewriter") {
   auto g = threeRelus();
   PassManager unchecked(reg, parsePipeline("edits-around-rewriter", reg));
   CHECK(unchecked.run(*g, ctx).changed());
+}
+
+TEST_CASE("a pass that computes from data runs at one intra-op thread, and the count is restored") {
+  int fromData = 0, plain = 0;
+  PassRegistry r;
+  r.add([&] { return std::make_unique<SeesThreads<true>>(&fromData); });
+  r.add([&] { return std::make_unique<SeesThreads<false>>(&plain); });
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  auto g = threeRelus();
+  PassContext ctx;
+  PassManager(r, parsePipeline("sees-threads-from-data,sees-threads", r)).run(*g, ctx, "forward");
+  CHECK(fromData == 1);
+  CHECK(plain == 2);
+  CHECK(at::get_num_threads() == 2);
+  at::set_num_threads(before);
 }

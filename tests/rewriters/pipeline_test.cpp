@@ -176,3 +176,30 @@ TEST_CASE("an error in the passes after a preset points into them") {
   // Not a preset: parsed as a pipeline ("-O4" is no pass name).
   CHECK_THROWS_AS(parsePipelineOrPreset("-O4", registry()), PipelineError);
 }
+
+TEST_CASE("passes are asked what they do: declared effects, also inside fixpoints") {
+  Pipeline p = parsePipeline(
+      "remove-dropout,bn-inference,fixpoint{max-iter=3}(fold-conv-bn,const-fold),channels-last,cast{dtype=bf16},"
+      "quantize{dtype=int8},fuse-cudnn",
+      registry());
+  const auto lowers = [](const PassEffects& e) { return e.lowersPrecision; };
+  CHECK(elementEffects(p.elements[4], registry()).lowersPrecision);
+  CHECK(elementEffects(p.elements[3], registry()).changesLayout);
+  CHECK(elementEffects(p.elements[6], registry()).needsDevice == "cuda");
+  CHECK(elementEffects(p.elements[2].children[1], registry()).computesFromData);
+  CHECK(elementEffects(p.elements[5], registry()).computesFromData);
+  const PassEffects none = elementEffects(p.elements[2].children[0], registry());  // fold-conv-bn
+  CHECK_FALSE((none.computesFromData || none.lowersPrecision || none.changesLayout || none.specializesTraining));
+  CHECK(none.needsDevice.empty());
+
+  CHECK(pipelineHas(p, registry(), lowers));
+  CHECK(pipelineHas(p, registry(), [](const PassEffects& e) { return e.computesFromData; }));  // const-fold in a fixpoint
+  CHECK(printPipeline(passesWhere(p, registry(), [](const PassEffects& e) { return e.specializesTraining; })) ==
+        "remove-dropout,bn-inference");
+  CHECK(dropPassesWhere(p, registry(), lowers) == std::vector<std::string>{"cast", "quantize"});
+  CHECK_FALSE(pipelineHas(p, registry(), lowers));
+  CHECK(dropPassesWhere(p, registry(), [](const PassEffects& e) { return e.computesFromData; }) ==
+        std::vector<std::string>{"const-fold"});
+  CHECK(printPipeline(p) ==
+        "remove-dropout,bn-inference,fixpoint{max-iter=3}(fold-conv-bn),channels-last,fuse-cudnn");
+}

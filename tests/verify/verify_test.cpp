@@ -457,7 +457,7 @@ def forward(self, x: Tensor):
   CHECK(at::allclose(y, q + x.to(at::kDouble) / 3.0, 0, 1e-15));
 }
 
-TEST_CASE("a result the fp32 original cannot judge passes by the float64 reference; a wrong one still fails") {
+TEST_CASE("a result the fp32 original cannot judge passes by the float64 reference, a wrong one still fails") {
   // (x + 1e4) - 1e4 rounds x to float32's grid at 1e4 (2^-10): the fp32
   // original is ~1e-4 from float64 relative to x, far beyond the fp32
   // criterion. A rewrite that rounds differently but no worse passes by the

@@ -3,7 +3,7 @@
 #include "fusion/register.h"
 #include "kernels/register.h"
 #include "layout/register.h"
-#include "quant/precision_check.h"
+#include "verify/precision.h"
 #include "quant/register.h"
 
 #include <fmt/format.h>
@@ -137,7 +137,7 @@ verify::ReferenceRunner Optimizer::referenceRunner(const Reference& reference, c
 std::optional<Optimizer::StandIn> Optimizer::cpuStandIn(const rewriters::Pipeline& pipeline,
                                                         const rewriters::PassContext& ctx,
                                                         const rewriters::RunReport& report, c10::Device device) const {
-  const auto lowp = quant::lowPrecisionRun(pipeline, ctx, report);
+  const auto lowp = verify::lowPrecisionRun(pipeline, defaultRegistry(), ctx, report);
   const bool emulateFp16 = lowp && lowp->dtype == c10::ScalarType::Half && !device.is_cuda();
   const bool cudaOnCpu = ctx.targetDevice == "cuda" && !device.is_cuda();
   if (!emulateFp16 && !cudaOnCpu) return std::nullopt;
@@ -146,7 +146,7 @@ std::optional<Optimizer::StandIn> Optimizer::cpuStandIn(const rewriters::Pipelin
   standInCtx.targetDevice = ctx.targetDevice;
   standInCtx.preferBf16 = ctx.preferBf16;
   standInCtx.exampleInputs = ctx.exampleInputs;
-  rewriters::Pipeline standInPipeline = quant::withEmulatedCasts(pipeline);
+  rewriters::Pipeline standInPipeline = verify::withEmulatedPrecision(pipeline, defaultRegistry());
   std::vector<std::string> cudaOnly;
   if (cudaOnCpu)
     cudaOnly = rewriters::dropPassesWhere(standInPipeline, defaultRegistry(),

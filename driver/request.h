@@ -93,6 +93,10 @@ struct Request {
   bool tune = false;
   double tuneBudgetSeconds = 0;  // <= 0: tune::kDefaultBudgetSeconds
   std::string tuningCache;       // "": tune::TuningCache::defaultPath()
+  // Decide on measure::ReproducibleClock (times that are a hash of each
+  // candidate's name: the output depends on the request alone), nothing
+  // cached: the CLI's --reproducible-clock, for before/after comparisons.
+  bool reproducibleClock = false;
 
   // ---- measure (the never-slower stage, driver/measure.h)
   bool measure = true;

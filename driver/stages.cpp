@@ -52,7 +52,7 @@ namespace {
 
 verify::ToleranceSet tolerancesFor(const Stages& r) {
   const c10::ScalarType precision =
-      quant::lowestPrecisionIntroduced(r.pipeline, r.ctx).value_or(c10::ScalarType::Float);
+      verify::lowestPrecisionIntroduced(r.pipeline, defaultRegistry(), r.ctx).value_or(c10::ScalarType::Float);
   const verify::Tolerance base = verify::Tolerance::forPrecision(precision);
   return r.req->tolerances.over(base);
 }
@@ -142,13 +142,13 @@ void tuneStage(Stages& r) {
   t.cachePath = r.tuningCachePath();
   t.device = r.device;
   t.progress = r.tuneProgress;
-  // PTOPT_REPRODUCIBLE_CLOCK: decisions that depend on the candidates' names
-  // only (measure/reproducible_clock.h), kept out of the tuning cache.
+  // Decisions that depend on the candidates' names only
+  // (measure/reproducible_clock.h), kept out of the tuning cache.
   measure::ReproducibleClock reproducible;
-  if (measure::reproducibleClockRequested()) {
+  if (r.req->reproducibleClock) {
     t.timer = &reproducible;
     t.cachePath.clear();
-    r.note("--tune decides on a reproducible clock (PTOPT_REPRODUCIBLE_CLOCK is set): nothing is timed");
+    r.note("--tune decides on a reproducible clock (--reproducible-clock): nothing is timed");
   }
   Stopwatch sw;
   r.tuned = tune::tunePipeline(r.opt->model(), r.pipeline, defaultRegistry(), r.ctx, t);
@@ -174,7 +174,7 @@ void runStage(Stages& r, const rewriters::Instrumentation& inst) {
   r.record.pipeline = rewriters::printPipeline(r.pipeline);
   r.say(fmt::format("pipeline: {}\n", r.record.pipeline.empty() ? "(empty)" : r.record.pipeline));
   if (!r.report.countersSummary().empty()) r.say(r.report.countersSummary());
-  if (auto note = quant::autoPrecisionNote(r.pipeline, r.ctx)) {
+  if (auto note = verify::precisionNote(r.pipeline, defaultRegistry(), r.ctx)) {
     r.say("precision: " + *note + "\n");
     r.record.sections["precision"] = *note;
   }
@@ -183,7 +183,7 @@ void runStage(Stages& r, const rewriters::Instrumentation& inst) {
     r.say(r.record.quantize->summary());
   }
   // Lower precision: a changed signature takes converted inputs.
-  r.lowp = quant::lowPrecisionRun(r.pipeline, r.ctx, r.report);
+  r.lowp = verify::lowPrecisionRun(r.pipeline, defaultRegistry(), r.ctx, r.report);
   if (r.lowp && r.lowp->signatureChanged) r.note(r.lowp->signatureNote());
   if (r.runner && r.lowp && r.lowp->signatureChanged)
     r.runner->inputAdapter = [lowp = *r.lowp](std::vector<c10::IValue> in) { return lowp.adaptInputs(std::move(in)); };
@@ -258,8 +258,6 @@ bool verifyStage(Stages& r) {
 
 std::optional<std::string> whyNotMeasured(const Stages& r) {
   if (!r.req->measure) return r.noMeasureName;
-  if (const char* env = std::getenv("PTOPT_NO_MEASURE"); env && *env && std::string(env) != "0")
-    return r.noMeasureName + " (PTOPT_NO_MEASURE is set)";
   const std::string here = r.device.is_cuda() ? "cuda" : "cpu";
   if (r.ctx.targetDevice != here)
     return "the model is for " + r.ctx.targetDevice + " and this run is on " + here + ": time it there";

@@ -32,7 +32,7 @@
 #include "driver/measure.h"
 #include "driver/report.h"
 
-#include "quant/precision_check.h"
+#include "verify/precision.h"
 #include "tune/tune_model.h"
 #include "verify/input_plan.h"
 
@@ -85,7 +85,7 @@ struct Stages {
   std::optional<verify::ReferenceRunner> runner;  // referenceOutputs: nullopt when nothing is verified
   std::optional<tune::TuneResult> tuned; // tuneStage
   rewriters::RunReport report;           // runStage
-  std::optional<quant::LowPrecisionRun> lowp;  // runStage: set when the pipeline lowered precision
+  std::optional<verify::LowPrecisionRun> lowp;  // runStage: set when the pipeline lowered precision
   torch::jit::Module result;             // exportStage: loaded back from what `write` kept
   int resultPackedThreads = 0;           // the intra-op count its load-time values were computed at
   std::optional<Optimizer::StandIn> standIn;  // exportStage: what a CPU checks instead

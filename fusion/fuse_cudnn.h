@@ -35,7 +35,7 @@ class FuseCudnnPass : public rewriters::Pass {
   }
   std::string contract() const override { return kContract; }
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
-  rewriters::PassEffects effects() const override {
+  rewriters::PassEffects effects(const rewriters::PassContext&) const override {
     rewriters::PassEffects e;
     e.needsDevice = "cuda";
     return e;

@@ -61,7 +61,7 @@ class ChannelsLastPass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
-  rewriters::PassEffects effects() const override {
+  rewriters::PassEffects effects(const rewriters::PassContext&) const override {
     rewriters::PassEffects e;
     e.changesLayout = true;
     return e;

@@ -21,9 +21,4 @@ double ReproducibleClock::timeMs(const Subject& s, int calls) {
   return ms;
 }
 
-bool reproducibleClockRequested() {
-  const char* env = std::getenv("PTOPT_REPRODUCIBLE_CLOCK");
-  return env && *env && std::string(env) != "0";
-}
-
 }  // namespace ptopt::measure

@@ -1,7 +1,8 @@
 // A clock that times nothing, for reproducible runs of everything built on a
-// measure::Clock (the tuner's decisions above all): `ptopt --tune` under
-// PTOPT_REPRODUCIBLE_CLOCK=1, which scripts/output_digests.py sets so that a
-// refactor's --tune outputs can be compared byte for byte.
+// measure::Clock (the tuner's decisions above all): `ptopt --tune
+// --reproducible-clock` (driver::Request::reproducibleClock; the CLI also
+// takes PTOPT_REPRODUCIBLE_CLOCK=1, which scripts/output_digests.py sets so
+// that a refactor's --tune outputs can be compared byte for byte).
 //
 // Contract. timeMs runs the subject once (a candidate that throws on this
 // machine still throws, and is out as it would be) and returns a time that
@@ -28,8 +29,5 @@ class ReproducibleClock : public Clock {
  private:
   double elapsedMs_ = 0;
 };
-
-// Whether PTOPT_REPRODUCIBLE_CLOCK asks for it (set, and not "0").
-bool reproducibleClockRequested();
 
 }  // namespace ptopt::measure

@@ -141,7 +141,7 @@ class Caster {
     r_.count("fp32", fp32Kept_);
     if (outOfRange_) r_.count("out-of-range", outOfRange_);
     if (values_.clamped()) r_.count("clamped", values_.clamped());
-    if (ioChanged_) r_.count("io-changed", ioChanged_);
+    if (ioChanged_) r_.count(rewriters::kSignatureChangedCounter, ioChanged_);
     if (split_) r_.count("split", split_);
     if (broadcastFactors_) r_.count("factors-lowered", broadcastFactors_);
     return r_;
@@ -609,10 +609,42 @@ class Caster {
 
 }  // namespace
 
+CastPass::Precision CastPass::precisionFor(const PassContext& ctx) const {
+  const bool preferBf16 = options().getBool("prefer-bf16") || ctx.preferBf16;
+  if (options().getString("dtype") != "auto")
+    return {resolveCastDtype(options().getString("dtype"), ctx.targetDevice, preferBf16), ""};
+  // dtype=auto follows the target's capabilities (target/capabilities.h,
+  // --assume-isa): on a CPU without native bf16, bf16 would run emulated or
+  // in ATen's own kernels, slower than fp32 and less accurate: stay fp32.
+  // On a CUDA device without native fp16/bf16 the same; CUDA without native
+  // bf16 (sm_75) falls back to fp16.
+  const target::AutoPrecision choice = target::autoPrecision(ctx.targetDevice, preferBf16);
+  using D = target::AutoPrecision::Dtype;
+  const std::string what = choice.dtype == D::Fp32   ? "fp32 kept (cast{dtype=auto} lowered nothing)"
+                           : choice.dtype == D::Bf16 ? "bf16 (cast{dtype=auto})"
+                                                     : "fp16 (cast{dtype=auto})";
+  Precision p;
+  p.autoNote = what + ": " + choice.why;
+  if (choice.dtype == D::Bf16) p.dtype = c10::ScalarType::BFloat16;
+  if (choice.dtype == D::Fp16) p.dtype = c10::ScalarType::Half;
+  return p;
+}
+
+PassEffects CastPass::effects(const PassContext& ctx) const {
+  PassEffects e;
+  e.lowersPrecision = true;
+  const Precision p = precisionFor(ctx);
+  e.precision = p.dtype;
+  e.precisionNote = p.autoNote;
+  e.emulateOption = "emulate";
+  e.mayChangeSignature = !options().getBool("keep-io");
+  return e;
+}
+
 PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
+  const Precision precision = precisionFor(ctx);
   Caster::Config cfg;
-  cfg.target = resolveCastDtype(options().getString("dtype"), ctx.targetDevice,
-                                options().getBool("prefer-bf16") || ctx.preferBf16);
+  cfg.target = precision.dtype.value_or(c10::ScalarType::BFloat16);
   cfg.keepIo = options().getBool("keep-io") || options().getBool("emulate");  // emulation keeps float32 io
   cfg.clamp = options().getBool("clamp");
   cfg.emulate = options().getBool("emulate");
@@ -629,28 +661,17 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
   } catch (const std::invalid_argument& e) {
     throw PassError("cast: " + std::string(e.what()));
   }
-  // dtype=auto follows the target's capabilities (target/capabilities.h,
-  // --assume-isa): on a CPU without native bf16, bf16 would run emulated or
-  // in ATen's own kernels, slower than fp32 and less accurate: stay fp32.
-  // On a CUDA device without native fp16/bf16 the same.
-  if (options().getString("dtype") == "auto") {
-    const bool preferBf16 = options().getBool("prefer-bf16") || ctx.preferBf16;
-    const target::AutoPrecision choice = target::autoPrecision(ctx.targetDevice, preferBf16);
-    if (choice.dtype == target::AutoPrecision::Dtype::Fp32) {
-      ir::Node* first = nullptr;
-      graph.walk([&](ir::Node* n) {
-        if (!first && cfg.policy.classify(*n) == OpPrecision::LowPrecision) first = n;
-      });
-      if (first)
-        ctx.decline(name(), first,
-                    "dtype=auto keeps the whole graph in fp32: " + choice.why +
-                        (ctx.targetDevice == "cuda" ? "" : " (dtype=bf16 forces it)"));
-      return unchanged();
-    }
-    // CUDA without native bf16 (sm_75) falls back to fp16; on a CPU the
-    // dtype stays bf16 (the CPU rules above already apply).
-    cfg.target = choice.dtype == target::AutoPrecision::Dtype::Bf16 ? c10::ScalarType::BFloat16
-                                                                     : c10::ScalarType::Half;
+  if (!precision.dtype) {  // dtype=auto keeps fp32 on this target
+    ir::Node* first = nullptr;
+    graph.walk([&](ir::Node* n) {
+      if (!first && cfg.policy.classify(*n) == OpPrecision::LowPrecision) first = n;
+    });
+    if (first)
+      ctx.decline(name(), first,
+                  "dtype=auto keeps the whole graph in fp32: " +
+                      target::autoPrecision(ctx.targetDevice, options().getBool("prefer-bf16") || ctx.preferBf16).why +
+                      (ctx.targetDevice == "cuda" ? "" : " (dtype=bf16 forces it)"));
+    return unchanged();
   }
   return Caster(graph, ctx, name(), std::move(cfg)).run();
 }

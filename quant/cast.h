@@ -8,6 +8,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <optional>
+#include <string>
+
 namespace ptopt::quant {
 
 class CastPass : public rewriters::Pass {
@@ -71,11 +74,18 @@ class CastPass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
-  rewriters::PassEffects effects() const override {
-    rewriters::PassEffects e;
-    e.lowersPrecision = true;
-    return e;
-  }
+  // lowersPrecision; the precision of precisionFor(ctx) and its note;
+  // emulate= emulates it; keep-io=false may change the signature.
+  rewriters::PassEffects effects(const rewriters::PassContext& ctx) const override;
+
+  // The dtype this cast lowers to on ctx's target, as run() decides it
+  // (dtype=auto: the target's capabilities, target/capabilities.h; nullopt
+  // when auto keeps fp32), and for dtype=auto why.
+  struct Precision {
+    std::optional<c10::ScalarType> dtype;
+    std::string autoNote;  // "" unless dtype=auto
+  };
+  Precision precisionFor(const rewriters::PassContext& ctx) const;
 };
 
 // The dtype `cast{dtype=...}` means on a target: bf16 on CPU, fp16 on CUDA

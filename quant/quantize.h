@@ -72,10 +72,11 @@ class QuantizePass : public rewriters::Pass {
   std::string contract() const override { return kContract; }
   std::vector<rewriters::OptionSpec> optionSpecs() const override;
   rewriters::PassResult run(ir::Graph& graph, rewriters::PassContext& ctx) override;
-  rewriters::PassEffects effects() const override {
+  rewriters::PassEffects effects(const rewriters::PassContext&) const override {
     rewriters::PassEffects e;
     e.computesFromData = true;
     e.lowersPrecision = true;
+    e.precision = c10::ScalarType::QInt8;
     return e;
   }
 };

@@ -21,7 +21,7 @@ class BnInferencePass : public Pass {
   std::string description() const override { return "switch training-mode batch_norm to the running statistics"; }
   std::string contract() const override { return kContract; }
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
-  PassEffects effects() const override {
+  PassEffects effects(const PassContext&) const override {
     PassEffects e;
     e.specializesTraining = true;
     return e;

@@ -37,7 +37,7 @@ class ConstFoldPass : public Pass {
   std::string contract() const override { return kContract; }
   std::vector<OptionSpec> optionSpecs() const override;
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
-  PassEffects effects() const override {
+  PassEffects effects(const PassContext&) const override {
     PassEffects e;
     e.computesFromData = true;
     return e;

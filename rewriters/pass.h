@@ -15,6 +15,7 @@
 #include "rewriters/side_data.h"
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <functional>
@@ -87,7 +88,24 @@ struct PassEffects {
   // The device whose ops it emits ("cuda": cuDNN fusions); "" for any. A
   // check on another device leaves it out (the CPU stand-in).
   std::string needsDevice;
+  // The precision it introduces as configured, on the context's target
+  // (an `auto` choice resolved as run() resolves it; int8: QInt8); nullopt
+  // when it introduces none. Verification judges the result by the lowest
+  // one of the pipeline (verify/precision.h, verify::Tolerance::forPrecision).
+  std::optional<c10::ScalarType> precision;
+  // Why it chose that precision, when it chose by the target (one line for
+  // the summary); "" otherwise.
+  std::string precisionNote;
+  // A Bool option that makes it emulate its precision (that rounding, fp32
+  // compute) where the checking device cannot run it (fp16 on a CPU); "" when
+  // it has none.
+  std::string emulateOption;
+  // It may turn the model's float32 inputs and outputs into `precision`; a
+  // run that did reports how many with the counter kSignatureChangedCounter.
+  bool mayChangeSignature = false;
 };
+
+inline constexpr const char* kSignatureChangedCounter = "io-changed";
 
 struct PassResult {
   bool changed = false;
@@ -154,8 +172,9 @@ class Pass {
   virtual std::string contract() const = 0;
   virtual std::vector<OptionSpec> optionSpecs() const { return {}; }
   virtual PassResult run(ir::Graph& graph, PassContext& ctx) = 0;
-  // What this pass, as configured, does beyond rewriting structure.
-  virtual PassEffects effects() const { return {}; }
+  // What this pass, as configured, does beyond rewriting structure on the
+  // context's target.
+  virtual PassEffects effects(const PassContext& ctx) const { return {}; }
 
   const OptionValues& options() const { return options_; }
   // Validates `given` against optionSpecs() and fills in defaults. Throws

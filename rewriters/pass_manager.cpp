@@ -113,7 +113,7 @@ bool PassManager::runPass(Pass& pass, ir::Graph& g, PassContext& ctx, const std:
   const auto start = std::chrono::steady_clock::now();
   try {
     std::optional<OneIntraOpThread> deterministic;
-    if (pass.effects().computesFromData) deterministic.emplace();
+    if (pass.effects(ctx).computesFromData) deterministic.emplace();
     exec.result = pass.run(g, ctx);
   } catch (const PassError&) {
     throw;

@@ -335,56 +335,64 @@ bool pipelineUses(const Pipeline& p, const std::string& name) { return usesIn(p.
 
 void dropPass(Pipeline& p, const std::string& name) { dropIn(p.elements, name); }
 
-PassEffects elementEffects(const PipelineElement& e, const PassRegistry& registry) {
+PassEffects elementEffects(const PipelineElement& e, const PassRegistry& registry, const PassContext* ctx) {
   if (e.isFixpoint()) return {};
   const std::map<std::string, std::string> options(e.options.begin(), e.options.end());
-  return registry.create(e.name, options)->effects();
+  const auto pass = registry.create(e.name, options);
+  return ctx ? pass->effects(*ctx) : pass->effects(PassContext{});
 }
 
 namespace {
-bool hasIn(const std::vector<PipelineElement>& elements, const PassRegistry& registry, const EffectFilter& has) {
-  for (const auto& e : elements)
-    if (e.isFixpoint() ? hasIn(e.children, registry, has) : has(elementEffects(e, registry))) return true;
-  return false;
-}
-
-void dropWhereIn(std::vector<PipelineElement>& elements, const PassRegistry& registry, const EffectFilter& drop,
-                 std::vector<std::string>& dropped) {
+void visitIn(std::vector<PipelineElement>& elements, const PassRegistry& registry, const PassContext* ctx,
+             const std::function<bool(PipelineElement&, const PassEffects&)>& keep) {
   std::vector<PipelineElement> kept;
   for (auto& e : elements) {
-    if (e.isFixpoint()) {
-      dropWhereIn(e.children, registry, drop, dropped);
-    } else if (drop(elementEffects(e, registry))) {
-      if (std::find(dropped.begin(), dropped.end(), e.name) == dropped.end()) dropped.push_back(e.name);
-      continue;
-    }
+    if (e.isFixpoint()) visitIn(e.children, registry, ctx, keep);
+    else if (!keep(e, elementEffects(e, registry, ctx))) continue;
     kept.push_back(std::move(e));
   }
   elements = std::move(kept);
 }
-
-void selectIn(const std::vector<PipelineElement>& elements, const PassRegistry& registry, const EffectFilter& keep,
-              std::vector<PipelineElement>& out) {
-  for (const auto& e : elements) {
-    if (e.isFixpoint()) selectIn(e.children, registry, keep, out);
-    else if (keep(elementEffects(e, registry))) out.push_back(e);
-  }
-}
 }  // namespace
 
-bool pipelineHas(const Pipeline& p, const PassRegistry& registry, const EffectFilter& has) {
-  return hasIn(p.elements, registry, has);
+void forEachExecution(Pipeline& p, const PassRegistry& registry,
+                      const std::function<void(PipelineElement&, const PassEffects&)>& edit, const PassContext* ctx) {
+  visitIn(p.elements, registry, ctx, [&](PipelineElement& e, const PassEffects& fx) {
+    edit(e, fx);
+    return true;
+  });
 }
 
-std::vector<std::string> dropPassesWhere(Pipeline& p, const PassRegistry& registry, const EffectFilter& drop) {
+std::vector<PassEffects> pipelineEffects(const Pipeline& p, const PassRegistry& registry, const PassContext* ctx) {
+  std::vector<PassEffects> all;
+  Pipeline copy = p;
+  forEachExecution(copy, registry, [&](PipelineElement&, const PassEffects& fx) { all.push_back(fx); }, ctx);
+  return all;
+}
+
+bool pipelineHas(const Pipeline& p, const PassRegistry& registry, const EffectFilter& has, const PassContext* ctx) {
+  const auto all = pipelineEffects(p, registry, ctx);
+  return std::any_of(all.begin(), all.end(), has);
+}
+
+std::vector<std::string> dropPassesWhere(Pipeline& p, const PassRegistry& registry, const EffectFilter& drop,
+                                         const PassContext* ctx) {
   std::vector<std::string> dropped;
-  dropWhereIn(p.elements, registry, drop, dropped);
+  visitIn(p.elements, registry, ctx, [&](PipelineElement& e, const PassEffects& fx) {
+    if (!drop(fx)) return true;
+    if (std::find(dropped.begin(), dropped.end(), e.name) == dropped.end()) dropped.push_back(e.name);
+    return false;
+  });
   return dropped;
 }
 
-Pipeline passesWhere(const Pipeline& p, const PassRegistry& registry, const EffectFilter& keep) {
+Pipeline passesWhere(const Pipeline& p, const PassRegistry& registry, const EffectFilter& keep,
+                     const PassContext* ctx) {
   Pipeline out;
-  selectIn(p.elements, registry, keep, out.elements);
+  Pipeline copy = p;
+  forEachExecution(copy, registry, [&](PipelineElement& e, const PassEffects& fx) {
+    if (keep(fx)) out.elements.push_back(e);
+  }, ctx);
   return out;
 }
 

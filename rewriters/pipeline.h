@@ -64,16 +64,27 @@ void dropPass(Pipeline& p, const std::string& name);
 // their names.
 
 using EffectFilter = std::function<bool(const PassEffects&)>;
-// The effects of element `e` (not a fixpoint) as configured by its options.
-PassEffects elementEffects(const PipelineElement& e, const PassRegistry& registry);
+// The effects of element `e` (not a fixpoint) as configured by its options,
+// on `ctx`'s target (a default context: the CPU).
+PassEffects elementEffects(const PipelineElement& e, const PassRegistry& registry, const PassContext* ctx = nullptr);
 // Whether some execution (also inside fixpoints) has effects `has` selects.
-bool pipelineHas(const Pipeline& p, const PassRegistry& registry, const EffectFilter& has);
+bool pipelineHas(const Pipeline& p, const PassRegistry& registry, const EffectFilter& has,
+                 const PassContext* ctx = nullptr);
 // Removes every execution (also inside fixpoints) whose effects `drop`
 // selects; returns the names removed, each once, in pipeline order.
-std::vector<std::string> dropPassesWhere(Pipeline& p, const PassRegistry& registry, const EffectFilter& drop);
+std::vector<std::string> dropPassesWhere(Pipeline& p, const PassRegistry& registry, const EffectFilter& drop,
+                                         const PassContext* ctx = nullptr);
 // The executions whose effects `keep` selects, in order, out of their
 // fixpoints.
-Pipeline passesWhere(const Pipeline& p, const PassRegistry& registry, const EffectFilter& keep);
+Pipeline passesWhere(const Pipeline& p, const PassRegistry& registry, const EffectFilter& keep,
+                     const PassContext* ctx = nullptr);
+// Every execution's effects, in order (also inside fixpoints).
+std::vector<PassEffects> pipelineEffects(const Pipeline& p, const PassRegistry& registry,
+                                         const PassContext* ctx = nullptr);
+// Calls `edit` on every execution (also inside fixpoints) with its effects.
+void forEachExecution(Pipeline& p, const PassRegistry& registry,
+                      const std::function<void(PipelineElement&, const PassEffects&)>& edit,
+                      const PassContext* ctx = nullptr);
 
 // The one rule for where extra passes go (the passes after a preset in
 // "-O1,more", rule files from --rules): after the pipeline's rewrites and

@@ -20,7 +20,7 @@
 
 #include "ir/model.h"
 #include "quant/calibration.h"
-#include "quant/precision_check.h"
+#include "verify/precision.h"
 #include "quant/quantize_report.h"
 #include "target/capabilities.h"
 #include "verify/blame.h"
@@ -31,11 +31,11 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <cstdlib>
 #include <sstream>
 #include <system_error>
 #include <unistd.h>
@@ -118,6 +118,11 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
 }
 
 namespace {
+// An environment switch: set, and not "0".
+bool envSwitch(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
@@ -183,7 +188,12 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   req.tune = o.tune.tune;
   req.tuneBudgetSeconds = o.tune.budgetSeconds;
   req.tuningCache = o.tune.cachePath;
-  req.measure = !o.noMeasure;
+  // The two environment switches, read here by the front end only (the
+  // library takes them as request options): PTOPT_REPRODUCIBLE_CLOCK=1 is
+  // --reproducible-clock, PTOPT_NO_MEASURE=1 is --no-measure (the test
+  // suite sets it where a structure check must not depend on timing).
+  req.reproducibleClock = o.tune.reproducibleClock || envSwitch("PTOPT_REPRODUCIBLE_CLOCK");
+  req.measure = !o.noMeasure && !envSwitch("PTOPT_NO_MEASURE");
   req.force = o.force;
   req.measureBudgetSeconds = o.measureBudget;
   req.measureThreads = o.measureThreads;
@@ -259,6 +269,7 @@ int runOptimize(const OptimizeOptions& o, int argc, char** argv) {
   Progress progress(o.progress || (::isatty(STDERR_FILENO) != 0 && !o.quiet));
   std::unique_ptr<DotDirRecorder> drawings;
   driver::FrontEnd fe;
+  if (!o.noMeasure && envSwitch("PTOPT_NO_MEASURE")) fe.noMeasureName = "--no-measure (PTOPT_NO_MEASURE is set)";
   fe.say = say;
   fe.note = [&say](const std::string& note) { say("note: " + note + "\n"); };
   fe.notice = [](const std::string& note) { std::cout << "note: " << note << "\n"; };

@@ -23,6 +23,10 @@ void registerTuneOptions(CLI::App& app, TuneCliOptions& o) {
   app.add_option("--tuning-cache", o.cachePath,
                  "JSON file of measured decisions, reused by later --tune runs (default "
                  "$XDG_CACHE_HOME/ptopt/tuning.json, else ~/.cache/ptopt/tuning.json)");
+  app.add_flag("--reproducible-clock", o.reproducibleClock,
+               "--tune decides on a clock that times nothing (each candidate's time is a hash of its name), so its "
+               "output depends on the request alone: for comparing outputs before and after a change "
+               "(scripts/output_digests.py); nothing is cached. Also PTOPT_REPRODUCIBLE_CLOCK=1");
 }
 
 void registerTuningOptions(CLI::App& cmd, TuningOptions& o) {

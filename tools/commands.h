@@ -45,6 +45,7 @@ struct TuneCliOptions {
   bool tune = false;
   double budgetSeconds = -1;  // -1: tune::kDefaultBudgetSeconds
   std::string cachePath;      // "": tune::TuningCache::defaultPath()
+  bool reproducibleClock = false;  // --reproducible-clock (or PTOPT_REPRODUCIBLE_CLOCK=1)
 };
 void registerTuneOptions(CLI::App& app, TuneCliOptions& o);
 

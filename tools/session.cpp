@@ -7,7 +7,7 @@
 
 #include "ir/model.h"
 #include "ir/text.h"
-#include "quant/precision_check.h"
+#include "verify/precision.h"
 #include "rewriters/rules.h"
 #include "rewriters/shape_prop.h"
 

@@ -2,6 +2,7 @@
 
 #include "ir/literal.h"
 #include "ir/model.h"
+#include "ir/op_views.h"
 #include "rewriters/constants.h"
 
 #include <ATen/ATen.h>
@@ -401,48 +402,31 @@ std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
     for (const auto& u : inputs[0]->uses())
       if (u.user == n) first = n;
   });
-  if (!first || !first->isCall() || first->numArgs() < 2 || !first->arg(0).isValue() ||
-      first->arg(0).value() != inputs[0])
-    return std::nullopt;
-  auto weight = rewriters::constantTensorArg(first, 1);
+  if (!first) return std::nullopt;
+  // The first op, read through its op view: a linear, or a conv with
+  // literal transposed and groups, whose input is the model's input and
+  // whose weight is a constant.
+  const auto lin = ir::LinearOp::match(first);
+  std::optional<ir::ConvOp> conv;
+  if (!lin) conv = ir::ConvOp::match(first);
+  if (!lin && !conv) return std::nullopt;
+  if ((lin ? lin->input() : conv->input()) != inputs[0]) return std::nullopt;
+  auto weight = rewriters::constantTensorArg(first, lin ? lin->weightIndex() : conv->weightIndex());
   if (!weight) return std::nullopt;
-  const std::string op = first->target();
-  auto intLiteral = [&](size_t i) -> std::optional<int64_t> {
-    if (i >= first->numArgs() || !first->arg(i).isLiteral()) return std::nullopt;
-    const ir::Literal& l = first->arg(i).literal();
-    return l.is<int64_t>() ? std::optional<int64_t>(l.as<int64_t>()) : std::nullopt;
-  };
-  auto boolLiteral = [&](size_t i) -> std::optional<bool> {
-    if (i >= first->numArgs() || !first->arg(i).isLiteral()) return std::nullopt;
-    const ir::Literal& l = first->arg(i).literal();
-    return l.is<bool>() ? std::optional<bool>(l.as<bool>()) : std::nullopt;
-  };
   InputSpec spec;
   std::string from;
-  if (op == "aten::linear") {
+  if (lin) {
     if (weight->dim() != 2) return std::nullopt;
     spec.shape = {1, weight->size(1)};
     from = fmt::format("the first op is a linear with in_features={}", weight->size(1));
   } else {
-    std::optional<bool> transposed;
-    std::optional<int64_t> groups;
-    if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d") {
-      transposed = false;
-      groups = intLiteral(6);
-    } else if (op == "aten::conv_transpose1d" || op == "aten::conv_transpose2d" || op == "aten::conv_transpose3d") {
-      transposed = true;
-      groups = intLiteral(6);
-    } else if (op == "aten::_convolution" || op == "aten::convolution") {
-      transposed = boolLiteral(6);
-      groups = intLiteral(8);
-    }
-    if (!transposed || !groups || weight->dim() < 3 || weight->dim() > 5) return std::nullopt;
-    const int64_t channels = *transposed ? weight->size(0) : weight->size(1) * *groups;
+    if (weight->dim() < 3 || weight->dim() > 5) return std::nullopt;
+    const int64_t channels = conv->transposed() ? weight->size(0) : weight->size(1) * conv->groups();
     const int64_t rank = weight->dim() - 2;
     spec.shape = rank == 1 ? std::vector<int64_t>{1, channels, 224}
                  : rank == 2 ? std::vector<int64_t>{1, channels, 224, 224}
                              : std::vector<int64_t>{1, channels, 16, 112, 112};
-    from = fmt::format("the first op is {} with {} input channels", op, channels);
+    from = fmt::format("the first op is {} with {} input channels", first->target(), channels);
   }
   spec.name = inputNames(forward)[0];
   InferredInputs out;

@@ -196,6 +196,12 @@ def _tolerance(t: Optional[Tolerance], what: str) -> Tuple[Optional[float], Dict
     return float(t), {}
 
 
+def _env_switch(name: str) -> bool:
+    """An environment switch the front ends read (set, and not "0")."""
+    value = os.environ.get(name, "")
+    return bool(value) and value != "0"
+
+
 def _wrap(c_module: Any) -> torch.jit.ScriptModule:
     return torch.jit._recursive.wrap_cpp_module(c_module)
 
@@ -339,7 +345,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
                     rtol_for, atol_for, device, target, prefer_bf16, keep_training, list(preserve_methods), seed,
                     iterations, list(calibration) if calibration is not None else None, bool(tune),
                     float(tune_budget or 0), os.fspath(tuning_cache) if tuning_cache is not None else "",
-                    bool(measure), bool(force), 2.0 if measure_budget is None else float(measure_budget),
+                    bool(measure) and not _env_switch("PTOPT_NO_MEASURE"), bool(force),
+                    2.0 if measure_budget is None else float(measure_budget),
                     int(measure_threads))
     for note in r["notes"]:
         warnings.warn(f"ptopt: {note}", stacklevel=2)

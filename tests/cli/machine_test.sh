@@ -37,13 +37,16 @@ PY
 expect 2 "assume-isa" -- "$ptopt" "$m" "$work/x.pt" -O3 --assume-isa avx1024
 [ ! -e "$work/x.pt" ] || fail "a bad --assume-isa wrote OUT"
 
-# --- Never slower. An ordinary run is timed and reports its speed.
+# --- Never slower. An ordinary run is timed and reports its speed. (A
+# budget that holds its 5 pairs with room to spare under the suite's -j2
+# load: with less, a loaded machine's slow pairs end the timing early as
+# futile, by design, and no interval is reported.)
 expect 0 "speed: OUT/IN latency [0-9.]+x \(95% CI [0-9.]+-[0-9.]+; [0-9]+ interleaved pairs, 1 thread" -- \
-  "$ptopt" "$m" "$work/o1.pt" -O1 --input-shape $shape --measure-budget 0.5 --report "$work/o1.json"
+  "$ptopt" "$m" "$work/o1.pt" -O1 --input-shape $shape --measure-budget 2 --report "$work/o1.json"
 "$py" - "$work/o1.json" <<'PY' || fail "-O1 measurement in --report"
 import json, os, sys
 r = json.load(open(sys.argv[1]))["measurement"]
-assert r["budget_s"] == 0.5 and r["threads"] == 1, r
+assert r["budget_s"] == 2 and r["threads"] == 1, r
 assert r["candidates"][0]["candidate"] == "output" and r["candidates"][0]["pairs"] >= 5, r
 lo, hi = r["ci95"]
 assert lo <= r["ratio"] <= hi and abs(r["speedup"] * r["ratio"] - 1) < 1e-9, r

@@ -24,6 +24,11 @@ options) instead of knowing it by name. A JSON key (`j["quantize"]`, a
 report's section) is not a use; a line that spells a pass's name for another
 reason says so: `// lint: not a pass (why)`.
 
+And on a hidden switch: `getenv("PTOPT_...")` in the library (every folder
+but the command line's tools/ and the Python package): a setting is a
+request option (driver/request.h) that the front ends fill from their flags,
+arguments and, where documented, environment variables.
+
 A line that must do otherwise says why on the line itself:
 `// lint: positional (why)` or `// lint: raw edit (why)`.
 
@@ -35,6 +40,8 @@ import sys
 import tempfile
 
 PASS_FOLDERS = ["fusion", "kernels", "layout", "quant", "rewriters", "tune"]
+# Folders that read operator arguments but are no pass: by name too.
+READ_BY_NAME = ["verify"]
 POSITIONAL = re.compile(r"\b(arg|argValue)\(\s*\d+\s*\)|\bsetArg\(\s*[^,()]+,\s*\d+\s*,")
 # Raw edits: member calls on a node or value, or the constant table.
 RAW_EDIT = re.compile(
@@ -56,6 +63,12 @@ def check(root):
     if not (root / "ir").is_dir():
         raise SystemExit(f"pass_sources: {root} has no ir/ folder (give the source root)")
     problems = []
+    for folder in READ_BY_NAME:
+        for path in sorted((root / folder).glob("*.[ch]*")):
+            for no, line in enumerate(path.read_text().splitlines(), 1):
+                if POSITIONAL.search(strip_comment(line)) and "lint: positional" not in line:
+                    problems.append(f"{path.relative_to(root)}:{no}: positional argument access (use an op view): "
+                                    f"{line.strip()}")
     for folder in PASS_FOLDERS:
         for path in sorted((root / folder).glob("*.[ch]*")):
             for no, line in enumerate(path.read_text().splitlines(), 1):
@@ -74,6 +87,7 @@ def check(root):
                     problems.append(f"{where}: edit outside the rewriter's log: {line.strip()}")
                     break
     problems += names_no_pass(root)
+    problems += no_hidden_switches(root)
     return problems
 
 
@@ -106,6 +120,22 @@ def names_no_pass(root):
                                 else "ask the pass's declared effects (rewriters::PassEffects) instead")
                         problems.append(f"{path.relative_to(root)}:{no}: {entry} names the pass '{name}' "
                                         f"({hint}): {line.strip()}")
+    return problems
+
+
+LIBRARY = ["ir", "rewriters", "fusion", "layout", "quant", "kernels", "tune", "target", "measure", "verify", "driver",
+           "api", "draw"]
+HIDDEN_SWITCH = re.compile(r'getenv\(\s*"PTOPT_')
+
+
+def no_hidden_switches(root):
+    problems = []
+    for folder in LIBRARY:
+        for path in sorted((root / folder).glob("*.[ch]*")) if (root / folder).is_dir() else []:
+            for no, line in enumerate(path.read_text().splitlines(), 1):
+                if HIDDEN_SWITCH.search(strip_comment(line)):
+                    problems.append(f"{path.relative_to(root)}:{no}: an environment switch in the library (make it a "
+                                    f"request option the front ends set): {line.strip()}")
     return problems
 
 
@@ -143,11 +173,12 @@ def self_test():
             '  dropPass(p, "planted-pass");   // flagged: the driver names a pass\n'
             '  parse("planted-pass{k=v}");    // flagged too\n'
             '  j["planted-pass"] = report;    // fine: a JSON key\n'
-            '  label = "planted-pass";  // lint: not a pass (a label that happens to match)\n')
+            '  label = "planted-pass";  // lint: not a pass (a label that happens to match)\n'
+            '  if (std::getenv("PTOPT_PLANTED")) skip();   // flagged: a hidden switch\n')
         found = check(d)
     flagged = sorted(p.split(":")[0] + ":" + p.split(":")[1] for p in found)
     expected = sorted([f"fusion/planted.cpp:{i}" for i in [1, 2, 3, 4, 5, 6, 11]] + ["ir/planted.cpp:1"] +
-                      ["driver/planted.cpp:1", "driver/planted.cpp:2"])
+                      ["driver/planted.cpp:1", "driver/planted.cpp:2", "driver/planted.cpp:5"])
     if flagged != expected:
         print("pass_sources: the self-test flagged", flagged, "expected", expected)
         print("\n".join(found))

@@ -7,7 +7,7 @@
 // every CPU.
 #include "quant/cast.h"
 #include "quant/cpu_capability.h"
-#include "quant/precision_check.h"
+#include "verify/precision.h"
 #include "quant/precision_policy.h"
 #include "rewriters/constants.h"
 #include "rewriters/pipeline.h"
@@ -125,7 +125,7 @@ NumericsCheck checkNumerics(CastRun& r, const test::Fixture& f, c10::ScalarType 
                             bool signatureChanged = false) {
   auto inputs = verify::makeInputs(f.inputs, seed);
   torch::jit::Module optimized = r.opt.exportModule();
-  quant::LowPrecisionRun run{dtype, signatureChanged};
+  verify::LowPrecisionRun run{dtype, signatureChanged};
   auto actual = test::runForward(optimized, run.adaptInputs(verify::cloneInputs(inputs)));
   if (dtype == c10::ScalarType::BFloat16) {
     auto verdict = test::judgeBf16(actual, reference(f, inputs), [&] {
@@ -166,18 +166,18 @@ TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16
   {
     // On a CPU, what dtype=auto introduces follows the CPU (--assume-isa).
     target::AssumeCpuIsa bf16(target::CpuIsa::Avx512Bf16);
-    CHECK(quant::lowestPrecisionIntroduced(pipeline, cpu) == c10::ScalarType::BFloat16);
+    CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cpu) == c10::ScalarType::BFloat16);
     target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
-    CHECK_FALSE(quant::lowestPrecisionIntroduced(pipeline, cpu).has_value());
-    CHECK(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=bf16}"), cpu) ==
+    CHECK_FALSE(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cpu).has_value());
+    CHECK(verify::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=bf16}"), ptopt::defaultRegistry(), cpu) ==
           c10::ScalarType::BFloat16);
   }
-  CHECK(quant::lowestPrecisionIntroduced(pipeline, cuda) == c10::ScalarType::Half);
-  CHECK(quant::lowestPrecisionIntroduced(pipeline, cudaBf16) == c10::ScalarType::BFloat16);
-  CHECK_FALSE(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("-O1"), cpu).has_value());
-  CHECK(quant::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=fp16,emulate=true}"), cpu) ==
+  CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cuda) == c10::ScalarType::Half);
+  CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cudaBf16) == c10::ScalarType::BFloat16);
+  CHECK_FALSE(verify::lowestPrecisionIntroduced(parsePipelineOrPreset("-O1"), ptopt::defaultRegistry(), cpu).has_value());
+  CHECK(verify::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=fp16,emulate=true}"), ptopt::defaultRegistry(), cpu) ==
         c10::ScalarType::Half);
-  const std::string emulated = rewriters::printPipeline(quant::withEmulatedCasts(pipeline));
+  const std::string emulated = rewriters::printPipeline(verify::withEmulatedPrecision(pipeline, ptopt::defaultRegistry()));
   CHECK(emulated == rewriters::presetPipelineBody(2) + ",cast{dtype=auto,emulate=true},fuse-cudnn");
 }
 
@@ -258,7 +258,7 @@ TEST_CASE("fp16 stores the weights in fp16 and casts at the same boundaries") {
     }
   }
   CHECK(halfWeights == 12);
-  CHECK(quant::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::Half);
+  CHECK(verify::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::Half);
 }
 
 TEST_CASE("integer inputs and embeddings stay untouched") {
@@ -343,7 +343,7 @@ TEST_CASE("keep-io=false makes float32 inputs and outputs bf16") {
   const auto& f = test::fixture("transformer_block");
   CastRun r = runCast(f, "{dtype=bf16,keep-io=false}");
   CHECK(r.counter("io-changed") == 2);
-  auto run = quant::lowPrecisionRun(parsePipelineOrPreset("cast{dtype=bf16,keep-io=false}"), r.ctx, r.report);
+  auto run = verify::lowPrecisionRun(parsePipelineOrPreset("cast{dtype=bf16,keep-io=false}"), ptopt::defaultRegistry(), r.ctx, r.report);
   REQUIRE(run);
   CHECK(run->signatureChanged);
   auto inputs = verify::makeInputs(f.inputs, 0);
@@ -582,9 +582,9 @@ TEST_CASE("cast{dtype=auto} decides by the target CPU's ISA: fp32 on avx2, bf16 
     CHECK(r.counter("lowered") == 0);
     CHECK(r.counter("casts") == 0);
     CHECK(r.declined("dtype=auto keeps the whole graph in fp32: this CPU has no native bf16 (assumed avx2"));
-    CHECK_FALSE(quant::lowestPrecisionIn(r.opt.model()).has_value());
+    CHECK_FALSE(verify::lowestPrecisionIn(r.opt.model()).has_value());
     rewriters::PassContext ctx;
-    const auto note = quant::autoPrecisionNote(parsePipelineOrPreset("-O3"), ctx);
+    const auto note = verify::precisionNote(parsePipelineOrPreset("-O3"), ptopt::defaultRegistry(), ctx);
     REQUIRE(note);
     CHECK(note->find("fp32 kept") == 0);
     // An explicit dtype is not the CPU's business.
@@ -595,16 +595,16 @@ TEST_CASE("cast{dtype=auto} decides by the target CPU's ISA: fp32 on avx2, bf16 
     CastRun r = runCast(f, "{dtype=auto}");
     CHECK(r.counter("lowered") == 21);
     CHECK_FALSE(r.declined("keeps the whole graph in fp32"));
-    CHECK(quant::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::BFloat16);
+    CHECK(verify::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::BFloat16);
     rewriters::PassContext ctx;
-    CHECK(quant::autoPrecisionNote(parsePipelineOrPreset("-O3"), ctx)->find("bf16") == 0);
+    CHECK(verify::precisionNote(parsePipelineOrPreset("-O3"), ptopt::defaultRegistry(), ctx)->find("bf16") == 0);
   }
   // avx512 without bf16 instructions: fp32 as well.
   target::AssumeCpuIsa avx512(target::CpuIsa::Avx512);
   CHECK(runCast(f, "{dtype=auto}").counter("lowered") == 0);
   // Not a cast with dtype=auto: no note.
   rewriters::PassContext ctx;
-  CHECK_FALSE(quant::autoPrecisionNote(parsePipelineOrPreset("-O2"), ctx).has_value());
+  CHECK_FALSE(verify::precisionNote(parsePipelineOrPreset("-O2"), ptopt::defaultRegistry(), ctx).has_value());
 }
 
 // Transformers' default attention (scaled_dot_product_attention with a bool

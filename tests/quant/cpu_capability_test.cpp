@@ -4,7 +4,7 @@
 // bf16. Each machine checks the branch it is on, and every machine checks
 // that a cap or the switch takes native bf16 away.
 #include "quant/cpu_capability.h"
-#include "quant/precision_check.h"
+#include "verify/precision.h"
 #include "target/capabilities.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/pass_test.h"
@@ -122,12 +122,12 @@ TEST_CASE("cast{dtype=auto} on a CPU lowers to bf16 only where bf16 is native") 
   if (cpu.native) {
     CHECK(test::counter(report, "cast", "lowered") == 21);
     CHECK_FALSE(declined);
-    CHECK(quant::lowestPrecisionIn(opt.model()) == c10::ScalarType::BFloat16);
+    CHECK(verify::lowestPrecisionIn(opt.model()) == c10::ScalarType::BFloat16);
   } else {
     CHECK(test::counter(report, "cast", "lowered") == 0);
     CHECK(test::counter(report, "cast", "casts") == 0);
     CHECK(declined);
-    CHECK_FALSE(quant::lowestPrecisionIn(opt.model()).has_value());  // all fp32
+    CHECK_FALSE(verify::lowestPrecisionIn(opt.model()).has_value());  // all fp32
   }
 
   // Emulation and an explicit dtype are not the CPU's business.

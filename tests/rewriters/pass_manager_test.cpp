@@ -112,7 +112,7 @@ class SeesThreads : public Pass {
     if (seen_) *seen_ = at::get_num_threads();
     return unchanged();
   }
-  PassEffects effects() const override {
+  PassEffects effects(const PassContext&) const override {
     PassEffects e;
     e.computesFromData = FromData;
     return e;

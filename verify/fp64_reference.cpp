@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ptopt::verify {
@@ -80,7 +81,19 @@ struct Fp64Reference::Impl {
   std::unique_ptr<ir::Interpreter> interpreter;
 };
 
-Fp64Reference::Fp64Reference(const torch::jit::Module& reference, c10::Device device)
+namespace {
+// `t` (float32) in float64, moved by a uniform draw within half its float32
+// ulp.
+at::Tensor perturbedWithinHalfUlp(const at::Tensor& t, at::Generator& gen) {
+  const at::Tensor up = at::nextafter(t, at::full_like(t, INFINITY));
+  const at::Tensor ulp = (up.to(at::kDouble) - t.to(at::kDouble)).abs();
+  const at::Tensor u = at::rand(t.sizes(), gen, at::TensorOptions().dtype(at::kDouble)) - 0.5;
+  return t.to(at::kDouble) + u * ulp;
+}
+}  // namespace
+
+Fp64Reference::Fp64Reference(const torch::jit::Module& reference, c10::Device device,
+                             std::optional<uint64_t> perturbSeed)
     : impl_(std::make_unique<Impl>(Impl{ir::Model{}, device, nullptr})) {
   try {
     impl_->model = ir::importModule(reference);
@@ -91,8 +104,13 @@ Fp64Reference::Fp64Reference(const torch::jit::Module& reference, c10::Device de
   // A table of its own: the import shares the module's tensors.
   ir::ConstantTable& table = *impl_->model.constants;
   std::vector<std::pair<std::string, c10::IValue>> converted;
+  std::optional<at::Generator> gen;
+  if (perturbSeed) gen = at::make_generator<at::CPUGeneratorImpl>(*perturbSeed);
   for (const auto& [name, value] : table.entries()) {
-    c10::IValue v = castFloatTensors(value, at::kFloat, at::kDouble);
+    const bool perturb = gen && value.isTensor() && value.toTensor().scalar_type() == at::kFloat &&
+                         value.toTensor().device().is_cpu();
+    c10::IValue v = perturb ? c10::IValue(perturbedWithinHalfUlp(value.toTensor(), *gen))
+                            : castFloatTensors(value, at::kFloat, at::kDouble);
     converted.emplace_back(name, v.isTensor() ? c10::IValue(v.toTensor().to(device)) : v);
   }
   for (auto& [name, value] : converted) table.set(name, std::move(value));

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,15 @@ namespace ptopt::verify {
 
 class Fp64Reference {
  public:
-  // Imports `reference` and converts its floating constants. Throws
-  // std::runtime_error naming the reason when the model cannot be imported.
-  Fp64Reference(const torch::jit::Module& reference, c10::Device device);
+  // Imports `reference` and converts its floating constants. With
+  // `perturbSeed`, every float32 constant is moved, in float64, by a seeded
+  // uniform draw within half its float32 ulp: the model as float32 storage
+  // could equally have rounded it, whose distance from the unperturbed run
+  // is the noise that rounding weights to float32 (a fold does) amounts to.
+  // Throws std::runtime_error naming the reason when the model cannot be
+  // imported.
+  Fp64Reference(const torch::jit::Module& reference, c10::Device device,
+                std::optional<uint64_t> perturbSeed = std::nullopt);
   ~Fp64Reference();
   Fp64Reference(const Fp64Reference&) = delete;
   Fp64Reference& operator=(const Fp64Reference&) = delete;

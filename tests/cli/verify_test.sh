@@ -163,7 +163,10 @@ assert v["passed"] and v["reference"] == "fp64", v.get("reference")
 f = v["fp64_reference"]
 assert f["amplification"] > 100 and f["ms"] > 0 and f["kept_fp32"] == [] and f["margin"] == 2, f
 out = [o for o in f["outputs"] if not o["passed_fp32"]]
-assert out and all(o["passed"] and o["result_relative_l2"] <= 2 * o["original_relative_l2"] for o in out), out
+# The rewrite itself, in float64, is as close as rounding weights to float32 puts it; OUT in fp32 within 4x.
+assert out and all(o["passed"] and o["rewrite_in_fp64_exact"] and
+                   o["rewrite_relative_l2"] <= 2 * o["weight_rounding_relative_l2"] + 2**-24 and
+                   o["result_relative_l2"] <= 4 * o["original_relative_l2"] + 2**-24 for o in out), out
 PY
 done
 # --verify-each blames with the same reference: no pass is blamed.

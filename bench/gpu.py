@@ -6,6 +6,9 @@
         [--models resnet50,...] [--batches 1,64] [--rounds 15]
         [--deadline EPOCH_SECONDS] [--tune-budget 6]
     python3 bench/gpu.py --warm --work DIR [--models ...] [--batches ...]
+    python3 bench/gpu.py --make-only ...   then later   --reuse ...
+        (the -O2/-O3 files made while the tests run; tuning and timing in a
+        second, quiet call that keeps them)
 
 Models: torchvision's resnet50, mobilenet_v2, efficientnet_b0, convnext_tiny
 and vit_b_16, random weights with randomized BatchNorm statistics (as
@@ -100,7 +103,10 @@ def make_originals(work, names):
     for name in names:
         path = original_path(work, name)
         if not os.path.exists(path):
-            torch.jit.script(eager_model(name)).save(path)
+            # Whole or not at all: the warm-up and the timed run may both make it.
+            partial = "%s.%d.partial" % (path, os.getpid())
+            torch.jit.script(eager_model(name)).save(partial)
+            os.replace(partial, path)
             log("scripted %s" % name)
 
 
@@ -180,7 +186,10 @@ def make_ptopt_files(args, clock):
     made = {}
 
     def finish(key, out, proc, log_path, t0):
-        info = {"seconds": round(time.time() - t0, 1), "exit": proc.returncode, "log": os.path.basename(log_path)}
+        if proc is None:  # made by an earlier call of this script (--reuse)
+            info = {"seconds": None, "exit": 0, "log": os.path.basename(log_path), "reused": True}
+        else:
+            info = {"seconds": round(time.time() - t0, 1), "exit": proc.returncode, "log": os.path.basename(log_path)}
         try:
             with open(out + ".json") as fh:
                 rep = json.load(fh)
@@ -191,25 +200,34 @@ def make_ptopt_files(args, clock):
                         measurement=rep.get("measurement"), tuning=rep.get("tuning"))
         except (OSError, ValueError):
             pass
-        if proc.returncode != 0 or not os.path.exists(out):
+        if (proc is not None and proc.returncode != 0) or not os.path.exists(out):
             with open(log_path) as fh:
                 lines = [l for l in fh.read().splitlines() if l.strip()]
-            info["error"] = "ptopt exit %s: %s" % (proc.returncode, " | ".join(lines[-3:])[:300])
+            info["error"] = "ptopt exit %s: %s" % (info["exit"], " | ".join(lines[-3:])[:300])
         made[key] = info
-        log("ptopt %s %s%s: exit %s in %.0f s" % (key[0], key[1], "" if key[2] is None else " batch %d" % key[2],
-                                                    proc.returncode, info["seconds"]))
+        log("ptopt %s %s%s: %s" % (key[0], key[1], "" if key[2] is None else " batch %d" % key[2],
+                                   "made earlier" if proc is None else
+                                   "exit %s in %.0f s" % (proc.returncode, info["seconds"])))
+
+    def reusable(out, log_path):
+        return args.reuse and os.path.exists(out + ".json") and os.path.exists(log_path)
 
     running = []
     for name in args.models:
         for variant in PTOPT_LEVELS:
             out, cmd = ptopt_command(args, name, variant, 1)
             log_path = out + ".log"
+            if reusable(out, log_path):
+                finish((name, variant, None), out, None, log_path, time.time())
+                continue
             running.append(((name, variant, None), out, subprocess.Popen(
                 cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT), log_path, time.time()))
             while len(running) >= args.parallel:
                 running = wait_one(running, finish)
     while running:
         running = wait_one(running, finish)
+    if args.make_only:
+        return made
     if args.stop_warm_file:
         stop_warm(args.stop_warm_file)
     # --tune per batch size, largest first (the batch-64 targets), one at a time.
@@ -224,6 +242,9 @@ def make_ptopt_files(args, clock):
                 continue
             out, cmd = ptopt_command(args, name, "ptopt-tune", batch)
             log_path = out + ".log"
+            if reusable(out, log_path):
+                finish(key, out, None, log_path, time.time())
+                continue
             t0 = time.time()
             proc = subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
             proc.wait()
@@ -502,6 +523,11 @@ def main():
                     help="seconds kept for timing each model at each batch size when deciding whether to --tune")
     ap.add_argument("--stop-warm-file", default=None, help="pid file of the --warm process, stopped before timing")
     ap.add_argument("--warm", action="store_true", help="only compile the torch.compile variants (fills caches)")
+    ap.add_argument("--pid-file", default=None, help="with --warm: where to write this process's id")
+    ap.add_argument("--make-only", action="store_true",
+                    help="only make the -O2 and -O3 files (verified on the GPU); no tuning, no timing")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the ptopt files (and reports) an earlier call made in --work instead of remaking them")
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     args.variants = [v for v in args.variants.split(",") if v]
@@ -513,14 +539,23 @@ def main():
         print("bench/gpu.py: no CUDA device here", file=sys.stderr)
         return 2
     if args.warm:
+        if args.pid_file:  # for --stop-warm-file: this process, whatever started it
+            with open(args.pid_file, "w") as fh:
+                fh.write("%d\n" % os.getpid())
         warm(args)
         return 0
+    if args.make_only and args.reuse:
+        ap.error("--make-only makes the files; --reuse keeps earlier ones: give one of them")
     if not args.out or not args.ptopt:
         ap.error("--out and --ptopt are needed (except with --warm)")
     clock = Clock(args.deadline)
     torch.backends.cudnn.benchmark = True
     make_originals(args.work, args.models)
     made = make_ptopt_files(args, clock) if any(v.startswith("ptopt-") for v in args.variants) else {}
+    if args.make_only:
+        with open(args.out + ".made.json", "w") as fh:
+            json.dump({"%s %s" % (k[0], k[1]): v for k, v in made.items()}, fh, indent=1)
+        return 0
     if args.stop_warm_file:
         stop_warm(args.stop_warm_file)
     info = meta()

@@ -24,6 +24,14 @@
 # start): what would end past it is skipped and said so. OUT_DIR gets at most
 # a handful of files (the device tool returns 8): summary.txt, machine.txt,
 # gpu_bench.md, gpu_bench.json and logs.tgz (every log and report).
+# GPU_CHECK_PHASE splits the check over two calls on the same warm machine
+# (a lease's device time then goes to work, not to one call's limit):
+#   all (default)  everything above, in order;
+#   tests          0-3, with the torch.compile warm-up in a process session
+#                  of its own (it outlives the call) and the -O2/-O3 files
+#                  made on the GPU while the tests run;
+#   bench          4 only, keeping what `tests` left in WORK_DIR (built
+#                  again first if the machine is a fresh one).
 # Usage: scripts/gpu-check.sh OUT_DIR [MODELS]
 #   Locally, without a GPU (a dry run of everything but the GPU stages):
 #   PYTHON=.venv/bin/python scripts/gpu-check.sh /tmp/gpu-dry
@@ -34,6 +42,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 start=$(date +%s)
 deadline=$((start + ${GPU_CHECK_SECONDS:-540}))
+phase=${GPU_CHECK_PHASE:-all}
+case $phase in all|tests|bench) ;; *) echo "GPU_CHECK_PHASE is all, tests or bench, not '$phase'" >&2; exit 2;; esac
 work=${WORK_DIR:-/tmp/ptopt-gpu}
 build=${BUILD_DIR:-$work/build}
 logs=$work/logs
@@ -41,7 +51,7 @@ mkdir -p "$out" "$logs" "$work/bench"
 left() { echo $((deadline - $(date +%s))); }
 log() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - start ))s] $*" | tee -a "$out/summary.txt"; }
 pack() {
-  [ -f "$work/warm.pid" ] && kill "$(cat "$work/warm.pid")" 2>/dev/null
+  [ "$phase" != tests ] && [ -f "$work/warm.pid" ] && kill "$(cat "$work/warm.pid")" 2>/dev/null
   cp "$out/summary.txt" "$logs/" 2>/dev/null
   find "$work/bench" -maxdepth 1 \( -name '*.log' -o -name '*.json' \) -exec cp {} "$logs/" \; 2>/dev/null
   tar czf "$out/logs.tgz" -C "$work" logs 2>/dev/null
@@ -55,17 +65,21 @@ trap pack EXIT
   "$py" -c 'import torchvision; print("torchvision", torchvision.__version__)' 2>&1
   echo "cores $(nproc)"; cmake --version | head -1; ninja --version
 } > "$out/machine.txt" 2>&1
-log "machine: $(grep '^torch ' "$out/machine.txt")"
+log "machine ($phase): $(grep '^torch ' "$out/machine.txt")"
 gpu=0
 "$py" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && gpu=1
+bench_args=(--work "$work/bench" --models "$models")
 
-# 1. torch.compile's compiles, in the background at the lowest priority.
-if [ "$gpu" = 1 ]; then
-  nice -n 19 "$py" "$root/bench/gpu.py" --warm --work "$work/bench" --models "$models" > "$logs/warm.log" 2>&1 &
-  echo $! > "$work/warm.pid"
-  log "torch.compile warm-up started (pid $!)"
+# 1. torch.compile's compiles, in the background at the lowest priority (in
+#    a process session of its own: a later `bench` call stops it).
+if [ "$gpu" = 1 ] && [ "$phase" != bench ]; then
+  rm -f "$work/warm.pid"
+  setsid nice -n 19 "$py" "$root/bench/gpu.py" --warm "${bench_args[@]}" --pid-file "$work/warm.pid" \
+    > "$logs/warm.log" 2>&1 < /dev/null &
+  log "torch.compile warm-up started"
 fi
 
+build_tool() {
 # 2. Configure and build what the check runs.
 deps=$work/deps
 mkdir -p "$deps"
@@ -90,8 +104,23 @@ grep -q "ptopt_python" "$build/build.ninja" && targets+=(ptopt_python)
 if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" -- -k 0 > "$logs/build.log" 2>&1; then
   log "build FAILED (build.log)"; grep -E "error|FAILED" "$logs/build.log" | grep -v "^/opt\|^/usr" | head -40 | tee -a "$out/summary.txt"; exit 1
 fi
+log "built ${targets[*]}: $("$ptopt" --version | head -1)"
+}
 ptopt=$build/tools/ptopt
-log "built ${targets[*]}: $("$ptopt" --version)"
+if [ "$phase" = bench ] && [ -x "$ptopt" ]; then
+  log "keeping the build of the earlier call: $("$ptopt" --version | head -1)"
+else
+  build_tool
+fi
+
+if [ "$phase" != bench ]; then
+# The -O2 and -O3 files of the benchmark, made (and verified on the GPU)
+# while the tests run; the `bench` call keeps them.
+if [ "$gpu" = 1 ] && [ "$phase" = tests ]; then
+  PYTHONUNBUFFERED=1 "$py" "$root/bench/gpu.py" --make-only --ptopt "$ptopt" "${bench_args[@]}" \
+    --out "$work/bench/gpu_bench" > "$logs/gpu_make.log" 2>&1 &
+  make_pid=$!
+fi
 if ! cmake --build "$build" -j "$(nproc)" --target fusion_tests verify_tests quant_tests -- -k 0 > "$logs/build_tests.log" 2>&1; then
   log "test build FAILED (build_tests.log)"; grep -E "error|FAILED|undefined" "$logs/build_tests.log" | grep -v "^/opt\|^/usr\|^:" | head -20 | tee -a "$out/summary.txt"
 fi
@@ -103,16 +132,29 @@ for t in verify_tests fusion_tests quant_tests; do
   timeout $(( $(left) / 4 )) "$build/tests/$t" "[cuda]" > "$logs/$t.cuda.log" 2>&1
   log "$t [cuda]: exit $? $(grep -E 'test cases|All tests passed' "$logs/$t.cuda.log" | tail -1)"
 done
-test_time=$(( $(left) - 260 ))  # the benchmark keeps 260 s
+keep=260  # the benchmark's share, when this call runs it
+[ "$phase" = tests ] && keep=15
+test_time=$(( $(left) - keep ))
 [ "$test_time" -lt 170 ] && test_time=170
 (cd "$build" && timeout "$test_time" ctest -L cuda --output-on-failure --timeout "$test_time") > "$logs/ctest_cuda.log" 2>&1
 log "ctest -L cuda: exit $? $(grep -E 'tests passed|tests failed' "$logs/ctest_cuda.log" | tail -1)"
 grep -E "^FAIL|SKIPPED|^CUDA:|tuned on CUDA|on the GPU:|package on CUDA" "$logs/ctest_cuda.log" | head -20 | tee -a "$out/summary.txt"
+if [ -n "${make_pid:-}" ]; then
+  wait "$make_pid"; log "the benchmark's -O2/-O3 files: exit $?"
+  grep -E "^\[gpu.py" "$logs/gpu_make.log" | tail -12 >> "$out/summary.txt"
+fi
+fi
 
 # 4. The GPU benchmark.
+if [ "$phase" = tests ]; then
+  log "done (the benchmark is the bench call's; the warm-up runs on: $(tail -1 "$logs/warm.log" 2>/dev/null))"
+  exit 0
+fi
+reuse=()
+[ "$phase" = bench ] && reuse=(--reuse)
 if [ "$gpu" = 1 ]; then
   log "benchmark: $(left) s left"
-  PYTHONUNBUFFERED=1 "$py" "$root/bench/gpu.py" --ptopt "$ptopt" --work "$work/bench" --models "$models" \
+  PYTHONUNBUFFERED=1 "$py" "$root/bench/gpu.py" --ptopt "$ptopt" "${bench_args[@]}" "${reuse[@]}" \
     --deadline $((deadline - 10)) --stop-warm-file "$work/warm.pid" --out "$out/gpu_bench" > "$logs/gpu_bench.log" 2>&1
   log "bench/gpu.py: exit $?"
   grep -E "^\[gpu.py" "$logs/gpu_bench.log" | tail -40 >> "$out/summary.txt"

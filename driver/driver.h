@@ -1,5 +1,5 @@
 // The driver: one run of ptopt, whoever asked for it. `ptopt IN OUT ...`
-// (tools/cmd_optimize.cpp) and `ptopt.optimize(...)` (tools/session.h, the
+// (tools/cmd_optimize.cpp) and `ptopt.optimize(...)` (session/session.h, the
 // Python package) turn their flags or keyword arguments into one Request
 // (driver/request.h) and call driver::optimize; what they keep is how the
 // request arrives, how the run's account is shown (FrontEnd) and how the

@@ -10,11 +10,11 @@
 // graph executor recurses about once per node on a graph's first run), then
 // converts the results.
 #include "api/api.h"
-#include "tools/latency.h"
+#include "session/bench.h"
 #include "driver/measure.h"
 #include "driver/op_table.h"
-#include "tools/render.h"
-#include "tools/session.h"
+#include "session/render.h"
+#include "session/session.h"
 
 #include "ir/load_time.h"
 #include "ir/model.h"
@@ -285,22 +285,21 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
   std::optional<torch::jit::Module> mb;
   if (!b.is_none()) mb = toModule(b);
   const ptopt::verify::InputRequest req = inputRequest(inputNames, inputValues, inputShapes, seed, 1);
-  ptopt::tools::BenchSettings settings;
+  ptopt::session::BenchSettings settings;
   settings.warmupSeconds = warmup;
   settings.minSeconds = minTime;
   settings.minIters = minIters;
   settings.iters = iters;
   return translating("PipelineError", [&] {
-    ptopt::tools::BenchResult r;
+    ptopt::session::BenchResult r;
     std::string device, timing;
     int usedThreads = 0;
     runOnLargeStack([&] {
-      const ptopt::ir::Model imported = ptopt::importModel(ma);
-      const ptopt::verify::InputPlan plan = ptopt::verify::planInputs(req, imported.forward());
-      if (!plan.source) throw std::invalid_argument(plan.message + " (Python: pass example_inputs=...)");
-      const c10::Device dev = ptopt::verify::resolveDevice(deviceName);
+      // Planned as `ptopt bench` plans them.
+      const ptopt::PlannedInputs planned = ptopt::planModelInputs(ma, req, deviceName);
+      const c10::Device dev = planned.device;
       std::vector<c10::IValue> inputs;
-      for (const auto& v : plan.source->inputsFor(0)) inputs.push_back(ptopt::verify::toDevice(v, dev));
+      for (const auto& v : planned.source.inputsFor(0)) inputs.push_back(ptopt::verify::toDevice(v, dev));
       // The caller's modules keep their device and mode: time copies when
       // they would change.
       // (Module::to moves tensors in place, so a device move is a deep copy.)
@@ -317,12 +316,12 @@ py::dict bench(const py::object& a, const py::object& b, const py::object& input
       usedThreads = at::get_num_threads();
       torch::NoGradGuard noGrad;
       try {
-        r = ptopt::tools::benchModels(ta, tb ? &*tb : nullptr, inputs, dev, settings);
+        r = ptopt::session::benchModels(ta, tb ? &*tb : nullptr, inputs, dev, settings);
       } catch (const ptopt::ir::InputError& e) {
         throw ptopt::InputsDoNotFit(e.what());
       }
       device = ptopt::verify::describeDevice(dev);
-      timing = ptopt::tools::timingMethod(dev);
+      timing = ptopt::session::timingMethod(dev);
     });
     auto stats = [](const ptopt::measure::TimingStats& s) {
       py::dict d;
@@ -455,7 +454,7 @@ py::dict draw(const py::object& module, const py::object& other, const std::stri
     std::string dot;
     runOnLargeStack([&] {
       dot = ptopt::drawModules(a, b ? &*b : nullptr, options, method, inputShapes, &counts);
-      if (!path.empty()) ptopt::tools::writeDrawing(dot, path);
+      if (!path.empty()) ptopt::session::writeDrawing(dot, path);
     });
     py::dict d;
     d["dot"] = dot;
@@ -510,7 +509,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("check_rules", &checkRules);
   m.def("show", &show);
   m.def("draw", &draw);
-  m.def("graphviz_available", &ptopt::tools::graphvizAvailable);
+  m.def("graphviz_available", &ptopt::session::graphvizAvailable);
   m.def("load", &load);
   m.def("load_ops", &loadOps);
   m.def("torchvision_ops_library", &ptopt::findTorchvisionOpsLibrary);

@@ -10,9 +10,10 @@
 // when this ptopt was built against a CUDA LibTorch (otherwise by a device
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
-#include "tools/latency.h"
 #include "api/api.h"
 #include "tools/commands.h"
+#include "session/bench.h"
+#include "session/session.h"
 #include "driver/report.h"
 #include "driver/util.h"
 
@@ -31,6 +32,10 @@
 namespace ptopt::tools {
 
 using measure::kNoisyCv;
+using session::BenchResult;
+using session::BenchSettings;
+using session::benchModels;
+using session::timingMethod;
 using measure::RatioEstimate;
 using measure::TimingStats;
 
@@ -84,17 +89,17 @@ int runBench(const BenchOptions& o) {
   torch::jit::Module a = ir::loadTorchScript(o.model);
   std::optional<torch::jit::Module> b;
   if (!o.vs.empty()) b = ir::loadTorchScript(o.vs);
-  ir::Model imported = importModel(a);
-  InputPlan plan = planInputs(o.inputs, imported.forward());
-  if (!plan.source) throw UsageError(plan.message);
-  if (plan.inferred) std::cout << "note: " << plan.message << "\n";
-  if (!o.batches.empty() && plan.source->fixed) throw UsageError("--batch works with --input-shape, not --inputs");
-  c10::Device device = c10::kCPU;
-  try {
-    device = verify::resolveDevice(o.inputs.device);
-  } catch (const std::invalid_argument& e) {
+  FaceWords words;
+  words.inputsHint = "";
+  words.note = [](const std::string& note) { std::cout << "note: " << note << "\n"; };
+  std::optional<PlannedInputs> planned;
+  try {  // as ptopt.bench in Python plans them
+    planned = planModelInputs(a, inputRequest(o.inputs), o.inputs.device, words);
+  } catch (const std::invalid_argument& e) {  // no inputs, a bad input spec or device
     throw UsageError(e.what());
   }
+  if (!o.batches.empty() && planned->source.fixed) throw UsageError("--batch works with --input-shape, not --inputs");
+  const c10::Device device = planned->device;
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   torch::NoGradGuard noGrad;
   a.eval();
@@ -109,7 +114,7 @@ int runBench(const BenchOptions& o) {
                            at::get_num_threads(), timingMethod(device),
                            device.is_cuda() ? ", cuDNN benchmark mode on" : "");
   for (int64_t batch : batches) {
-    verify::InputSource source = *plan.source;
+    verify::InputSource source = planned->source;
     if (batch > 0)
       for (auto& spec : source.specs)
         if (spec.kind == verify::InputSpec::Kind::Tensor && !spec.shape.empty()) spec.shape[0] = batch;
@@ -149,7 +154,7 @@ int runBench(const BenchOptions& o) {
   if (!o.jsonPath.empty()) {
     nlohmann::json j = {{"device", verify::describeDevice(device)}, {"threads", at::get_num_threads()},
                         {"timing", timingMethod(device)}, {"cudnn_benchmark", device.is_cuda()},
-                        {"versions", versionsJson()}, {"inputs", plan.source->describeInputs()}, {"results", results}};
+                        {"versions", versionsJson()}, {"inputs", planned->source.describeInputs()}, {"results", results}};
     std::ofstream out(o.jsonPath);
     if (!out) throw UsageError("cannot write '" + o.jsonPath + "'");
     out << j.dump(2) << "\n";

@@ -1,16 +1,16 @@
 // `ptopt dot IN.pt -o G.svg`: draws a model's graph (draw/writer.h) and renders it
-// in-process (tools/render.h); `--diff OTHER.pt` or `--after PIPELINE` draws
+// in-process (session/render.h); `--diff OTHER.pt` or `--after PIPELINE` draws
 // what changed.
 #include "tools/cmd_dot.h"
 
 #include "api/api.h"
 #include "tools/commands.h"
-#include "tools/render.h"
 #include "driver/util.h"
+#include "session/render.h"
+#include "session/session.h"
 
 #include "draw/writer.h"
 #include "ir/model.h"
-#include "rewriters/shape_prop.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -44,52 +44,10 @@ void registerDotOptions(CLI::App& cmd, DotCommandOptions& o) {
                  "memory format");
 }
 
-namespace {
-
-void propagateShapes(ir::Graph& g, const std::vector<std::string>& shapes) {
-  if (shapes.empty()) return;
-  std::vector<verify::InputSpec> specs;
-  for (const auto& s : shapes) {
-    try {
-      specs.push_back(verify::parseInputSpec(s));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  try {  // left-out inputs take their defaults
-    specs = verify::completeInputSpecs(specs, g, fmt::format("--input-shape was given {} time(s)", shapes.size()));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  rewriters::PassContext ctx;
-  ctx.exampleInputs = verify::makeInputs(specs, 0);
-  try {
-    rewriters::ShapePropPass().run(g, ctx);
-  } catch (const std::exception& e) {
-    throw ir::InputError("the model fails on the given --input-shape: " + ir::torchErrorMessage(e));
-  }
-}
-
-ir::Model importFor(const std::string& path, const std::string& method) {
-  ir::ImportOptions options;
-  if (method != "forward") options.preserveMethods.push_back(method);
-  torch::jit::Module m = ir::loadTorchScript(path);
-  m.eval();
-  return importModel(m, options);
-}
-
-ir::Graph& methodOf(const ir::Model& model, const std::string& method, const std::string& path) {
-  ir::Graph* g = model.method(method);
-  if (!g) throw UsageError("'" + path + "' has no method '" + method + "'");
-  return *g;
-}
-
-}  // namespace
-
 int runDot(const DotCommandOptions& o) {
   if (!o.diffWith.empty() && !o.afterPipeline.empty()) throw UsageError("give only one of --diff and --after");
-  const std::string format = o.output.empty() || o.output == "-" ? "dot" : formatForPath(o.output);
-  if (format != "dot" && !graphvizAvailable())
+  const std::string format = o.output.empty() || o.output == "-" ? "dot" : session::formatForPath(o.output);
+  if (format != "dot" && !session::graphvizAvailable())
     throw UsageError("this ptopt was built without GraphViz, so it cannot write ." + format + "; write .dot and run `dot -T" +
                      format + " G.dot -o G." + format + "`");
   rewriters::Pipeline pipeline;
@@ -112,41 +70,40 @@ int runDot(const DotCommandOptions& o) {
   const std::string name = std::filesystem::path(o.input).filename().string();
   const std::string methodNote = o.method == "forward" ? "" : " (" + o.method + ")";
 
-  ir::Model model = importFor(o.input, o.method);
-  ir::Graph& graph = methodOf(model, o.method, o.input);
-  propagateShapes(graph, o.inputShapes);
-
-  std::string dot;
-  draw::DiffCounts counts;
-  bool isDiff = false;
-  if (!o.diffWith.empty()) {
-    ir::Model other = importFor(o.diffWith, o.method);
-    ir::Graph& otherGraph = methodOf(other, o.method, o.diffWith);
-    propagateShapes(otherGraph, o.inputShapes);
+  // The library's drawing (session/session.h), as ptopt.draw in Python.
+  torch::jit::Module model = ir::loadTorchScript(o.input);
+  std::optional<torch::jit::Module> other;
+  if (!o.diffWith.empty()) other = ir::loadTorchScript(o.diffWith);
+  DrawRequest request;
+  request.method = o.method;
+  request.inputShapes = o.inputShapes;
+  request.other = other ? &*other : nullptr;
+  request.after = o.afterPipeline.empty() ? nullptr : &pipeline;
+  if (other)
     options.title = name + " → " + std::filesystem::path(o.diffWith).filename().string() + methodNote;
-    dot = draw::writeDotDiff(graph, otherGraph, options, &counts);
-    isDiff = true;
-  } else if (!o.afterPipeline.empty()) {
-    ir::Model after = model.clone();
-    rewriters::PassContext ctx;
-    rewriters::PassManager(defaultRegistry(), pipeline).run(after, ctx);
-    ir::Graph& afterGraph = methodOf(after, o.method, o.input);
-    propagateShapes(afterGraph, o.inputShapes);
+  else if (request.after)
     options.title = name + methodNote + " after " + rewriters::printPipeline(pipeline);
-    dot = draw::writeDotDiff(graph, afterGraph, options, &counts);
-    isDiff = true;
-  } else {
+  else
     options.title = name + methodNote;
-    dot = draw::writeDot(graph, options);
+  FaceWords words;
+  words.referenceName = "'" + o.input + "'";
+  words.candidateName = "'" + o.diffWith + "'";
+  words.shapesName = "--input-shape";
+  Drawing drawing;
+  try {
+    drawing = drawModel(model, options, request, words);
+  } catch (const std::invalid_argument& e) {  // a missing method, bad --input-shape
+    throw UsageError(e.what());
   }
+  const std::string& dot = drawing.dot;
 
   if (format == "dot" && (o.output.empty() || o.output == "-")) {
     std::cout << dot;
     return 0;
   }
-  writeDrawing(dot, o.output);
-  std::cout << fmt::format("wrote {} ({} nodes", o.output, graph.numNodes());
-  if (isDiff) std::cout << fmt::format("; {} added, {} changed, {} removed", counts.added, counts.changed, counts.removed);
+  session::writeDrawing(dot, o.output);
+  std::cout << fmt::format("wrote {} ({} nodes", o.output, drawing.nodes);
+  if (const auto& d = drawing.diff) std::cout << fmt::format("; {} added, {} changed, {} removed", d->added, d->changed, d->removed);
   std::cout << fmt::format(") in {:.2f} s\n", sw.ms() / 1000);
   return 0;
 }

@@ -1,7 +1,7 @@
 // `ptopt show IN.pt`: the IR text of every method and a table of op counts.
 #include "tools/commands.h"
 #include "driver/op_table.h"
-#include "tools/session.h"
+#include "session/session.h"
 
 #include "ir/model.h"
 #include "ir/text.h"

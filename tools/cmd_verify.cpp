@@ -6,6 +6,7 @@
 #include "driver/measure.h"
 #include "driver/report.h"
 #include "driver/util.h"
+#include "session/session.h"
 
 #include "ir/model.h"
 #include "verify/runner.h"
@@ -36,31 +37,20 @@ int runVerify(const VerifyOptions& o) {
   if (const int n = driver::untimedWorkThreads(); n > 0) threads.emplace(n);
   torch::jit::Module a = ir::loadTorchScript(o.reference);
   torch::jit::Module b = ir::loadTorchScript(o.candidate);
-  // The reference's forward signature names the inputs.
-  ir::Model imported = importModel(a);
-  InputPlan plan = planInputs(o.verify, imported.forward());
-  if (!plan.source) throw UsageError(plan.message);
-  if (plan.inferred) std::cout << "note: " << plan.message << "\n";
-  c10::Device device = c10::kCPU;
-  try {
-    device = verify::resolveDevice(o.verify.device);
-  } catch (const std::invalid_argument& e) {
+  const verify::ToleranceSet tolerances = toleranceOverrides(o.verify).over(verify::Tolerance{});
+  FaceWords words;
+  words.referenceName = o.reference;
+  words.candidateName = o.candidate;
+  words.inputsHint = "";
+  words.cudaHint = "--device cuda";
+  words.shapesName = "--input-shape";
+  words.note = [](const std::string& note) { std::cout << "note: " << note << "\n"; };
+  verify::VerifyReport report;
+  try {  // the library's session: the same comparison as ptopt.verify in Python
+    report = compareModules(a, b, inputRequest(o.verify), tolerances, o.verify.device, words);
+  } catch (const std::invalid_argument& e) {  // no inputs, a bad input spec or device
     throw UsageError(e.what());
   }
-  for (const auto& [path, m] : {std::pair<const std::string&, const torch::jit::Module&>{o.reference, a}, {o.candidate, b}})
-    if (!device.is_cuda() && m.hasattr(ir::kRequiresCudaAttribute) && m.attr(ir::kRequiresCudaAttribute).isBool() &&
-        m.attr(ir::kRequiresCudaAttribute).toBool())
-      throw ir::InputError(path + " is for CUDA (" + ir::kRequiresCudaAttribute +
-                           ": it calls cuDNN's fused kernels) and cannot run on " + device.str() +
-                           ": verify it on a machine with a CUDA GPU (--device cuda)");
-  const verify::ToleranceSet tolerances = toleranceOverrides(o.verify).over(verify::Tolerance{});
-  std::optional<verify::ReferenceRunner> runner;
-  try {
-    runner.emplace(a, *plan.source, tolerances, device, verify::inputNames(imported.forward()));
-  } catch (const verify::ReferenceError& e) {
-    throw ir::InputError(fmt::format("{}: {}", o.reference, e.what()));
-  }
-  verify::VerifyReport report = runner->check(b);
   warnUnknownOutputs(tolerances, report);
   std::cout << "verification: " << report.verdict() << "\n";
   if (!report.passed) std::cout << report.failureReport();

@@ -1,7 +1,7 @@
 #include "tools/dot_dir.h"
 
 #include "tools/commands.h"
-#include "tools/render.h"
+#include "session/render.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 namespace ptopt::tools {
 
 DotDirRecorder::DotDirRecorder(std::string dir, const ir::Graph& initial, std::string title)
-    : dir_(std::move(dir)), extension_(graphvizAvailable() ? ".svg" : ".dot"), title_(std::move(title)) {
+    : dir_(std::move(dir)), extension_(session::graphvizAvailable() ? ".svg" : ".dot"), title_(std::move(title)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec || !std::filesystem::is_directory(dir_))
@@ -24,7 +24,7 @@ DotDirRecorder::DotDirRecorder(std::string dir, const ir::Graph& initial, std::s
 
 std::string DotDirRecorder::write(const std::string& stem, const std::string& dot) {
   const std::string path = (std::filesystem::path(dir_) / fmt::format("{:02d}-{}{}", next_++, stem, extension_)).string();
-  writeDrawing(dot, path);
+  session::writeDrawing(dot, path);
   written_.push_back(path);
   return path;
 }
@@ -45,7 +45,7 @@ std::string DotDirRecorder::finish(const ir::Graph& final) {
   options_.title = title_ + ": after the whole pipeline";
   write("after", draw::writeDotDiff(*initial_, final, options_));
   return fmt::format("drawings: {} files in {}{}\n", written_.size(), dir_,
-                     graphvizAvailable() ? "" : " (.dot: this ptopt was built without GraphViz; render with `dot -Tsvg`)");
+                     session::graphvizAvailable() ? "" : " (.dot: this ptopt was built without GraphViz; render with `dot -Tsvg`)");
 }
 
 }  // namespace ptopt::tools

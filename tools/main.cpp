@@ -4,6 +4,7 @@
 #include "tools/cmd_dot.h"
 #include "tools/commands.h"
 #include "api/load_ops.h"
+#include "session/render.h"
 
 #include "ir/model.h"
 #include "ir/version.h"
@@ -130,6 +131,9 @@ int ptoptMain(int argc, char** argv) {
     if (*tuningCmd) return runTuning(tuning);
     return runOptimize(opt, argc, argv);
   } catch (const UsageError& e) {
+    std::cerr << "ptopt: error: " << e.what() << "\n";
+    return 2;
+  } catch (const ptopt::session::DrawingError& e) {  // a drawing's format or path (dot, --dot-dir)
     std::cerr << "ptopt: error: " << e.what() << "\n";
     return 2;
   } catch (const ptopt::ir::InputError& e) {

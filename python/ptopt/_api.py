@@ -1,5 +1,5 @@
 """The functions of the ptopt package: thin wrappers over the C++ library
-(ptopt._C, tools/session.h), which does the work the command line does."""
+(ptopt._C, session/session.h), which does the work the command line does."""
 
 from __future__ import annotations
 

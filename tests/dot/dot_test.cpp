@@ -1,4 +1,4 @@
-// DOT drawings (draw/) and their rendering (tools/render.h): the text
+// DOT drawings (draw/) and their rendering (session/render.h): the text
 // reads back with GraphViz's cgraph (agmemread) when the build has it, node
 // and edge counts match the IR, labels carry the op, key literals, constants
 // and metadata, clusters follow module scopes, and a diff shows a conv+bn
@@ -11,7 +11,7 @@
 #include "ir/rewriter.h"
 #include "rewriters/registry.h"
 #include "tests/support/pass_test.h"
-#include "tools/render.h"
+#include "session/render.h"
 
 #include <catch2/catch.hpp>
 
@@ -342,25 +342,25 @@ TEST_CASE("A graph diffed with itself has no changes") {
 TEST_CASE("Rendering: resnet18 to SVG in-process, or a clear error without GraphViz") {
   ir::Model m = test::importFixture(test::fixture("resnet18_script"));
   const std::string dot = draw::writeDot(m.forward());
-  if (!tools::graphvizAvailable()) {
-    CHECK_THROWS_WITH(tools::renderDot(dot, "svg"), Catch::Contains("built without GraphViz"));
+  if (!session::graphvizAvailable()) {
+    CHECK_THROWS_WITH(session::renderDot(dot, "svg"), Catch::Contains("built without GraphViz"));
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::string svg = tools::renderDot(dot, "svg");
+  const std::string svg = session::renderDot(dot, "svg");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   WARN("resnet18 rendered to SVG in " << seconds << " s (" << svg.size() << " bytes)");
   CHECK(seconds < 60);  // a sanity bound only; the goal is a few seconds
   CHECK(svg.find("<svg") != std::string::npos);
   CHECK(svg.find("conv2d") != std::string::npos);
-  const std::string png = tools::renderDot(dot, "png");
+  const std::string png = session::renderDot(dot, "png");
   CHECK(png.substr(1, 3) == "PNG");
-  CHECK_THROWS(tools::renderDot(dot, "no-such-format"));
+  CHECK_THROWS(session::renderDot(dot, "no-such-format"));
   // A diff renders without GraphViz rejecting any label (renderDot throws
   // when it does: an empty <B></B> once cost the diff its legend).
   ir::Model after = m.clone();
   test::runPipeline(after.forward(), "-O1");
-  const std::string diffSvg = tools::renderDot(draw::writeDotDiff(m.forward(), after.forward()), "svg");
+  const std::string diffSvg = session::renderDot(draw::writeDotDiff(m.forward(), after.forward()), "svg");
   CHECK(diffSvg.find("before") != std::string::npos);
 }
 
@@ -473,8 +473,8 @@ TEST_CASE("A pass's changes are drawn from its edit log: added green, changed ye
   if (nodes >= 0) CHECK(static_cast<size_t>(nodes) == countText(dot).nodes());
   (void)edges;
   // GraphViz accepts every label (renderDot throws when it drops one).
-  if (tools::graphvizAvailable()) {
-    const std::string png = tools::renderDot(dot, "png");
+  if (session::graphvizAvailable()) {
+    const std::string png = session::renderDot(dot, "png");
     CHECK(png.substr(1, 3) == "PNG");
   }
 }
@@ -537,5 +537,5 @@ TEST_CASE("Edit-log drawings of a real model: every removed node is drawn from i
   const auto [nodes, edges] = readBack(dot);
   if (nodes >= 0) CHECK(static_cast<size_t>(nodes) == countText(dot).nodes());
   (void)edges;
-  if (tools::graphvizAvailable()) CHECK(tools::renderDot(dot, "svg").find("<svg") != std::string::npos);
+  if (session::graphvizAvailable()) CHECK(session::renderDot(dot, "svg").find("<svg") != std::string::npos);
 }

@@ -27,7 +27,9 @@ reason says so: `// lint: not a pass (why)`.
 And on a hidden switch: `getenv("PTOPT_...")` in the library (every folder
 but the command line's tools/ and the Python package): a setting is a
 request option (driver/request.h) that the front ends fill from their flags,
-arguments and, where documented, environment variables.
+arguments and, where documented, environment variables. And on an
+`#include "tools/..."` in the library or the Python binding: what the faces
+share lives in session/, not in the command line's folder.
 
 A line that must do otherwise says why on the line itself:
 `// lint: positional (why)` or `// lint: raw edit (why)`.
@@ -96,7 +98,8 @@ PASS_NAME = re.compile(r'name\(\) const override \{ return "([^"]+)"')
 
 # Folders (and files) that name no pass: ir/ under the passes, the
 # driver, the library's faces and the binding above them.
-NO_PASS_NAMES = ["ir", "driver", "api", "verify", "tools", "measure", "target", "draw", "python/ptopt_module.cpp"]
+NO_PASS_NAMES = ["ir", "driver", "api", "verify", "tools", "measure", "target", "draw", "session",
+                 "python/ptopt_module.cpp"]
 JSON_KEY = re.compile(r'\[\s*"[^"]*"\s*\]')
 
 
@@ -124,18 +127,26 @@ def names_no_pass(root):
 
 
 LIBRARY = ["ir", "rewriters", "fusion", "layout", "quant", "kernels", "tune", "target", "measure", "verify", "driver",
-           "api", "draw"]
+           "api", "draw", "session"]
+# The command line's own folder: the library and the binding include none of
+# it (what the faces share lives in session/).
+CLI_INCLUDE = re.compile(r'#include\s+"tools/')
 HIDDEN_SWITCH = re.compile(r'getenv\(\s*"PTOPT_')
 
 
 def no_hidden_switches(root):
     problems = []
-    for folder in LIBRARY:
-        for path in sorted((root / folder).glob("*.[ch]*")) if (root / folder).is_dir() else []:
+    for folder in LIBRARY + ["python/ptopt_module.cpp"]:
+        where = root / folder
+        paths = [where] if where.is_file() else sorted(where.glob("*.[ch]*")) if where.is_dir() else []
+        for path in paths:
             for no, line in enumerate(path.read_text().splitlines(), 1):
-                if HIDDEN_SWITCH.search(strip_comment(line)):
+                if folder in LIBRARY and HIDDEN_SWITCH.search(strip_comment(line)):
                     problems.append(f"{path.relative_to(root)}:{no}: an environment switch in the library (make it a "
                                     f"request option the front ends set): {line.strip()}")
+                if CLI_INCLUDE.search(line):
+                    problems.append(f"{path.relative_to(root)}:{no}: includes the command line's folder (move what "
+                                    f"the faces share into session/): {line.strip()}")
     return problems
 
 
@@ -174,11 +185,12 @@ def self_test():
             '  parse("planted-pass{k=v}");    // flagged too\n'
             '  j["planted-pass"] = report;    // fine: a JSON key\n'
             '  label = "planted-pass";  // lint: not a pass (a label that happens to match)\n'
-            '  if (std::getenv("PTOPT_PLANTED")) skip();   // flagged: a hidden switch\n')
+            '  if (std::getenv("PTOPT_PLANTED")) skip();   // flagged: a hidden switch\n'
+            '#include "tools/session.h"                   // flagged: the library includes the CLI\n')
         found = check(d)
     flagged = sorted(p.split(":")[0] + ":" + p.split(":")[1] for p in found)
     expected = sorted([f"fusion/planted.cpp:{i}" for i in [1, 2, 3, 4, 5, 6, 11]] + ["ir/planted.cpp:1"] +
-                      ["driver/planted.cpp:1", "driver/planted.cpp:2", "driver/planted.cpp:5"])
+                      ["driver/planted.cpp:1", "driver/planted.cpp:2", "driver/planted.cpp:5", "driver/planted.cpp:6"])
     if flagged != expected:
         print("pass_sources: the self-test flagged", flagged, "expected", expected)
         print("\n".join(found))

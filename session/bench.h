@@ -1,6 +1,7 @@
 // The measurement behind `ptopt bench` (tools/cmd_bench.cpp) and
-// ptopt.bench in Python: a time-based warm-up (TorchScript's profiling
-// executor specializes the graph over the first runs), then timed runs until
+// ptopt.bench in Python, one implementation for both: a time-based warm-up
+// (TorchScript's profiling executor specializes the graph over the first
+// runs), then timed runs until
 // both a minimum time and a minimum count are reached (or exactly `iters`).
 // With a second model the two run interleaved (A B A B ...), so drift of the
 // machine hits both, and the median ratio B/A comes with a bootstrap
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace ptopt::tools {
+namespace ptopt::session {
 
 struct BenchSettings {
   double warmupSeconds = 1.0;
@@ -44,4 +45,4 @@ std::string timingMethod(c10::Device device);
 BenchResult benchModels(torch::jit::Module& a, torch::jit::Module* b, const std::vector<c10::IValue>& inputs,
                         c10::Device device, const BenchSettings& settings);
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::session

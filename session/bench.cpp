@@ -1,4 +1,4 @@
-#include "tools/latency.h"
+#include "session/bench.h"
 
 #include "ir/model.h"
 
@@ -6,7 +6,7 @@
 
 #include <limits>
 
-namespace ptopt::tools {
+namespace ptopt::session {
 
 std::string timingMethod(c10::Device device) {
   return measure::DeviceClock(device, {false, false}).method();
@@ -51,4 +51,4 @@ BenchResult benchModels(torch::jit::Module& a, torch::jit::Module* b, const std:
   return r;
 }
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::session

@@ -1,4 +1,4 @@
-#include "tools/session.h"
+#include "session/session.h"
 #include "api/api.h"
 
 #include "driver/op_table.h"
@@ -8,6 +8,7 @@
 #include "ir/model.h"
 #include "ir/text.h"
 #include "verify/precision.h"
+#include "rewriters/pass_manager.h"
 #include "rewriters/rules.h"
 #include "rewriters/shape_prop.h"
 
@@ -61,26 +62,38 @@ OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
   return out;
 }
 
-// ---- compareModules: `ptopt verify A B`.
+// ---- The inputs a subcommand runs on, and compareModules: `ptopt verify A B`.
+
+PlannedInputs planModelInputs(const torch::jit::Module& reference, const verify::InputRequest& inputs,
+                              const std::string& deviceName, const FaceWords& words) {
+  ir::Model imported = importModel(reference);
+  const verify::InputPlan plan = verify::planInputs(inputs, imported.forward());
+  if (!plan.source)
+    throw std::invalid_argument(words.inputsHint.empty() ? plan.message : plan.message + " (" + words.inputsHint + ")");
+  if (plan.inferred && words.note) words.note(plan.message);
+  return {*plan.source, verify::resolveDevice(deviceName), verify::inputNames(imported.forward())};
+}
+
+void requireRunnableOn(const torch::jit::Module& m, c10::Device device, const std::string& name,
+                       const FaceWords& words) {
+  if (!device.is_cuda() && m.hasattr(ir::kRequiresCudaAttribute) && m.attr(ir::kRequiresCudaAttribute).isBool() &&
+      m.attr(ir::kRequiresCudaAttribute).toBool())
+    throw ir::InputError(name + " is for CUDA (" + ir::kRequiresCudaAttribute +
+                         ": it calls cuDNN's fused kernels) and cannot run on " + device.str() +
+                         ": verify it on a machine with a CUDA GPU (" + words.cudaHint + ")");
+}
 
 verify::VerifyReport compareModules(const torch::jit::Module& a, const torch::jit::Module& b,
                                     const verify::InputRequest& inputs, const verify::ToleranceSet& tolerances,
-                                    const std::string& deviceName) {
-  ir::Model imported = importModel(a);
-  const verify::InputPlan plan = verify::planInputs(inputs, imported.forward());
-  if (!plan.source) throw std::invalid_argument(plan.message + " (Python: pass example_inputs=...)");
-  const c10::Device device = verify::resolveDevice(deviceName);
-  for (const auto* m : {&a, &b})
-    if (!device.is_cuda() && m->hasattr(ir::kRequiresCudaAttribute) && m->attr(ir::kRequiresCudaAttribute).isBool() &&
-        m->attr(ir::kRequiresCudaAttribute).toBool())
-      throw ir::InputError(std::string(m == &a ? "the reference" : "the candidate") + " is for CUDA (" +
-                           ir::kRequiresCudaAttribute + ": it calls cuDNN's fused kernels) and cannot run on " +
-                           device.str() + ": verify it on a machine with a CUDA GPU (device='cuda')");
+                                    const std::string& deviceName, const FaceWords& words) {
+  const PlannedInputs planned = planModelInputs(a, inputs, deviceName, words);
+  requireRunnableOn(a, planned.device, words.referenceName, words);
+  requireRunnableOn(b, planned.device, words.candidateName, words);
   std::optional<verify::ReferenceRunner> runner;
   try {
-    runner.emplace(a, *plan.source, tolerances, device, verify::inputNames(imported.forward()));
+    runner.emplace(a, planned.source, tolerances, planned.device, planned.names);
   } catch (const verify::ReferenceError& e) {
-    throw InputsDoNotFit(std::string("the reference: ") + e.what());
+    throw InputsDoNotFit(words.referenceName + ": " + e.what());
   }
   return runner->check(b);
 }
@@ -117,39 +130,69 @@ ir::Model importForDrawing(const torch::jit::Module& module, const std::string& 
   return importModel(m, options);
 }
 
-ir::Graph& methodOf(const ir::Model& model, const std::string& method) {
+ir::Graph& methodOf(const ir::Model& model, const std::string& method, const std::string& name) {
   ir::Graph* g = model.method(method);
-  if (!g) throw std::invalid_argument("the module has no method '" + method + "'");
+  if (!g) throw std::invalid_argument(name + " has no method '" + method + "'");
   return *g;
 }
 
-void propagateShapes(ir::Graph& g, const std::vector<std::string>& shapes) {
+void propagateShapes(ir::Graph& g, const std::vector<std::string>& shapes, const FaceWords& words) {
   if (shapes.empty()) return;
   std::vector<verify::InputSpec> specs;
   for (const auto& s : shapes) specs.push_back(verify::parseInputSpec(s));
-  specs = verify::completeInputSpecs(specs, g, fmt::format("{} input shape(s) were given", shapes.size()));
+  // Left-out inputs take their defaults.
+  specs = verify::completeInputSpecs(specs, g, fmt::format("{} was given {} time(s)", words.shapesName, shapes.size()));
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(specs, 0);
   try {
     rewriters::ShapePropPass().run(g, ctx);
   } catch (const std::exception& e) {
-    throw ir::InputError("the model fails on the given input shapes: " + ir::torchErrorMessage(e));
+    throw ir::InputError("the model fails on the given " + words.shapesName + ": " + ir::torchErrorMessage(e));
   }
 }
 
 }  // namespace
 
+Drawing drawModel(const torch::jit::Module& module, const draw::DotOptions& options, const DrawRequest& request,
+                  const FaceWords& words) {
+  if (request.other && request.after) throw std::invalid_argument("draw the difference to a model or a pipeline's, not both");
+  ir::Model model = importForDrawing(module, request.method);
+  ir::Graph& graph = methodOf(model, request.method, words.referenceName);
+  propagateShapes(graph, request.inputShapes, words);
+  Drawing out;
+  out.nodes = graph.numNodes();
+  if (!request.other && !request.after) {
+    out.dot = draw::writeDot(graph, options);
+    return out;
+  }
+  auto afterModel = [&] {
+    if (request.other) return importForDrawing(*request.other, request.method);
+    ir::Model changed = model.clone();
+    rewriters::PassContext ctx;
+    rewriters::PassManager(defaultRegistry(), *request.after).run(changed, ctx);
+    return changed;
+  };
+  ir::Model after = afterModel();
+  ir::Graph& afterGraph = methodOf(after, request.method, request.other ? words.candidateName : words.referenceName);
+  propagateShapes(afterGraph, request.inputShapes, words);
+  out.diff.emplace();
+  out.dot = draw::writeDotDiff(graph, afterGraph, options, &*out.diff);
+  return out;
+}
+
 std::string drawModules(const torch::jit::Module& module, const torch::jit::Module* other,
                         const draw::DotOptions& options, const std::string& method,
                         const std::vector<std::string>& inputShapes, draw::DiffCounts* counts) {
-  ir::Model model = importForDrawing(module, method);
-  ir::Graph& graph = methodOf(model, method);
-  propagateShapes(graph, inputShapes);
-  if (!other) return draw::writeDot(graph, options);
-  ir::Model after = importForDrawing(*other, method);
-  ir::Graph& afterGraph = methodOf(after, method);
-  propagateShapes(afterGraph, inputShapes);
-  return draw::writeDotDiff(graph, afterGraph, options, counts);
+  DrawRequest request;
+  request.method = method;
+  request.inputShapes = inputShapes;
+  request.other = other;
+  FaceWords words;
+  words.referenceName = "the module";
+  words.candidateName = "the other module";
+  Drawing d = drawModel(module, options, request, words);
+  if (counts && d.diff) *counts = *d.diff;
+  return d.dot;
 }
 
 }  // namespace ptopt

@@ -1,6 +1,4 @@
-#include "tools/render.h"
-
-#include "tools/commands.h"
+#include "session/render.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,7 +12,7 @@
 #include <graphviz/gvc.h>
 #endif
 
-namespace ptopt::tools {
+namespace ptopt::session {
 
 bool graphvizAvailable() {
 #ifdef PTOPT_WITH_GRAPHVIZ
@@ -26,7 +24,7 @@ bool graphvizAvailable() {
 
 std::string formatForPath(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
-  if (ext.size() < 2) throw UsageError("cannot tell the drawing format of '" + path + "': give it an extension (.dot, .svg, .png)");
+  if (ext.size() < 2) throw DrawingError("cannot tell the drawing format of '" + path + "': give it an extension (.dot, .svg, .png)");
   ext = ext.substr(1);
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   return ext == "gv" ? "dot" : ext;
@@ -35,9 +33,9 @@ std::string formatForPath(const std::string& path) {
 namespace {
 void writeFile(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  if (!out) throw DrawingError("cannot write '" + path + "'");
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw UsageError("cannot write '" + path + "'");
+  if (!out) throw DrawingError("cannot write '" + path + "'");
 }
 }  // namespace
 
@@ -75,7 +73,7 @@ std::string renderDot(const std::string& dot, const std::string& format) {
   gvFreeLayout(gvc, g);
   agclose(g);
   if (rc != 0)
-    throw UsageError("GraphViz cannot render format '" + format + "' (try .svg, .png or .pdf; or write .dot)");
+    throw DrawingError("GraphViz cannot render format '" + format + "' (try .svg, .png or .pdf; or write .dot)");
   if (graphvizErrors.find("Error") != std::string::npos)
     throw std::runtime_error("GraphViz rejected part of the drawing (a ptopt bug; the .dot output still works): " +
                              graphvizErrors);
@@ -83,7 +81,7 @@ std::string renderDot(const std::string& dot, const std::string& format) {
 }
 #else
 std::string renderDot(const std::string&, const std::string& format) {
-  throw UsageError("this ptopt was built without GraphViz, so it cannot write ." + format +
+  throw DrawingError("this ptopt was built without GraphViz, so it cannot write ." + format +
                    "; write .dot and run `dot -T" + format + " G.dot -o G." + format + "`");
 }
 #endif
@@ -93,4 +91,4 @@ void writeDrawing(const std::string& dot, const std::string& path) {
   writeFile(path, format == "dot" ? dot : renderDot(dot, format));
 }
 
-}  // namespace ptopt::tools
+}  // namespace ptopt::session

@@ -1,7 +1,9 @@
 // In-memory sessions: what `ptopt IN OUT`, `ptopt verify`, `ptopt show` and
-// `ptopt dot` do, as library calls on modules already loaded, for the Python
-// package (python/) and other embedders. No printing, no files: results are
-// values and failures are exceptions.
+// `ptopt dot` do, as library calls on modules already loaded: the one
+// implementation the command line (tools/), the Python package (python/)
+// and other embedders call. No printing, no files: results are values,
+// failures are exceptions, and what differs between faces is only how they
+// are named (FaceWords).
 //
 //   ptopt::OptimizeRequest req;
 //   req.pipeline = "-O1";
@@ -24,10 +26,12 @@
 #include "quant/quantize_report.h"
 #include "api/api.h"
 #include "driver/driver.h"
+#include "rewriters/pipeline.h"
 #include "verify/input_plan.h"
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -76,12 +80,41 @@ struct OptimizeResult {
 // a bad device), VerificationFailed (unless force), and whatever a pass throws.
 OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& request);
 
+// How a face (the command line, Python) is named in the errors and notes of
+// the calls below, which are otherwise the same for every face.
+struct FaceWords {
+  std::string referenceName = "the reference";  // `ptopt verify`: the file's path
+  std::string candidateName = "the candidate";
+  std::string inputsHint = "Python: pass example_inputs=...";  // after "no inputs" ("": none)
+  std::string cudaHint = "device='cuda'";                       // how to ask for a GPU
+  std::string shapesName = "input_shapes";                      // what the input shapes are called
+  std::function<void(const std::string&)> note;                 // what was assumed (inferred inputs)
+};
+
+// What a subcommand runs a model on: the inputs planned for `reference`'s
+// forward (its signature names them) and the device. Throws
+// std::invalid_argument when there is nothing to run on (the plan's message
+// and the face's hint), verify::InputPlanError, std::invalid_argument for a
+// bad device; notes inferred inputs through `words.note`.
+struct PlannedInputs {
+  verify::InputSource source;
+  c10::Device device = c10::kCPU;
+  std::vector<std::string> names;  // the forward's input names
+};
+PlannedInputs planModelInputs(const torch::jit::Module& reference, const verify::InputRequest& inputs,
+                              const std::string& device, const FaceWords& words = {});
+
+// ir::InputError naming `name` when `module` is a file for CUDA (it calls
+// cuDNN's fused kernels) and `device` is not a GPU.
+void requireRunnableOn(const torch::jit::Module& module, c10::Device device, const std::string& name,
+                       const FaceWords& words);
+
 // `ptopt verify A B`: B against the reference A on the planned inputs.
-// Throws like optimizeModule (InputPlanError, InputsDoNotFit, ir::InputError
-// for a CUDA-only model on a CPU).
+// Throws like optimizeModule (InputPlanError, InputsDoNotFit naming the
+// reference, ir::InputError for a CUDA-only model on a CPU).
 verify::VerifyReport compareModules(const torch::jit::Module& reference, const torch::jit::Module& candidate,
                                     const verify::InputRequest& inputs, const verify::ToleranceSet& tolerances,
-                                    const std::string& device = "auto");
+                                    const std::string& device = "auto", const FaceWords& words = {});
 
 // `ptopt show`: the IR text and op counts of each method.
 struct MethodText {
@@ -95,10 +128,28 @@ std::vector<MethodText> showModule(const torch::jit::Module& module,
                                    const std::vector<std::string>& preserveMethods = {});
 
 // `ptopt dot`: the DOT text of `module`'s method, or with `other` the
-// difference from `module` to `other` (`ptopt dot A --diff B`). Both are
+// difference from `module` to `other` (`ptopt dot A --diff B`), or with
+// `after` the difference a pipeline makes (`--after -O1`). Modules are
 // imported in eval mode; `inputShapes` (one spec per input) label values
 // with dtype and shape. Throws std::invalid_argument for a missing method
-// or bad shapes, ir::InputError when the model fails on them.
+// (naming `words.referenceName` / `candidateName`) or bad shapes
+// (`words.shapesName`), ir::InputError when the model fails on them, and
+// what a pass of `after` throws.
+struct DrawRequest {
+  std::string method = "forward";
+  std::vector<std::string> inputShapes;
+  const torch::jit::Module* other = nullptr;   // --diff
+  const rewriters::Pipeline* after = nullptr;  // --after (the default registry's passes)
+};
+struct Drawing {
+  std::string dot;
+  size_t nodes = 0;                      // of the drawn (first) graph
+  std::optional<draw::DiffCounts> diff;  // with `other` or `after`
+};
+Drawing drawModel(const torch::jit::Module& module, const draw::DotOptions& options, const DrawRequest& request,
+                  const FaceWords& words = {});
+
+// drawModel for Python's ptopt.draw: the module, or its difference to `other`.
 std::string drawModules(const torch::jit::Module& module, const torch::jit::Module* other,
                         const draw::DotOptions& options, const std::string& method = "forward",
                         const std::vector<std::string>& inputShapes = {}, draw::DiffCounts* counts = nullptr);

@@ -145,6 +145,7 @@ std::optional<Optimizer::StandIn> Optimizer::cpuStandIn(const rewriters::Pipelin
   rewriters::PassContext standInCtx;
   standInCtx.targetDevice = ctx.targetDevice;
   standInCtx.preferBf16 = ctx.preferBf16;
+  standInCtx.assumedIsa = ctx.assumedIsa;
   standInCtx.exampleInputs = ctx.exampleInputs;
   rewriters::Pipeline standInPipeline = verify::withEmulatedPrecision(pipeline, defaultRegistry());
   std::vector<std::string> cudaOnly;

@@ -139,11 +139,9 @@ class Run {
     s_.pipeline = planPipeline(req_);
     s_.record.pipeline = rewriters::printPipeline(s_.pipeline);
     if (!req_.output.empty()) checkOutputPath(req_);
-    // For this run only: the next run in the process (Python's second
-    // optimize call) probes the real CPU again unless it assumes a level too.
-    if (!req_.assumeIsa.empty()) assumedIsa_.emplace(target::parseIsa(req_.assumeIsa));
     s_.req = &req_;
     try {
+      target::assumedIsa(req_.assumeIsa);  // a level this run can assume (the passes read it from the context)
       s_.device = verify::resolveDevice(req_.device);
     } catch (const std::invalid_argument& e) {
       throw RequestError(e.what());
@@ -394,7 +392,6 @@ class Run {
 
   const Request& req_;
   const FrontEnd& fe_;
-  std::optional<target::AssumeCpuIsa> assumedIsa_;  // --assume-isa, restored when the run ends
   Stages s_;
   Outcome out_;
   std::unique_ptr<ir::AtomicModuleFile> file_;  // export: OUT's temporary file

@@ -247,6 +247,7 @@ BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::Impo
   rewriters::PassContext ctx;
   ctx.targetDevice = like.targetDevice;
   ctx.preferBf16 = like.preferBf16;
+  ctx.assumedIsa = like.assumedIsa;
   ctx.exampleInputs = like.exampleInputs;
   b.optimizer->run(pipeline, &ctx);
   b.result = b.optimizer->serialize();

@@ -141,10 +141,10 @@ std::string VerdictKey::signature() const {
   return fmt::format("{} in {} out {} inputs ({}) {}", kKind, inDigest, outDigest, inputs, settings);
 }
 
-VerdictKey verdictKey(c10::Device device, const MeasureOptions& o, std::string inDigest, std::string outDigest,
-                      const std::vector<c10::IValue>& inputs) {
+VerdictKey verdictKey(c10::Device device, std::optional<target::CpuIsa> assumed, const MeasureOptions& o,
+                      std::string inDigest, std::string outDigest, const std::vector<c10::IValue>& inputs) {
   VerdictKey k;
-  k.device = tune::measuringDevice(device).str();
+  k.device = tune::measuringDevice(device, assumed).str();
   k.threads = o.threads > 0 ? o.threads : at::get_num_threads();
   k.inDigest = std::move(inDigest);
   k.outDigest = std::move(outDigest);

@@ -25,6 +25,7 @@
 
 #include "driver/measure.h"
 
+#include "target/capabilities.h"
 #include "tune/cache.h"
 
 #include <c10/core/Device.h>
@@ -62,8 +63,9 @@ struct VerdictKey {
   tune::CacheContext context() const;
   std::string signature() const;
 };
-VerdictKey verdictKey(c10::Device device, const MeasureOptions& options, std::string inDigest,
-                      std::string outDigest, const std::vector<c10::IValue>& inputs);
+// `assumed`: the run's assumed CPU level (--assume-isa), in the device key.
+VerdictKey verdictKey(c10::Device device, std::optional<target::CpuIsa> assumed, const MeasureOptions& options,
+                      std::string inDigest, std::string outDigest, const std::vector<c10::IValue>& inputs);
 
 struct CachedVerdict {
   NeverSlowerResult picked;     // indices refer to `names`

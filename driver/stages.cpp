@@ -61,7 +61,8 @@ verify::ToleranceSet tolerancesFor(const Stages& r) {
 // of the record; said with describeTarget.
 void recordTarget(Stages& r) {
   const std::string& device = r.ctx.targetDevice;
-  nlohmann::json t = {{"device", device}, {"identity", target::deviceIdentity(device)}};
+  const std::optional<target::CpuIsa> assumed = target::assumedIsa(r.ctx.assumedIsa);
+  nlohmann::json t = {{"device", device}, {"identity", target::deviceIdentity(device, assumed)}};
   if (device == "cuda") {
     const target::CudaCapabilities c = target::probeCuda();
     t["available"] = c.available;
@@ -71,14 +72,14 @@ void recordTarget(Stages& r) {
     else
       t["why"] = c.why;
   } else {
-    const target::CpuCapabilities c = target::cpuCapabilities();
+    const target::CpuCapabilities c = target::cpuCapabilities(assumed);
     t.update({{"cpu", c.brand}, {"isa", target::isaName(c.isa)}, {"onednn_isa", target::isaName(c.onednn)},
               {"aten_isa", target::isaName(c.aten)}, {"cpuid_isa", target::isaName(c.cpuid)},
               {"assumed", c.assumed}, {"native_bf16", c.nativeBf16}, {"bf16_why", c.bf16Why},
               {"native_fp16", c.nativeFp16}, {"fp16_why", c.fp16Why}});
   }
   r.record.sections["target"] = t;
-  if (r.req->explain || r.req->describeTarget) r.say(target::describeTarget(device));
+  if (r.req->explain || r.req->describeTarget) r.say(target::describeTarget(device, assumed));
 }
 
 }  // namespace
@@ -93,6 +94,7 @@ Optimizer::Reference referenceStage(Stages& r) {
   r.ctx.targetDevice = r.req->target != "auto" ? r.req->target : r.device.is_cuda() ? "cuda" : "cpu";
   r.ctx.explain = r.explain;
   r.ctx.preferBf16 = r.req->preferBf16;
+  r.ctx.assumedIsa = r.req->assumeIsa;
   r.ctx.onWarning = [&r](const std::string& w) { r.warning(w); };
   recordTarget(r);
   r.tolerances = tolerancesFor(r);
@@ -294,7 +296,7 @@ std::optional<VerdictCache> openVerdictCache(const Stages& r, const MeasureOptio
   if (!r.req->tune || !r.hooks.inputDigest || !r.hooks.outputDigest) return std::nullopt;
   try {
     return VerdictCache{tune::TuningCache::open(r.tuningCachePath()),
-                        verdictKey(r.device, mo, r.hooks.inputDigest(), r.hooks.outputDigest(), inputs)};
+                        verdictKey(r.device, target::assumedIsa(r.ctx.assumedIsa), mo, r.hooks.inputDigest(), r.hooks.outputDigest(), inputs)};
   } catch (const std::exception&) {
     return std::nullopt;  // the tune stage has warned about a damaged cache
   }

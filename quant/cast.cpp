@@ -618,7 +618,8 @@ CastPass::Precision CastPass::precisionFor(const PassContext& ctx) const {
   // in ATen's own kernels, slower than fp32 and less accurate: stay fp32.
   // On a CUDA device without native fp16/bf16 the same; CUDA without native
   // bf16 (sm_75) falls back to fp16.
-  const target::AutoPrecision choice = target::autoPrecision(ctx.targetDevice, preferBf16);
+  const target::AutoPrecision choice =
+      target::autoPrecision(ctx.targetDevice, preferBf16, target::assumedIsa(ctx.assumedIsa));
   using D = target::AutoPrecision::Dtype;
   const std::string what = choice.dtype == D::Fp32   ? "fp32 kept (cast{dtype=auto} lowered nothing)"
                            : choice.dtype == D::Bf16 ? "bf16 (cast{dtype=auto})"
@@ -669,7 +670,9 @@ PassResult CastPass::run(ir::Graph& graph, PassContext& ctx) {
     if (first)
       ctx.decline(name(), first,
                   "dtype=auto keeps the whole graph in fp32: " +
-                      target::autoPrecision(ctx.targetDevice, options().getBool("prefer-bf16") || ctx.preferBf16).why +
+                      target::autoPrecision(ctx.targetDevice, options().getBool("prefer-bf16") || ctx.preferBf16,
+                                            target::assumedIsa(ctx.assumedIsa))
+                          .why +
                       (ctx.targetDevice == "cuda" ? "" : " (dtype=bf16 forces it)"));
     return unchanged();
   }

@@ -93,6 +93,7 @@ PassContext PassContext::forTrial() const {
   trial.exampleInputs = exampleInputs;
   trial.targetDevice = targetDevice;
   trial.preferBf16 = preferBf16;
+  trial.assumedIsa = assumedIsa;
   trial.inputs = inputs;
   return trial;
 }

@@ -125,6 +125,10 @@ class PassContext {
   std::string targetDevice = "cpu";
   // cast{dtype=auto} picks bf16 on CUDA targets too (--prefer-bf16).
   bool preferBf16 = false;
+  // The CPU level decisions assume instead of probing this CPU
+  // (--assume-isa: "avx2", ...; "": this CPU's own). A value of the run,
+  // never process state: target::cpuCapabilities(target::assumedIsa(this)).
+  std::string assumedIsa;
   // When set, every decline is also printed here as it happens.
   std::ostream* explain = nullptr;
   // Every edit of every pass, in order (ir/rewriter.h). Passes edit through

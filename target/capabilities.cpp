@@ -221,8 +221,6 @@ namespace {
 constexpr bool kLibTorchHasFp16CpuKernels =
     TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2);
 
-std::mutex assumedMutex;
-std::optional<CpuIsa> assumed;
 
 }  // namespace
 
@@ -251,8 +249,7 @@ CpuCapabilities probeCpu() {
   return c;
 }
 
-CpuCapabilities cpuCapabilities() {
-  std::optional<CpuIsa> forced = assumedCpuIsa();
+CpuCapabilities cpuCapabilities(std::optional<CpuIsa> forced) {
   CpuCapabilities c = probeCpu();
   if (!forced) return c;
   c.assumed = true;
@@ -269,14 +266,10 @@ CpuCapabilities cpuCapabilities() {
   return c;
 }
 
-void assumeCpuIsa(std::optional<CpuIsa> isa) {
-  std::lock_guard<std::mutex> lock(assumedMutex);
-  assumed = isa;
-}
-
-std::optional<CpuIsa> assumedCpuIsa() {
-  std::lock_guard<std::mutex> lock(assumedMutex);
-  return assumed;
+std::optional<CpuIsa> assumedIsa(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (auto isa = parseIsa(name)) return isa;
+  throw std::invalid_argument("unknown CPU level '" + name + "' (choose " + isaChoices() + ")");
 }
 
 std::string CpuCapabilities::summary() const {
@@ -327,28 +320,28 @@ std::string CudaCapabilities::summary() const {
 
 // ---------------------------------------------------------------- the target
 
-std::string deviceIdentity(const std::string& targetDevice) {
+std::string deviceIdentity(const std::string& targetDevice, std::optional<CpuIsa> assumed) {
   if (targetDevice == "cuda") {
     const CudaCapabilities c = probeCuda();
     if (!c.available) return "cuda: not available (" + c.why + ")";
     return fmt::format("cuda: {}; sm_{}{}", c.name, c.major, c.minor);
   }
-  const CpuCapabilities c = cpuCapabilities();
+  const CpuCapabilities c = cpuCapabilities(assumed);
   std::string s = fmt::format("cpu: {}; oneDNN {}; ATen {}", c.brand, isaName(c.onednn), isaName(c.aten));
   if (c.assumed) s += ", assumed " + isaName(c.isa);
   return s;
 }
 
-std::string describeTarget(const std::string& targetDevice) {
+std::string describeTarget(const std::string& targetDevice, std::optional<CpuIsa> assumed) {
   if (targetDevice == "cuda") return "target cuda: " + probeCuda().summary() + "\n";
-  const CpuCapabilities c = cpuCapabilities();
+  const CpuCapabilities c = cpuCapabilities(assumed);
   return fmt::format("target cpu: {}, {}\n", c.brand, c.summary());
 }
 
-AutoPrecision autoPrecision(const std::string& targetDevice, bool preferBf16) {
+AutoPrecision autoPrecision(const std::string& targetDevice, bool preferBf16, std::optional<CpuIsa> assumed) {
   using D = AutoPrecision::Dtype;
   if (targetDevice != "cuda") {
-    const CpuCapabilities c = cpuCapabilities();
+    const CpuCapabilities c = cpuCapabilities(assumed);
     if (c.nativeBf16) return {D::Bf16, "this CPU has native bf16 (" + c.bf16Why + ")"};
     return {D::Fp32, "this CPU has no native bf16 (" + c.bf16Why +
                          "), where bf16 runs slower than fp32 and less accurately"};

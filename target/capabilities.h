@@ -16,9 +16,11 @@
 // kernels built on bf16 dot-product instructions (avx512_bf16 or amx; see
 // probeCpuBf16 for the other conditions).
 //
-// A forced level (assumeCpuIsa, `ptopt --assume-isa avx2`) replaces the
-// probe in cpuCapabilities(), so that the decisions that follow from it are
-// tested on any machine; kernels still run on the real CPU.
+// An assumed level (`ptopt --assume-isa avx2`, PassContext::assumedIsa)
+// replaces the probe in cpuCapabilities(assumed), so that the decisions that
+// follow from it are tested on any machine; kernels still run on the real
+// CPU. The level is a value handed down with the run, never process state:
+// two runs in one process assume each their own.
 //
 // Caveat of capping: PyTorch 1.13 and 2.x send bf16 to oneDNN by CPUID
 // alone, so with oneDNN capped below AVX-512 on an AVX-512 CPU they still
@@ -98,7 +100,7 @@ struct CpuCapabilities {
   CpuIsa onednn = CpuIsa::Default;  // cpuid capped by oneDNN's cap
   CpuIsa aten = CpuIsa::Default;    // ATen's kernels (default, avx2 or avx512)
   CpuIsa isa = CpuIsa::Default;     // the level decisions use: oneDNN's, or the assumed one
-  bool assumed = false;             // isa was forced (assumeCpuIsa / --assume-isa)
+  bool assumed = false;             // isa was assumed (--assume-isa)
   bool nativeBf16 = false;
   std::string bf16Why;
   bool nativeFp16 = false;          // fp16 convs/matmuls in native kernels (LibTorch >= 2.2 and avx512_fp16/amx)
@@ -110,25 +112,15 @@ struct CpuCapabilities {
 };
 // The real CPU (ignores an assumed level).
 CpuCapabilities probeCpu();
-// What the passes consult: the real CPU, or the assumed level in its place.
-CpuCapabilities cpuCapabilities();
-
-// Forces the level cpuCapabilities() reports, process-wide (nullopt: probe
-// again). isa, onednn and aten take the level (aten at most avx512), and
+// What the passes consult: the real CPU (nullopt), or the assumed level in
+// its place: isa, onednn and aten take the level (aten at most avx512), and
 // bf16 / fp16 are native exactly when the level has their instructions.
-void assumeCpuIsa(std::optional<CpuIsa> isa);
-std::optional<CpuIsa> assumedCpuIsa();
-// Scoped assumeCpuIsa (tests).
-class AssumeCpuIsa {
- public:
-  explicit AssumeCpuIsa(std::optional<CpuIsa> isa) : previous_(assumedCpuIsa()) { assumeCpuIsa(isa); }
-  ~AssumeCpuIsa() { assumeCpuIsa(previous_); }
-  AssumeCpuIsa(const AssumeCpuIsa&) = delete;
-  AssumeCpuIsa& operator=(const AssumeCpuIsa&) = delete;
+CpuCapabilities cpuCapabilities(std::optional<CpuIsa> assumed);
 
- private:
-  std::optional<CpuIsa> previous_;
-};
+// The level a run assumes, from its name as the request and PassContext
+// carry it ("" : none, probe the CPU). Throws std::invalid_argument for an
+// unknown name (the choices: isaChoices()).
+std::optional<CpuIsa> assumedIsa(const std::string& name);
 
 // ---- CUDA
 
@@ -154,13 +146,14 @@ bool cudaNativeBf16(int major, int minor);
 // "cpu: AMD EPYC 9R14 96-Core Processor; oneDNN avx512_bf16; ATen avx2"
 // (", assumed avx2" when forced), or "cuda: NVIDIA H200; sm_90" (the CUDA
 // line when CUDA is not available here: "cuda: not available (...)").
-std::string deviceIdentity(const std::string& targetDevice);
+// `assumed`: the run's assumed CPU level (nullopt: the CPU's own).
+std::string deviceIdentity(const std::string& targetDevice, std::optional<CpuIsa> assumed);
 // A few lines for --explain / `ptopt show --device-info`: every probe.
-std::string describeTarget(const std::string& targetDevice);
+std::string describeTarget(const std::string& targetDevice, std::optional<CpuIsa> assumed);
 
 // The precision cast{dtype=auto} should lower to on the target, or nullopt
 // to stay fp32, with the reason. `preferBf16` asks for bf16 on CUDA.
-// CPU: bf16 when native (cpuCapabilities()), else fp32. CUDA: fp16 (bf16
+// CPU: bf16 when native (cpuCapabilities(assumed)), else fp32. CUDA: fp16 (bf16
 // with preferBf16); when CUDA is available here and the device lacks the
 // precision natively, the other native one, else fp32. With no CUDA here the
 // CUDA rule assumes a current GPU (nothing to probe).
@@ -168,6 +161,6 @@ struct AutoPrecision {
   enum class Dtype { Fp32, Bf16, Fp16 } dtype = Dtype::Fp32;
   std::string why;
 };
-AutoPrecision autoPrecision(const std::string& targetDevice, bool preferBf16);
+AutoPrecision autoPrecision(const std::string& targetDevice, bool preferBf16, std::optional<CpuIsa> assumed);
 
 }  // namespace ptopt::target

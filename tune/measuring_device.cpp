@@ -8,12 +8,12 @@
 
 namespace ptopt::tune {
 
-std::string isaLevel() {
+std::string isaLevel(std::optional<target::CpuIsa> assumed) {
   // The levels the capability probes report (target/capabilities.h):
   // oneDNN's (CPUID under oneDNN's cap) and ATen's, or the --assume-isa one;
   // the caps of this process are named, so a capped run keys its own
   // decisions.
-  const target::CpuCapabilities c = target::cpuCapabilities();
+  const target::CpuCapabilities c = target::cpuCapabilities(assumed);
   std::string level = "oneDNN " + target::isaName(c.onednn) + ", ATen " + target::isaName(c.aten);
   if (c.assumed) level += ", assumed " + target::isaName(c.isa);
   std::string caps;
@@ -33,7 +33,7 @@ std::string libtorchVersion() {
 
 std::string MeasuringDevice::str() const { return kind + ": " + name + " [" + isa + "]"; }
 
-MeasuringDevice measuringDevice(c10::Device device) {
+MeasuringDevice measuringDevice(c10::Device device, std::optional<target::CpuIsa> assumed) {
   MeasuringDevice id;
   if (device.is_cuda()) {
     id.kind = "cuda";
@@ -48,7 +48,7 @@ MeasuringDevice measuringDevice(c10::Device device) {
   }
   id.kind = "cpu";
   id.name = target::cpuBrand();
-  id.isa = isaLevel();
+  id.isa = isaLevel(assumed);
   return id;
 }
 

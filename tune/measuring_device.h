@@ -10,8 +10,11 @@
 // (sm_80). Decisions never travel between identities.
 #pragma once
 
+#include "target/capabilities.h"
+
 #include <c10/core/Device.h>
 
+#include <optional>
 #include <string>
 
 namespace ptopt::tune {
@@ -23,10 +26,11 @@ struct MeasuringDevice {
   // "cpu: <name> [<isa>]".
   std::string str() const;
 };
-MeasuringDevice measuringDevice(c10::Device device);
+// `assumed`: the run's assumed CPU level (--assume-isa), named in the key.
+MeasuringDevice measuringDevice(c10::Device device, std::optional<target::CpuIsa> assumed);
 
 // The CPU's ISA level as LibTorch uses it, with the caps of this process.
-std::string isaLevel();
+std::string isaLevel(std::optional<target::CpuIsa> assumed);
 
 // The LibTorch this was built with ("1.13.0").
 std::string libtorchVersion();

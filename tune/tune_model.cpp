@@ -3,6 +3,7 @@
 #include "ir/literal.h"
 #include "measure/clock.h"
 #include "rewriters/pass_manager.h"
+#include "target/capabilities.h"
 #include "tune/cache.h"
 #include "tune/measuring_device.h"
 #include "tune/signature.h"
@@ -143,7 +144,7 @@ class PipelineTuning final : public TuningSession {
     start_ = timer_->elapsedSeconds();
     result_.budgetSeconds = o.budgetSeconds;
     result_.cachePath = o.cachePath;
-    context_ = CacheContext::current(measuringDevice(o.device).str());
+    context_ = CacheContext::current(measuringDevice(o.device, target::assumedIsa(base.assumedIsa)).str());
     result_.context = context_.key();
     try {
       cache_ = TuningCache::open(o.cachePath);

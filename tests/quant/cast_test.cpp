@@ -43,9 +43,11 @@ struct CastRun {
 };
 
 // Loads a fixture, runs -O1 and then `cast` (options in braces).
-CastRun runCast(const test::Fixture& f, const std::string& castOptions) {
+// `assumedIsa`: the CPU level the run assumes (--assume-isa; "": this CPU's).
+CastRun runCast(const test::Fixture& f, const std::string& castOptions, const std::string& assumedIsa = "") {
   CastRun r{Optimizer::load(f.path), {}, {}};
   r.ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  r.ctx.assumedIsa = assumedIsa;
   r.opt.run(kO1Bf16, &r.ctx);
   r.report = r.opt.run("cast" + castOptions, &r.ctx);
   return r;
@@ -164,13 +166,16 @@ TEST_CASE("Preset -O3 is -O2 plus cast, bf16 on CPU and fp16 on CUDA unless bf16
   cudaBf16.preferBf16 = true;
   const auto pipeline = parsePipelineOrPreset("-O3");
   {
-    // On a CPU, what dtype=auto introduces follows the CPU (--assume-isa).
-    target::AssumeCpuIsa bf16(target::CpuIsa::Avx512Bf16);
-    CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cpu) == c10::ScalarType::BFloat16);
-    target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
-    CHECK_FALSE(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cpu).has_value());
-    CHECK(verify::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=bf16}"), ptopt::defaultRegistry(), cpu) ==
-          c10::ScalarType::BFloat16);
+    // On a CPU, what dtype=auto introduces follows the CPU (--assume-isa):
+    // a value of each run's context, so two contexts assume each their own.
+    rewriters::PassContext bf16Cpu, avx2Cpu;
+    bf16Cpu.assumedIsa = "avx512_bf16";
+    avx2Cpu.assumedIsa = "avx2";
+    CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), bf16Cpu) == c10::ScalarType::BFloat16);
+    CHECK_FALSE(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), avx2Cpu).has_value());
+    CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), bf16Cpu) == c10::ScalarType::BFloat16);
+    CHECK(verify::lowestPrecisionIntroduced(parsePipelineOrPreset("cast{dtype=bf16}"), ptopt::defaultRegistry(),
+                                            avx2Cpu) == c10::ScalarType::BFloat16);
   }
   CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cuda) == c10::ScalarType::Half);
   CHECK(verify::lowestPrecisionIntroduced(pipeline, ptopt::defaultRegistry(), cudaBf16) == c10::ScalarType::BFloat16);
@@ -577,31 +582,30 @@ TEST_CASE("cast logs every edit it makes on every fixture (the edit log self-che
 TEST_CASE("cast{dtype=auto} decides by the target CPU's ISA: fp32 on avx2, bf16 on avx512_bf16 (--assume-isa)") {
   const auto& f = test::fixture("resnet18_script");
   {
-    target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
-    CastRun r = runCast(f, "{dtype=auto}");
+    CastRun r = runCast(f, "{dtype=auto}", "avx2");
     CHECK(r.counter("lowered") == 0);
     CHECK(r.counter("casts") == 0);
     CHECK(r.declined("dtype=auto keeps the whole graph in fp32: this CPU has no native bf16 (assumed avx2"));
     CHECK_FALSE(verify::lowestPrecisionIn(r.opt.model()).has_value());
     rewriters::PassContext ctx;
+    ctx.assumedIsa = "avx2";
     const auto note = verify::precisionNote(parsePipelineOrPreset("-O3"), ptopt::defaultRegistry(), ctx);
     REQUIRE(note);
     CHECK(note->find("fp32 kept") == 0);
     // An explicit dtype is not the CPU's business.
-    CHECK(runCast(f, "{dtype=bf16}").counter("lowered") == 21);
+    CHECK(runCast(f, "{dtype=bf16}", "avx2").counter("lowered") == 21);
   }
-  for (auto isa : {target::CpuIsa::Avx512Bf16, target::CpuIsa::Amx}) {
-    target::AssumeCpuIsa level(isa);
-    CastRun r = runCast(f, "{dtype=auto}");
+  for (const char* isa : {"avx512_bf16", "amx"}) {
+    CastRun r = runCast(f, "{dtype=auto}", isa);
     CHECK(r.counter("lowered") == 21);
     CHECK_FALSE(r.declined("keeps the whole graph in fp32"));
     CHECK(verify::lowestPrecisionIn(r.opt.model()) == c10::ScalarType::BFloat16);
     rewriters::PassContext ctx;
+    ctx.assumedIsa = isa;
     CHECK(verify::precisionNote(parsePipelineOrPreset("-O3"), ptopt::defaultRegistry(), ctx)->find("bf16") == 0);
   }
   // avx512 without bf16 instructions: fp32 as well.
-  target::AssumeCpuIsa avx512(target::CpuIsa::Avx512);
-  CHECK(runCast(f, "{dtype=auto}").counter("lowered") == 0);
+  CHECK(runCast(f, "{dtype=auto}", "avx512").counter("lowered") == 0);
   // Not a cast with dtype=auto: no note.
   rewriters::PassContext ctx;
   CHECK_FALSE(verify::precisionNote(parsePipelineOrPreset("-O2"), ptopt::defaultRegistry(), ctx).has_value());

@@ -173,36 +173,36 @@ TEST_CASE("ISA levels: names, the CPUID level against /proc/cpuinfo, oneDNN caps
     const target::CpuCapabilities capped = target::probeCpu();
     CHECK(static_cast<int>(capped.isa) <= static_cast<int>(target::CpuIsa::Avx2));
     CHECK_FALSE(capped.nativeBf16);
-    CHECK(target::deviceIdentity("cpu").find("oneDNN " + target::isaName(capped.isa)) != std::string::npos);
+    CHECK(target::deviceIdentity("cpu", std::nullopt).find("oneDNN " + target::isaName(capped.isa)) != std::string::npos);
   }
 }
 
-TEST_CASE("an assumed ISA replaces the probe for the decisions, and the probe comes back after") {
+TEST_CASE("an assumed ISA replaces the probe for the decisions of its run only") {
   const target::CpuCapabilities real = target::probeCpu();
-  {
-    target::AssumeCpuIsa avx2(target::CpuIsa::Avx2);
-    const target::CpuCapabilities c = target::cpuCapabilities();
-    CHECK(c.assumed);
-    CHECK(c.isa == target::CpuIsa::Avx2);
-    CHECK(c.aten == target::CpuIsa::Avx2);
-    CHECK_FALSE(c.nativeBf16);
-    CHECK(c.bf16Why.find("assumed avx2") != std::string::npos);
-    CHECK(target::deviceIdentity("cpu").find("assumed avx2") != std::string::npos);
-    CHECK(target::autoPrecision("cpu", false).dtype == target::AutoPrecision::Dtype::Fp32);
-    CHECK(target::autoPrecision("cpu", false).why.find("no native bf16") != std::string::npos);
-    {
-      target::AssumeCpuIsa amx(target::CpuIsa::Amx);
-      CHECK(target::cpuCapabilities().nativeBf16);
-      CHECK(target::cpuCapabilities().aten == target::CpuIsa::Avx512);
-      CHECK(target::autoPrecision("cpu", false).dtype == target::AutoPrecision::Dtype::Bf16);
-    }
-    CHECK(target::cpuCapabilities().isa == target::CpuIsa::Avx2);  // the inner scope restored avx2
-    // A CUDA target does not consult the CPU.
-    CHECK(target::autoPrecision("cuda", false).dtype != target::AutoPrecision::Dtype::Fp32);
-  }
-  CHECK_FALSE(target::assumedCpuIsa().has_value());
-  CHECK(target::cpuCapabilities().isa == real.isa);
-  CHECK(target::cpuCapabilities().nativeBf16 == real.nativeBf16);
+  const auto avx2 = target::assumedIsa("avx2");
+  REQUIRE(avx2 == target::CpuIsa::Avx2);
+  const target::CpuCapabilities c = target::cpuCapabilities(avx2);
+  CHECK(c.assumed);
+  CHECK(c.isa == target::CpuIsa::Avx2);
+  CHECK(c.aten == target::CpuIsa::Avx2);
+  CHECK_FALSE(c.nativeBf16);
+  CHECK(c.bf16Why.find("assumed avx2") != std::string::npos);
+  CHECK(target::deviceIdentity("cpu", avx2).find("assumed avx2") != std::string::npos);
+  CHECK(target::autoPrecision("cpu", false, avx2).dtype == target::AutoPrecision::Dtype::Fp32);
+  CHECK(target::autoPrecision("cpu", false, avx2).why.find("no native bf16") != std::string::npos);
+  const auto amx = target::assumedIsa("amx");
+  CHECK(target::cpuCapabilities(amx).nativeBf16);
+  CHECK(target::cpuCapabilities(amx).aten == target::CpuIsa::Avx512);
+  CHECK(target::autoPrecision("cpu", false, amx).dtype == target::AutoPrecision::Dtype::Bf16);
+  // A CUDA target does not consult the CPU.
+  CHECK(target::autoPrecision("cuda", false, avx2).dtype != target::AutoPrecision::Dtype::Fp32);
+  // Nothing is left behind: with no level assumed, the probe.
+  CHECK_FALSE(target::assumedIsa("").has_value());
+  CHECK_FALSE(target::cpuCapabilities(std::nullopt).assumed);
+  CHECK(target::cpuCapabilities(std::nullopt).isa == real.isa);
+  CHECK(target::cpuCapabilities(std::nullopt).nativeBf16 == real.nativeBf16);
+  CHECK(target::deviceIdentity("cpu", std::nullopt).find("assumed") == std::string::npos);
+  CHECK_THROWS_WITH(target::assumedIsa("avx3"), Catch::Contains("unknown CPU level 'avx3'"));
 }
 
 TEST_CASE("CUDA capabilities: native fp16 from sm_70, bf16 from sm_80, and the probe", "[cuda]") {
@@ -215,15 +215,15 @@ TEST_CASE("CUDA capabilities: native fp16 from sm_70, bf16 from sm_80, and the p
   if (!torch::cuda::is_available()) {
     CHECK_FALSE(c.available);
     CHECK_FALSE(c.why.empty());
-    CHECK(target::deviceIdentity("cuda").find("not available") != std::string::npos);
+    CHECK(target::deviceIdentity("cuda", std::nullopt).find("not available") != std::string::npos);
     // Nothing to probe: the CUDA rule assumes a current GPU.
-    CHECK(target::autoPrecision("cuda", false).dtype == target::AutoPrecision::Dtype::Fp16);
-    CHECK(target::autoPrecision("cuda", true).dtype == target::AutoPrecision::Dtype::Bf16);
+    CHECK(target::autoPrecision("cuda", false, std::nullopt).dtype == target::AutoPrecision::Dtype::Fp16);
+    CHECK(target::autoPrecision("cuda", true, std::nullopt).dtype == target::AutoPrecision::Dtype::Bf16);
     return;
   }
   INFO(c.summary());
   CHECK(c.available);
   CHECK_FALSE(c.name.empty());
   CHECK(c.major >= 3);
-  CHECK(target::deviceIdentity("cuda").find(c.name) != std::string::npos);
+  CHECK(target::deviceIdentity("cuda", std::nullopt).find(c.name) != std::string::npos);
 }

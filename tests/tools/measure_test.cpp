@@ -332,7 +332,7 @@ struct TempCache {
 VerdictKey key(const std::string& in = "in-digest", const std::string& out = "out-digest", int threads = 1) {
   MeasureOptions o;
   o.threads = threads;
-  return verdictKey(c10::kCPU, o, in, out, {c10::IValue(at::zeros({1, 3, 8, 8}))});
+  return verdictKey(c10::kCPU, std::nullopt, o, in, out, {c10::IValue(at::zeros({1, 3, 8, 8}))});
 }
 
 // OUT 3x slower, the fp32 structure faster: the fallback is chosen.
@@ -438,10 +438,10 @@ TEST_CASE("a different IN, OUT or thread count misses the cached verdict") {
   CHECK_FALSE(lookupVerdict(cache, key("in-digest", "another-out")));
   CHECK_FALSE(lookupVerdict(cache, key("in-digest", "out-digest", 2)));
   MeasureOptions o;
-  CHECK_FALSE(lookupVerdict(cache, verdictKey(c10::kCPU, o, "in-digest", "out-digest",
+  CHECK_FALSE(lookupVerdict(cache, verdictKey(c10::kCPU, std::nullopt, o, "in-digest", "out-digest",
                                               {c10::IValue(at::zeros({2, 3, 8, 8}))})));  // another shape
   o.budgetSeconds = 5;
-  CHECK_FALSE(lookupVerdict(cache, verdictKey(c10::kCPU, o, "in-digest", "out-digest",
+  CHECK_FALSE(lookupVerdict(cache, verdictKey(c10::kCPU, std::nullopt, o, "in-digest", "out-digest",
                                               {c10::IValue(at::zeros({1, 3, 8, 8}))})));  // another budget
   CHECK(key().context().key() != key("in-digest", "out-digest", 2).context().key());
 }

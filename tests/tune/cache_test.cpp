@@ -127,7 +127,7 @@ TEST_CASE("the default cache lives under XDG_CACHE_HOME or else ~/.cache") {
 }
 
 TEST_CASE("the device identity names the CPU and its ISA level") {
-  const tune::MeasuringDevice id = tune::measuringDevice(c10::kCPU);
+  const tune::MeasuringDevice id = tune::measuringDevice(c10::kCPU, std::nullopt);
   CHECK(id.kind == "cpu");
   CHECK_FALSE(id.name.empty());
   CHECK_FALSE(id.isa.empty());

@@ -228,7 +228,7 @@ TEST_CASE("tunePipeline: op-by-op choices that do not add up in the whole model 
   // needed for precision, and none is recorded. Elsewhere (AVX2) the preset
   // stays fp32, so the all-bf16 assignment is checked as a whole, and loses.
   const tune::DecisionRecord* precision = wholeModel(t.result, "precision");
-  if (target::autoPrecision("cpu", false).dtype == target::AutoPrecision::Dtype::Bf16) {
+  if (target::autoPrecision("cpu", false, std::nullopt).dtype == target::AutoPrecision::Dtype::Bf16) {
     CHECK(precision == nullptr);
   } else {
     REQUIRE(precision);

@@ -512,4 +512,11 @@ TensorMeta metaOf(const at::Tensor& t) {
   return m;
 }
 
+c10::IValue callOperator(const char* name, const char* overload, std::vector<c10::IValue> args) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+  op.callBoxed(&stack);
+  return stack.at(0);
+}
+
 }  // namespace ptopt::ir

@@ -106,4 +106,10 @@ class Interpreter {
 // be sized (a nested tensor, whose sizes() throws) has its dtype and device only.
 TensorMeta metaOf(const at::Tensor& t);
 
+// Calls the registered operator `name.overload` on `args` through the
+// dispatcher and returns its first result (what passes that compute offline
+// with an op, e.g. int8 weight packing, call). Throws c10::Error when no
+// such operator is registered or it fails.
+c10::IValue callOperator(const char* name, const char* overload, std::vector<c10::IValue> args);
+
 }  // namespace ptopt::ir

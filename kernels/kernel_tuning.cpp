@@ -302,6 +302,7 @@ tune::Tunable convKernelTunable() {
   t.kind = "conv-kernel";
   t.applies = onCpuWithShapes;
   t.offeredBefore = {"fuse-cudnn", "tuned-kernels"};
+  t.settles = {tune::TuningAspect::ConvKernels};
   t.offer = offerConvKernels;
   t.listing = {{"conv-kernel", tune::Listing::None}};
   t.expectedDecisions = tune::convsAndLinears;
@@ -313,7 +314,9 @@ tune::Tunable prepackTunable() {
   t.kind = "conv-prepack";
   t.applies = onCpuWithShapes;
   t.offeredBefore = {"fuse-cudnn", "tuned-kernels"};
-  t.after = {"conv-kernel", "onednn-blocked"};
+  t.settles = {tune::TuningAspect::WeightPacking};
+  // Packs the weights of the convs whose kernels and layout are settled.
+  t.buildsOn = {tune::TuningAspect::ConvKernels, tune::TuningAspect::ConvLayout};
   t.offer = offerPrepacked;
   t.expectedDecisions = tune::convsAndLinears;
   return t;

@@ -96,7 +96,9 @@ tune::Tunable oneDnnBlockedTunable() {
     return s.context().targetDevice == "cpu" && s.pipelineUses("shape-prop");
   };
   t.offeredBefore = {"fuse-cudnn", "tuned-kernels"};
-  t.after = {"conv-kernel"};
+  t.settles = {tune::TuningAspect::ConvLayout};
+  // Regions of convs on the kernels already chosen.
+  t.buildsOn = {tune::TuningAspect::ConvKernels};
   t.offer = offerOneDnnBlocked;
   return t;
 }

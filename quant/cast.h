@@ -84,6 +84,7 @@ class CastPass : public rewriters::Pass {
   struct Precision {
     std::optional<c10::ScalarType> dtype;
     std::string autoNote;  // "" unless dtype=auto
+    std::string autoWhy;   // dtype=auto: why the target gets this precision
   };
   Precision precisionFor(const rewriters::PassContext& ctx) const;
 };

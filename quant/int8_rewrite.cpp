@@ -1,5 +1,6 @@
 #include "quant/int8_rewrite.h"
 
+#include "ir/interpreter.h"
 #include "ir/op_views.h"
 #include "rewriters/constants.h"
 
@@ -23,13 +24,6 @@ bool isPassThrough(const ir::Node* n) {
                                             "aten::flatten", "aten::reshape", "aten::contiguous"};
   return n->isCall() && ops.count(n->target()) && ir::OpView::of(const_cast<ir::Node*>(n)).value("self") &&
          n->numOutputs() == 1;
-}
-
-c10::IValue callOp(const char* name, const char* overload, std::vector<c10::IValue> args) {
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-  torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
-  op.callBoxed(&stack);
-  return stack.at(0);
 }
 
 std::string baseName(ir::Value* weight, const std::string& fallback) {
@@ -131,11 +125,11 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
         c10::IValue packed;
         if (c.kind == Int8Kind::Conv) {
           auto conv = *ir::ConvOp::match(n);
-          packed = callOp(w.dim() == 3 ? "quantized::conv1d_prepack" : "quantized::conv2d_prepack", "",
+          packed = ir::callOperator(w.dim() == 3 ? "quantized::conv1d_prepack" : "quantized::conv2d_prepack", "",
                           {wq, b ? c10::IValue(*b) : c10::IValue(), *conv.stride(), *conv.padding(), *conv.dilation(),
                            conv.groups()});
         } else {
-          packed = callOp("quantized::linear_prepack", "", {wq, b ? c10::IValue(*b) : c10::IValue()});
+          packed = ir::callOperator("quantized::linear_prepack", "", {wq, b ? c10::IValue(*b) : c10::IValue()});
         }
         ir::Value* pv = rw.addConstant(baseName(weight, "quantized") + "_packed", packed, packed.type(), before);
         if (c.kind == Int8Kind::LinearDynamic) {

@@ -1,5 +1,6 @@
 #include "quant/quantize_rnn.h"
 
+#include "ir/interpreter.h"
 #include "ir/mutation.h"
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
@@ -126,13 +127,6 @@ std::string checkWeights(const Layout& l, const std::vector<at::Tensor>& w) {
   return "";
 }
 
-c10::IValue callOp(const char* name, const char* overload, std::vector<c10::IValue> args) {
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-  torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
-  op.callBoxed(&stack);
-  return stack.at(0);
-}
-
 // `lstm.weight_ih_l0` -> `lstm`; `lstm._flat_weights` -> `lstm`.
 std::string weightsModule(const ir::Value* list, const std::vector<ir::Value*>& elements) {
   const ir::Value* named = !elements.empty() ? elements.front() : list;
@@ -218,9 +212,9 @@ ir::Value* buildDynamicRnn(ir::Rewriter& rw, ir::Node* n, bool reduceRange, RnnW
       const at::Tensor& wHh = w[c + 1];
       const at::Tensor bIh = l.hasBiases ? w[c + 2].detach().contiguous() : at::zeros({wIh.size(0)}, at::kFloat);
       const at::Tensor bHh = l.hasBiases ? w[c + 3].detach().contiguous() : at::zeros({wHh.size(0)}, at::kFloat);
-      c10::IValue packedIh = callOp("quantized::linear_prepack", "", {quantizeRnnWeight(wIh, weights), bIh});
-      c10::IValue packedHh = callOp("quantized::linear_prepack", "", {quantizeRnnWeight(wHh, weights), bHh});
-      c10::IValue cell = callOp("quantized::make_quantized_cell_params_dynamic", "",
+      c10::IValue packedIh = ir::callOperator("quantized::linear_prepack", "", {quantizeRnnWeight(wIh, weights), bIh});
+      c10::IValue packedHh = ir::callOperator("quantized::linear_prepack", "", {quantizeRnnWeight(wHh, weights), bHh});
+      c10::IValue cell = ir::callOperator("quantized::make_quantized_cell_params_dynamic", "",
                                 {packedIh, packedHh, bIh, bHh, reduceRange});
       cells.emplace_back(rw.addConstant(fmt::format("{}.cell_params_l{}{}", module, layer, dir == 1 ? "_reverse" : ""),
                                         cell, cell.type(), n));

@@ -27,9 +27,10 @@ import tempfile
 
 LEVELS = ["-O0", "-O1", "-O2", "-O3", "-O1 --quantize int8", "--tune"]
 # Lines whose content depends on the clock or on temporary paths.
-# Also: the model's own warnings as LibTorch logs them (timestamped, and as
+# Also: the model's own warnings as LibTorch logs them ("W1205 20:25:20..."
+# in 1.13, "[W1205 20:25:20..." in 2.x: timestamped, and as
 # many as the measure stage ran the model) and the measure stage's verdict.
-VOLATILE = re.compile(r"(\d+(\.\d+)?\s*(ms|s|us|%)|/tmp/|wall|elapsed|speed|^W\d{8} |measurably slower)", re.I)
+VOLATILE = re.compile(r"(\d+(\.\d+)?\s*(ms|s|us|%)|/tmp/|wall|elapsed|speed|^\[?W\d{4,8} |measurably slower)", re.I)
 
 
 def input_args(spec):

@@ -11,9 +11,12 @@
 //     or nothing);
 //   - it offers a pass the pipeline does not name (the kernel choices): when
 //     `applies` holds, `offer` is called once, before the first element of
-//     one of the passes in `offeredBefore` (or after the last element), after
-//     the offered tunables whose kinds it names in `after`; it keeps the
-//     elements it decided, or none.
+//     one of the passes in `offeredBefore` (or after the last element); it
+//     keeps the elements it decided, or none. Offered tunables declare what
+//     their decisions settle and what they build on (TuningAspect), and the
+//     tuner offers each after every one that settles what it builds on: the
+//     order is resolved from declarations, so two tunables in folders that
+//     must not know each other (kernels/, layout/) never name each other.
 // A decision point is one call of the session's deciders: per op
 // (`decideOp`: the op's signature, tune/signature.h, its candidates built on
 // demand, a micro-benchmark each; cached by signature), per whole model
@@ -47,6 +50,13 @@
 #include <vector>
 
 namespace ptopt::tune {
+
+// What an offered tunable's decisions settle, or build on.
+enum class TuningAspect {
+  ConvKernels,    // which kernel each conv runs on (kernels/: conv-kernel)
+  ConvLayout,     // the memory layout conv regions run in (layout/: oneDNN's blocked format)
+  WeightPacking,  // whether conv weights are packed once at load
+};
 
 // Model variants of a whole-model A/B, the baseline first.
 using ModelVariants = std::vector<std::pair<std::string, const ir::Model*>>;
@@ -153,7 +163,8 @@ struct Tunable {
   // Or offers passes the pipeline does not name:
   std::function<bool(TuningSession&)> applies;
   std::vector<std::string> offeredBefore;  // passes
-  std::vector<std::string> after;          // offered tunables' kinds
+  std::vector<TuningAspect> settles;       // what its decisions fix
+  std::vector<TuningAspect> buildsOn;      // offered after every tunable that settles one of these
   std::function<void(TuningSession&)> offer;
   // Or proposes whole pipelines to run instead of the tuned one, for
   // rewrites that pay only as a whole network (every conv on XNNPACK in

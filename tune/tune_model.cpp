@@ -115,19 +115,26 @@ std::string firstLine(const std::string& what) { return what.substr(0, what.find
 constexpr double kWholeModelWeight = 10.0;
 
 // The offered tunables in the order they are decided: registration order,
-// each after the kinds its `after` names (those registered).
+// each after every other registered one that settles an aspect it builds on.
 std::vector<std::shared_ptr<const Tunable>> offerOrder(const std::vector<std::shared_ptr<const Tunable>>& all) {
   std::vector<std::shared_ptr<const Tunable>> pending, out;
-  std::set<std::string> kinds, placed;
   for (const auto& t : all)
-    if (t->offered()) pending.push_back(t), kinds.insert(t->kind);
+    if (t->offered()) pending.push_back(t);
+  auto settles = [](const Tunable& t, TuningAspect a) {
+    return std::find(t.settles.begin(), t.settles.end(), a) != t.settles.end();
+  };
   while (!pending.empty()) {
     auto ready = std::find_if(pending.begin(), pending.end(), [&](const auto& t) {
-      return std::all_of(t->after.begin(), t->after.end(),
-                         [&](const std::string& k) { return !kinds.count(k) || placed.count(k); });
+      return std::none_of(pending.begin(), pending.end(), [&](const auto& other) {
+        return other != t && std::any_of(t->buildsOn.begin(), t->buildsOn.end(),
+                                         [&](TuningAspect a) { return settles(*other, a); });
+      });
     });
-    if (ready == pending.end()) throw std::logic_error("the offered tunables' `after` lists form a cycle");
-    placed.insert((*ready)->kind);
+    if (ready == pending.end()) {
+      std::string kinds;
+      for (const auto& t : pending) kinds += (kinds.empty() ? "" : ", ") + t->kind;
+      throw std::logic_error("the offered tunables " + kinds + " build on what each other settles (a cycle)");
+    }
     out.push_back(*ready);
     pending.erase(ready);
   }

@@ -31,6 +31,8 @@ arguments and, where documented, environment variables. And on an
 `#include "tools/..."` in the library or the Python binding: what the faces
 share lives in session/, not in the command line's folder.
 
+And on a file of a pass folder over 600 lines: split it by job.
+
 A line that must do otherwise says why on the line itself:
 `// lint: positional (why)` or `// lint: raw edit (why)`.
 
@@ -90,6 +92,24 @@ def check(root):
                     break
     problems += names_no_pass(root)
     problems += no_hidden_switches(root)
+    problems += short_pass_files(root)
+    return problems
+
+
+MAX_PASS_FILE_LINES = 600
+
+
+def short_pass_files(root):
+    """A pass file that grew past MAX_PASS_FILE_LINES is split by job (the
+    cast pass: its face in cast.cpp, the assignment in cast_assign.cpp, the
+    materialization in cast_values.cpp)."""
+    problems = []
+    for folder in PASS_FOLDERS:
+        for path in sorted((root / folder).glob("*.[ch]*")):
+            lines = len(path.read_text().splitlines())
+            if lines > MAX_PASS_FILE_LINES:
+                problems.append(f"{path.relative_to(root)}:{lines}: {lines} lines, over the {MAX_PASS_FILE_LINES} a "
+                                f"pass file may have (split it by job)")
     return problems
 
 
@@ -176,6 +196,8 @@ def self_test():
         (root / "fusion" / "planted.cpp").write_text(PLANTED)
         (root / "fusion" / "planted.h").write_text(
             '  std::string name() const override { return "planted-pass"; }\n')
+        (root / "fusion" / "long.cpp").write_text("int x;\n" * (MAX_PASS_FILE_LINES + 1))
+        (root / "fusion" / "short.cpp").write_text("int x;\n" * MAX_PASS_FILE_LINES)
         (root / "ir" / "planted.cpp").write_text(
             '  if (pass == "planted-pass") undo(g);   // flagged: ir/ names a pass\n'
             '  // the inverse of "planted-pass" (fine: a comment)\n')
@@ -190,6 +212,7 @@ def self_test():
         found = check(d)
     flagged = sorted(p.split(":")[0] + ":" + p.split(":")[1] for p in found)
     expected = sorted([f"fusion/planted.cpp:{i}" for i in [1, 2, 3, 4, 5, 6, 11]] + ["ir/planted.cpp:1"] +
+                      [f"fusion/long.cpp:{MAX_PASS_FILE_LINES + 1}"] +
                       ["driver/planted.cpp:1", "driver/planted.cpp:2", "driver/planted.cpp:5", "driver/planted.cpp:6"])
     if flagged != expected:
         print("pass_sources: the self-test flagged", flagged, "expected", expected)

@@ -26,12 +26,14 @@ tune::Tunable elementTunable(const std::string& kind, const std::string& pass) {
 }
 
 // An offered tunable that records when it ran: the passes kept before it.
-tune::Tunable offeredTunable(const std::string& kind, std::vector<std::string> before, std::vector<std::string> after,
+tune::Tunable offeredTunable(const std::string& kind, std::vector<std::string> before,
+                             std::vector<tune::TuningAspect> settles, std::vector<tune::TuningAspect> buildsOn,
                              std::vector<std::string>& log) {
   tune::Tunable t;
   t.kind = kind;
   t.offeredBefore = std::move(before);
-  t.after = std::move(after);
+  t.settles = std::move(settles);
+  t.buildsOn = std::move(buildsOn);
   t.offer = [kind, &log](tune::TuningSession& s) {
     std::string kept;
     for (const auto& e : s.tunedSoFar().elements) kept += (kept.empty() ? "" : ",") + e.name;
@@ -90,10 +92,13 @@ TEST_CASE("offered tunables run once, before the passes they name, in their decl
   std::vector<std::string> log;
   rewriters::PassRegistry r;
   rewriters::registerGenericPasses(r);
-  // Registered in the opposite order of their `after` constraint.
-  tune::addTunable(r, offeredTunable("second", {"dce"}, {"first"}, log));
-  tune::addTunable(r, offeredTunable("first", {"dce"}, {}, log));
-  tune::addTunable(r, offeredTunable("at-the-end", {"not-in-the-pipeline"}, {}, log));
+  // Registered in the opposite order of what they build on: the declared
+  // aspects order them (no tunable names another).
+  using A = tune::TuningAspect;
+  tune::addTunable(r, offeredTunable("packing", {"dce"}, {A::WeightPacking}, {A::ConvKernels, A::ConvLayout}, log));
+  tune::addTunable(r, offeredTunable("layout", {"dce"}, {A::ConvLayout}, {A::ConvKernels}, log));
+  tune::addTunable(r, offeredTunable("kernels", {"dce"}, {A::ConvKernels}, {}, log));
+  tune::addTunable(r, offeredTunable("at-the-end", {"not-in-the-pipeline"}, {}, {}, log));
   Optimizer opt = Optimizer::fromModule(tinyModule());
   rewriters::PassContext ctx;
   ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
@@ -101,8 +106,27 @@ TEST_CASE("offered tunables run once, before the passes they name, in their decl
   tune::TuneOptions o;
   o.timer = &timer;
   const auto tuned = tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse,dce,cse,dce", r), r, ctx, o);
-  CHECK(log == std::vector<std::string>{"first after [cse]", "second after [cse]", "at-the-end after [cse,dce,cse,dce]"});
+  CHECK(log == std::vector<std::string>{"kernels after [cse]", "layout after [cse]", "packing after [cse]",
+                                        "at-the-end after [cse,dce,cse,dce]"});
   CHECK(rewriters::printPipeline(tuned.pipeline) == "cse,dce,cse,dce");
+}
+
+TEST_CASE("offered tunables that build on what each other settles are a cycle, named", "[tune][tunable]") {
+  std::vector<std::string> log;
+  rewriters::PassRegistry r;
+  rewriters::registerGenericPasses(r);
+  using A = tune::TuningAspect;
+  tune::addTunable(r, offeredTunable("one", {"dce"}, {A::ConvKernels}, {A::ConvLayout}, log));
+  tune::addTunable(r, offeredTunable("two", {"dce"}, {A::ConvLayout}, {A::ConvKernels}, log));
+  Optimizer opt = Optimizer::fromModule(tinyModule());
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
+  test::FakeTimer timer({});
+  tune::TuneOptions o;
+  o.timer = &timer;
+  CHECK_THROWS_WITH(tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse,dce", r), r, ctx, o),
+                    Catch::Contains("one, two build on what each other settles"));
+  CHECK(log.empty());
 }
 
 TEST_CASE("a proposed whole pipeline replaces the tuned one only when it wins the whole-model A/B", "[tune][tunable]") {

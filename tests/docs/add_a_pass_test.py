@@ -27,12 +27,18 @@ BLOCK = re.compile(r"^<!-- (file|snippet): (\S+) -->\s*\n```[a-z]*\n(.*?)^```", 
 # What the walkthrough must contain; the names tie this script to the page.
 PASS_HEADER = "rewriters/fold_mul_one.h"
 TEST_FILE = "tests/rewriters/fold_mul_one_test.cpp"
-SNIPPETS = ("register-include", "register-line", "register-tunable-include", "register-tunable-line")
+SNIPPETS = ("register-include", "register-line", "register-tunable-include", "register-tunable-line",
+            "register-lowp-include", "register-lowp-line")
 # Step 7: a pass whose profit depends on the machine, with its tunable.
 TUNABLE_HEADER = "kernels/square_to_mul.h"
 TUNABLE_TEST_FILE = "tests/kernels/square_to_mul_test.cpp"
 TUNABLE_REGISTRY_FILE = "kernels/register.cpp"
 TUNABLE_REGISTRY_FUNCTION = "void registerKernelPasses(rewriters::PassRegistry& registry) {"
+# Step 8: a pass that lowers precision and declares it; verification follows.
+PRECISION_HEADER = "quant/linear_bf16.h"
+PRECISION_TEST_FILE = "tests/quant/linear_bf16_test.cpp"
+PRECISION_REGISTRY_FILE = "quant/register.cpp"
+PRECISION_REGISTRY_FUNCTION = "void registerQuantPasses(rewriters::PassRegistry& registry) {"
 # The registry function the walkthrough tells the reader to edit.
 REGISTRY_FILE = "rewriters/register_generic.cpp"
 REGISTRY_FUNCTION = "void registerGenericPasses(PassRegistry& registry) {"
@@ -59,7 +65,7 @@ def extract(doc_path):
     if markers != len(files) + len(snippets):
         fail(f"{doc_path}: {markers} markers but {len(files) + len(snippets)} marked code blocks "
              "(a marker must be followed directly by a ``` block)")
-    for needed in (PASS_HEADER, TEST_FILE, TUNABLE_HEADER, TUNABLE_TEST_FILE):
+    for needed in (PASS_HEADER, TEST_FILE, TUNABLE_HEADER, TUNABLE_TEST_FILE, PRECISION_HEADER, PRECISION_TEST_FILE):
         if needed not in files:
             fail(f"{doc_path} has no block marked 'file: {needed}'")
     for needed in SNIPPETS:
@@ -130,6 +136,16 @@ def main():
     if TUNABLE_REGISTRY_FUNCTION not in kernels_registry or "tune::addTunable(registry, " not in kernels_registry:
         fail(f"{TUNABLE_REGISTRY_FILE} no longer has `{TUNABLE_REGISTRY_FUNCTION}` with `tune::addTunable(registry, "
              "...)` lines: update the walkthrough's step 7")
+    with open(os.path.join(args.source_dir, PRECISION_REGISTRY_FILE), encoding="utf-8") as f:
+        quant_registry = f.read()
+    if PRECISION_REGISTRY_FUNCTION not in quant_registry or "registry.add([] { return std::make_unique<" not in quant_registry:
+        fail(f"{PRECISION_REGISTRY_FILE} no longer has `{PRECISION_REGISTRY_FUNCTION}` with `registry.add(...)` "
+             "lines: update the walkthrough's step 8")
+    precision_header = files[PRECISION_HEADER]
+    precision_cls = pass_class(precision_header, PRECISION_HEADER)
+    precision_name = pass_name(precision_header, PRECISION_HEADER)
+    if "rewriters::PassEffects effects(" not in precision_header:
+        fail(f"{PRECISION_HEADER}: step 8's pass must declare its effects (`rewriters::PassEffects effects(...)`)")
     tunable_header = files[TUNABLE_HEADER]
     tunable_cls = pass_class(tunable_header, TUNABLE_HEADER)
     tunable_name = pass_name(tunable_header, TUNABLE_HEADER)
@@ -164,6 +180,29 @@ void registerWalkthroughKernelPasses(rewriters::PassRegistry& registry) {{
 {snippets["register-tunable-line"].rstrip()}
 }}
 }}  // namespace ptopt::kernels
+
+{snippets["register-lowp-include"].strip()}
+#include "verify/precision.h"
+
+namespace ptopt::quant {{
+// Shaped like {PRECISION_REGISTRY_FILE}'s registerQuantPasses, with the page's line.
+void registerWalkthroughQuantPasses(rewriters::PassRegistry& registry) {{
+{snippets["register-lowp-line"].rstrip()}
+}}
+}}  // namespace ptopt::quant
+
+TEST_CASE("docs: the step-8 line registers {precision_name}, whose declared precision verification reads", "[docs]") {{
+  ptopt::rewriters::PassRegistry registry;
+  ptopt::quant::registerWalkthroughQuantPasses(registry);
+  const ptopt::rewriters::PassInfo* info = registry.find("{precision_name}");
+  REQUIRE(info != nullptr);
+  CHECK(info->contract == std::string(ptopt::quant::{precision_cls}::kContract));
+  ptopt::rewriters::PassContext ctx;
+  // The verify library, built before this pass existed, reads its precision
+  // from the registry by the pipeline alone.
+  CHECK(ptopt::verify::lowestPrecisionIntroduced(ptopt::rewriters::parsePipeline("{precision_name}", registry),
+                                                 registry, ctx) == c10::ScalarType::BFloat16);
+}}
 
 TEST_CASE("docs: the step-7 lines register {tunable_name} and its tunable", "[docs]") {{
   ptopt::rewriters::PassRegistry registry;
@@ -218,7 +257,7 @@ target_link_libraries(walkthrough_tests PRIVATE ptopt::api Catch2::Catch2)
     out = run([os.path.join(build, "walkthrough_tests")], "walkthrough_tests")
     print(out.strip().splitlines()[-1] if out.strip() else "")
     m = re.search(r"in (\d+) test cases", out)
-    if not m or int(m.group(1)) < 9:
+    if not m or int(m.group(1)) < 13:
         fail("expected the walkthrough's test cases and the registry check to run:\n" + out)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

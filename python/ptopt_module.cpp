@@ -15,6 +15,7 @@
 #include "driver/op_table.h"
 #include "session/render.h"
 #include "session/session.h"
+#include "driver/request_options.h"
 
 #include "ir/load_time.h"
 #include "ir/model.h"
@@ -194,39 +195,20 @@ py::dict verifyReportDict(const ptopt::verify::VerifyReport& r) {
 
 // ---- Calls.
 
-py::dict optimize(const py::object& module, const std::string& path, const std::string& pipeline,
-                  const std::vector<std::string>& ruleTexts, const std::vector<std::string>& ruleFiles,
-                  const py::object& inputNames, const py::object& inputValues, const py::object& inputShapes,
-                  bool verify, std::optional<double> rtol, std::optional<double> atol,
-                  const std::map<std::string, double>& rtolFor, const std::map<std::string, double>& atolFor,
-                  const std::string& device, const std::string& target, bool preferBf16, bool keepTraining,
-                  const std::vector<std::string>& preserveMethods, uint64_t seed, int iterations,
-                  const py::object& calibration, bool tune, double tuneBudget, const std::string& tuningCache,
-                  bool measure, bool force, double measureBudget, int measureThreads) {
+// ptopt.optimize: the request's options arrive by name, as JSON (the
+// driver's one table, driver/request_options.h: the CLI's flags are the same
+// options); what is not data (the module, tensors in memory) beside them.
+py::dict optimize(const py::object& module, const std::string& path, const std::string& optionsJson,
+                  const py::object& inputNames, const py::object& inputValues, const py::object& calibration) {
   ptopt::OptimizeRequest req;
-  req.measure = measure;
-  req.force = force;
-  req.measureBudgetSeconds = measureBudget;
-  req.measureThreads = measureThreads;
   req.input = module.is_none() ? path : "";
-  req.tune = tune;
-  req.tuneBudgetSeconds = tuneBudget;
-  req.tuningCache = tuningCache;
-  req.pipeline = pipeline;
-  req.ruleTexts = ruleTexts;
-  req.ruleFiles = ruleFiles;
-  req.inputs = inputRequest(inputNames, inputValues, inputShapes, seed, iterations);
-  req.verification = verify ? ptopt::driver::Verification::Required : ptopt::driver::Verification::Off;
-  req.tolerances.rtol = rtol;
-  req.tolerances.atol = atol;
-  req.tolerances.rtolFor = rtolFor;
-  req.tolerances.atolFor = atolFor;
-  req.device = device;
-  req.target = target;
-  req.preferBf16 = preferBf16;
-  req.keepTraining = keepTraining;
-  const ptopt::ir::ImportOptions importOptions{preserveMethods};
-  req.importOptions = importOptions;
+  translating("PipelineError", [&] {
+    ptopt::driver::setRequestOptions(req, nlohmann::json::parse(optionsJson));
+    return 0;
+  });
+  if (!inputValues.is_none())
+    req.inputs.values = toInputSet(inputNames.cast<std::vector<std::string>>(), inputValues.cast<py::list>());
+  const ptopt::ir::ImportOptions importOptions = req.importOptions;
 
   std::optional<torch::jit::Module> given;
   if (!module.is_none()) {

@@ -14,6 +14,7 @@
 #include "tools/dot_dir.h"
 #include "driver/driver.h"
 #include "driver/op_table.h"
+#include "driver/request_options.h"
 #include "driver/report.h"
 #include "driver/util.h"
 #include "tools/verify_setup.h"
@@ -181,9 +182,16 @@ driver::Request requestFrom(const OptimizeOptions& o) {
                                                     : driver::Verification::WhenPossible;
   req.tolerances = toleranceOverrides(o.verify);
   req.device = o.verify.device;
-  req.target = o.target;
   req.preferBf16 = o.preferBf16;
   req.assumeIsa = o.assumeIsa;
+  // The flags the user may leave out, onto the request by the names of the
+  // one option table (driver/request_options.h, Python's keywords): what is
+  // not given keeps driver::Request's default.
+  nlohmann::json given = nlohmann::json::object();
+  if (o.target) given["target"] = *o.target;
+  if (o.measureBudget) given["measure_budget"] = *o.measureBudget;
+  if (o.measureThreads) given["measure_threads"] = *o.measureThreads;
+  driver::setRequestOptions(req, given);
   req.keepTraining = o.keepTraining;
   req.tune = o.tune.tune;
   req.tuneBudgetSeconds = o.tune.budgetSeconds;
@@ -195,8 +203,6 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   req.reproducibleClock = o.tune.reproducibleClock || envSwitch("PTOPT_REPRODUCIBLE_CLOCK");
   req.measure = !o.noMeasure && !envSwitch("PTOPT_NO_MEASURE");
   req.force = o.force;
-  req.measureBudgetSeconds = o.measureBudget;
-  req.measureThreads = o.measureThreads;
   // The untimed work on every physical core, unless the user sized the
   // thread pool (LibTorch reads these variables).
   req.workThreads = driver::untimedWorkThreads();

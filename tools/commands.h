@@ -77,13 +77,15 @@ struct OptimizeOptions {
   bool explain = false;
   bool preferBf16 = false;
   bool keepTraining = false;  // --keep-training: refuse a model in training mode instead of optimizing it in eval semantics
-  std::string target = "auto";  // --target: the device the optimized model is for (auto: the verification device)
+  std::optional<std::string> target;  // --target: the device the optimized model is for (driver::Request's default: auto)
   long bisectLimit = -1;
   std::string dotDir;  // --dot-dir: drawings before, after each changing pass, after (tools/dot_dir.h)
   std::string assumeIsa;        // --assume-isa: decide as on a CPU of this level (target/capabilities.h)
   bool noMeasure = false;       // --no-measure: do not time OUT against IN
-  double measureBudget = 2.0;   // --measure-budget SECONDS per comparison (driver/measure.h)
-  int measureThreads = 1;       // --measure-threads N
+  // Options the user may leave out take driver::Request's defaults, stated
+  // there once (driver/request_options.h maps the flags onto it by name).
+  std::optional<double> measureBudget;  // --measure-budget SECONDS per comparison (driver/measure.h)
+  std::optional<int> measureThreads;    // --measure-threads N
   TuneCliOptions tune;  // --tune, --tune-budget, --tuning-cache (tools/cmd_tuning.cpp)
 };
 void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o);

@@ -59,8 +59,8 @@ verify::InputRequest inputRequest(const VerifyCliOptions& o) {
   r.shapes = o.inputShapes;
   r.file = o.inputsFile;
   r.intRange = o.intRange;
-  r.seed = o.seed;
-  r.iterations = o.iterations;
+  if (o.seed) r.seed = *o.seed;
+  if (o.iterations) r.iterations = *o.iterations;
   r.executor = o.executor;
   return r;
 }

@@ -20,8 +20,8 @@ struct VerifyCliOptions {
   std::vector<std::string> inputShapes;
   std::string inputsFile;
   std::string intRange;
-  uint64_t seed = 0;
-  int iterations = 3;
+  std::optional<uint64_t> seed;   // verify::InputRequest's default when not given
+  std::optional<int> iterations;
   std::string executor = "plain";  // --verify-executor
   std::string device = "auto";
   std::vector<std::string> rtol, atol, scaleTol;  // "X" or "OUTPUT:X"

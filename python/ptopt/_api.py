@@ -216,11 +216,13 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
              quantize: Optional[str] = None, report: Union[None, PathLike, Dict[str, Any]] = None,
              calibration: Optional[Sequence[Any]] = None, tune_budget: Optional[float] = None,
              tuning_cache: Optional[PathLike] = None, measure: bool = True, force: bool = False,
-             measure_budget: Optional[float] = None, measure_threads: int = 1,
+             measure_budget: Optional[float] = None, measure_threads: Optional[int] = None,
              rules: Union[None, str, Sequence[str]] = None, rule_files: Sequence[PathLike] = (),
-             input_shapes: Optional[Sequence[str]] = None, seed: int = 0, iterations: int = 3,
-             device: str = "auto", target: str = "auto", prefer_bf16: bool = False, keep_training: bool = False,
-             preserve_methods: Sequence[str] = (), load_ops: Sequence[PathLike] = ()) -> torch.jit.ScriptModule:
+             input_shapes: Optional[Sequence[str]] = None, seed: Optional[int] = None,
+             iterations: Optional[int] = None, device: Optional[str] = None, target: Optional[str] = None,
+             prefer_bf16: bool = False, keep_training: bool = False, preserve_methods: Sequence[str] = (),
+             load_ops: Sequence[PathLike] = (), assume_isa: Optional[str] = None,
+             reproducible_clock: bool = False) -> torch.jit.ScriptModule:
     """Optimizes a TorchScript model and returns the result, verified, in memory.
 
     What ``ptopt IN OUT`` does, without files: the model is imported, the
@@ -285,13 +287,26 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             applied after the pipeline's rewrites like ``--rules FILE``.
         rule_files: rule files (``--rules``).
         input_shapes: ``--input-shape`` specs ("1,3,224,224", "x:2,7:int64"):
-            ``iterations`` seeded random inputs from ``seed``.
-        device: where verification runs ("auto", "cpu", "cuda").
-        target: the device the result is for ("auto": the verification device).
+            ``iterations`` seeded random inputs (default 3) from ``seed``
+            (default 0).
+        device: where verification runs ("auto", the default, "cpu", "cuda").
+        target: the device the result is for ("auto", the default: the
+            verification device).
         prefer_bf16, keep_training, preserve_methods: ``--prefer-bf16``,
             ``--keep-training``, ``--preserve-methods``.
+        assume_isa: decide as on a CPU of this level ("avx2", "avx512",
+            "avx512_bf16", "avx512_fp16", "amx"; ``--assume-isa``), for this
+            call only.
+        reproducible_clock: tune=True decides on times that depend on the
+            candidates' names only, nothing cached (``--reproducible-clock``,
+            or the environment variable PTOPT_REPRODUCIBLE_CLOCK=1): the
+            output depends on the request alone.
         load_ops: shared libraries registering custom operators to load first
             (``--load-ops``), for a path whose model calls them.
+
+    Options left at None take the defaults of the one request every face
+    uses (driver::Request, driver/request_options.h), so the command line
+    and this function cannot drift apart.
 
     Returns:
         The optimized module (a ``torch.jit.ScriptModule``; with measure, a
@@ -311,7 +326,7 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         raise ValueError("tune_budget= and tuning_cache= are for tune=True")
     if measure_budget is not None and float(measure_budget) < 0:
         raise ValueError("measure_budget= must not be negative")
-    if int(measure_threads) < 1:
+    if measure_threads is not None and int(measure_threads) < 1:
         raise ValueError("measure_threads= must be at least 1")
     pipeline_text = str(Pipeline(pipeline)) if isinstance(pipeline, Pipeline) else str(pipeline)
     Pipeline(pipeline_text)  # PipelineError before anything is loaded
@@ -340,14 +355,25 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     names, values = _inputs(example_inputs, module_or_path if module is not None else None)
     rtol_base, rtol_for = _tolerance(rtol, "rtol")
     atol_base, atol_for = _tolerance(atol, "atol")
-    r = _C.optimize(module, path, pipeline_text, rule_texts, [os.fspath(f) for f in rule_files], names, values,
-                    list(input_shapes) if input_shapes is not None else None, verify, rtol_base, atol_base,
-                    rtol_for, atol_for, device, target, prefer_bf16, keep_training, list(preserve_methods), seed,
-                    iterations, list(calibration) if calibration is not None else None, bool(tune),
-                    float(tune_budget or 0), os.fspath(tuning_cache) if tuning_cache is not None else "",
-                    bool(measure) and not _env_switch("PTOPT_NO_MEASURE"), bool(force),
-                    2.0 if measure_budget is None else float(measure_budget),
-                    int(measure_threads))
+    # The request's options by the names of the driver's one table
+    # (driver/request_options.h; the CLI's flags are the same options): only
+    # what was given, so each default is stated once, in driver::Request.
+    options = {
+        "pipeline": pipeline_text, "rule_texts": rule_texts, "rule_files": [os.fspath(f) for f in rule_files],
+        "input_shapes": list(input_shapes) if input_shapes is not None else None, "verify": bool(verify),
+        "rtol": rtol_base, "atol": atol_base, "rtol_for": rtol_for or None, "atol_for": atol_for or None,
+        "device": device, "target": target, "prefer_bf16": bool(prefer_bf16), "assume_isa": assume_isa,
+        "keep_training": bool(keep_training), "preserve_methods": list(preserve_methods),
+        "seed": None if seed is None else int(seed), "iterations": None if iterations is None else int(iterations),
+        "tune": bool(tune), "tune_budget": None if tune_budget is None else float(tune_budget),
+        "tuning_cache": os.fspath(tuning_cache) if tuning_cache is not None else None,
+        "reproducible_clock": bool(reproducible_clock) or _env_switch("PTOPT_REPRODUCIBLE_CLOCK"),
+        "measure": bool(measure) and not _env_switch("PTOPT_NO_MEASURE"), "force": bool(force),
+        "measure_budget": None if measure_budget is None else float(measure_budget),
+        "measure_threads": None if measure_threads is None else int(measure_threads),
+    }
+    r = _C.optimize(module, path, json.dumps(options), names, values,
+                    list(calibration) if calibration is not None else None)
     for note in r["notes"]:
         warnings.warn(f"ptopt: {note}", stacklevel=2)
     if r["nodes_after"] > 20000:

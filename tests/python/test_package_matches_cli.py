@@ -79,8 +79,9 @@ def test_package_equals_cli(name, pipeline, tmp_path):
 
     # 1. The library's archive for the package's call is the CLI's file.
     module = torch.jit.load(path)
-    raw = _C.optimize(module._c, "", pipeline, [], [], None, None, specs, True, None, None, {}, {}, "auto", "auto",
-                      False, False, [], 0, 3, None, False, 0.0, "", True, False, 2.0, 1)
+    # By the driver's option table (driver/request_options.h), as the package
+    # calls it: only what is given; every other option is driver::Request's default.
+    raw = _C.optimize(module._c, "", json.dumps({"pipeline": pipeline, "input_shapes": specs}), None, None, None)
     assert raw["bytes"] == cli_bytes
 
     # 2. The public result saves like the CLI's file.
@@ -174,9 +175,8 @@ def test_int8_bytes_do_not_depend_on_thread_count(label, extra, tmp_path):
             torch.set_num_threads(threads)
             module = torch.jit.load(path)
             report = {}
-            raw = _C.optimize(module._c, "", _C.extend_pipeline("-O1", "quantize{dtype=int8}"), [], [], None, None,
-                              ["4,3,32,32"], True, None, None, {}, {}, "auto", "auto", False, False, [], 0, 3,
-                              calib, False, 0.0, "", True, False, 2.0, 1)
+            options = {"pipeline": _C.extend_pipeline("-O1", "quantize{dtype=int8}"), "input_shapes": ["4,3,32,32"]}
+            raw = _C.optimize(module._c, "", json.dumps(options), None, None, calib)
             files[f"package torch.set_num_threads({threads})"] = raw["bytes"]
             assert json.loads(raw["record_json"])["quantize"]["threads"] == 1
     finally:
@@ -281,3 +281,33 @@ def test_rules_in_memory_and_force_are_one_policy(tmp_path):
         forced = ptopt.optimize(fx, "-O1", input_shapes=["1,3,64,64"], rules=RELU_TO_SIGMOID, force=True)
     assert saved(forced) == saved(torch.jit.load(str(tmp_path / "forced.pt")))
     assert not any(p.name.startswith("ptopt-rules-") for p in pathlib.Path(tempfile.gettempdir()).iterdir())
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512_bf16"])
+def test_one_option_table_same_bytes(isa, tmp_path):
+    """The options both faces set by the one table's names (driver/
+    request_options.h): --assume-isa, --target, --measure-threads and
+    --verify-iters against assume_isa=, target=, measure_threads=,
+    iterations=; the same -O3 decision (fp32 on avx2, bf16 with native bf16),
+    the same bytes, and for each a second call without the option decides by
+    this CPU again (no process-wide state)."""
+    fx = os.path.join(FIXTURES, manifest()["resnet18_script"]["file"])
+    out = tmp_path / "cli.pt"
+    r = cli(fx, out, "-O3", "--input-shape", "1,3,64,64", "--assume-isa", isa, "--target", "cpu",
+            "--measure-threads", "1", "--verify-iters", "2", "--no-measure")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = {}
+    got = ptopt.optimize(torch.jit.load(fx), "-O3", input_shapes=["1,3,64,64"], assume_isa=isa, target="cpu",
+                         measure_threads=1, iterations=2, measure=False, report=report)
+    assert saved(got) == saved(torch.jit.load(str(out)))
+    assert report["target"]["assumed"] is True and report["target"]["isa"] == isa
+    again = {}
+    ptopt.optimize(torch.jit.load(fx), "-O1", input_shapes=["1,3,64,64"], measure=False, report=again)
+    assert again["target"]["assumed"] is False
+
+
+def test_an_unknown_option_is_named(tmp_path):
+    """The table refuses a name it does not have, naming the closest."""
+    fx = os.path.join(FIXTURES, manifest()["resnet18_script"]["file"])
+    with pytest.raises(ptopt.InputError, match="unknown option 'measure_budjet'.*'measure_budget'"):
+        _C.optimize(None, fx, json.dumps({"measure_budjet": 1.0}), None, None, None)

@@ -61,7 +61,7 @@ std::optional<std::vector<tune::Candidate>> bnAffineCandidates(const ir::Node& n
 }
 
 void tuneBnToAffine(tune::TuningSession& s, const rewriters::PipelineElement& e) {
-  if (e.option("force", "false") == "true" || !e.option("nodes").empty()) return s.keep(e);
+  if (e.boolOption("force") || !e.stringOption("nodes").empty()) return s.keep(e);
   const ir::Graph& g = s.model().forward();
   std::vector<ir::Node*> bns;
   g.walk([&](ir::Node* n) {

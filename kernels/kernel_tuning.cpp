@@ -222,14 +222,23 @@ void offerPrepacked(tune::TuningSession& s) {
     s.keep(element(linears, {}, fusedLinears));
 }
 
-// The given pipeline as a whole network on one kernel family: its cast
-// dropped when `fp32`, channels-last forced on (added when the pipeline has
-// none), and tuned-kernels{`option`=*} where extra passes go (before the
-// closing fuse-cudnn).
-rewriters::Pipeline networkPipeline(const rewriters::Pipeline& given, const std::string& option, bool fp32) {
+// A pass that lowers the model to a floating-point precision (bf16, fp16,
+// or fp32 kept by dtype=auto), by its declared effects; int8 is not one.
+bool lowersFloatPrecision(const rewriters::PassEffects& e) {
+  return e.lowersPrecision && (!e.precision || c10::isFloatingType(*e.precision));
+}
+
+// The given pipeline as a whole network on one kernel family: the passes
+// that lower it to a floating-point precision (their declared effects: bf16,
+// fp16, or fp32 kept by dtype=auto; int8 stays) dropped when `fp32`,
+// channels-last forced on (added when the pipeline has none), and
+// tuned-kernels{`option`=*} where extra passes go (before the closing
+// fuse-cudnn).
+rewriters::Pipeline networkPipeline(const tune::TuningSession& s, const rewriters::Pipeline& given,
+                                    const std::string& option, bool fp32) {
   rewriters::Pipeline p = given;
   rewriters::dropPass(p, "tuned-kernels");
-  if (fp32) rewriters::dropPass(p, "cast");
+  if (fp32) rewriters::dropPassesWhere(p, s.registry(), lowersFloatPrecision, &s.context());
   std::vector<rewriters::PipelineElement> extra;
   bool hasChannelsLast = false;
   for (rewriters::PipelineElement& e : p.elements)
@@ -256,8 +265,9 @@ std::string tunedKeepFp32(const rewriters::Pipeline& tuned) {
 // the same ops in fp32, and tuned-kernels skips them (a squeeze-excite's
 // 1x1 convs on a 1x1 image, kept fp32 because aten::conv2d's few µs there
 // beat a oneDNN conv's per-call cost, stay on aten::conv2d).
-rewriters::Pipeline fusedAtTunedPrecision(const rewriters::Pipeline& given, const std::string& keepFp32) {
-  rewriters::Pipeline p = networkPipeline(given, "fused", false);
+rewriters::Pipeline fusedAtTunedPrecision(const tune::TuningSession& s, const rewriters::Pipeline& given,
+                                          const std::string& keepFp32) {
+  rewriters::Pipeline p = networkPipeline(s, given, "fused", false);
   for (rewriters::PipelineElement& e : p.elements) {
     if (e.name == "cast") e.setOption("keep-fp32", keepFp32);
     if (e.name == "tuned-kernels") e.setOption("skip", keepFp32);
@@ -269,14 +279,14 @@ std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tun
                                                                              const rewriters::Pipeline& given) {
   std::vector<std::pair<std::string, rewriters::Pipeline>> out;
   if (hasFusedConvs()) {
-    out.emplace_back("fused-network", networkPipeline(given, "fused", false));
-    if (rewriters::pipelineUses(given, "cast")) {
-      out.emplace_back("fused-network-fp32", networkPipeline(given, "fused", true));
+    out.emplace_back("fused-network", networkPipeline(s, given, "fused", false));
+    if (rewriters::pipelineHas(given, s.registry(), lowersFloatPrecision, &s.context())) {
+      out.emplace_back("fused-network-fp32", networkPipeline(s, given, "fused", true));
       if (const std::string keep = tunedKeepFp32(s.tunedSoFar()); !keep.empty())
-        out.emplace_back("fused-network-tuned-precision", fusedAtTunedPrecision(given, keep));
+        out.emplace_back("fused-network-tuned-precision", fusedAtTunedPrecision(s, given, keep));
     }
   }
-  if (target::xnnpackConvRuns()) out.emplace_back("xnnpack-network", networkPipeline(given, "xnnpack", true));
+  if (target::xnnpackConvRuns()) out.emplace_back("xnnpack-network", networkPipeline(s, given, "xnnpack", true));
   return out;
 }
 

@@ -118,13 +118,13 @@ void measureRegions(tune::TuningSession& s, const rewriters::PipelineElement& e,
     allOn.insert(regions[i].r->id);
     if (regions[i].r->autoDecline.empty()) autoSet.insert(regions[i].r->id);
   }
-  const std::set<std::string>& presetSet = e.option("mode", "auto") == "on" ? allOn : autoSet;
+  const std::set<std::string>& presetSet = e.stringOption("mode") == "on" ? allOn : autoSet;
   std::vector<std::set<std::string>> kept;
   std::string why;
   const auto first = measure({presetSet, fixedOn, allOn}, kept, why);
   if (!first) return skipAll(why);
   s.say(fmt::format("tune        {:5.1f} s  channels-last, {} (mode={}) vs the others of all off, all on: {}",
-                  s.elapsedSeconds(), regionSetName(kept[0]), e.option("mode", "auto"),
+                  s.elapsedSeconds(), regionSetName(kept[0]), e.stringOption("mode"),
                   first->summary()));
   // The first candidate of `sets` with region `id` the other way than the
   // baseline's, else 0.
@@ -180,7 +180,7 @@ void measureRegions(tune::TuningSession& s, const rewriters::PipelineElement& e,
 }
 
 void tuneChannelsLast(tune::TuningSession& s, const rewriters::PipelineElement& e) {
-  const std::string mode = e.option("mode", "auto");
+  const std::string mode = e.stringOption("mode");
   if (mode == "off") return s.keep(e);
   rewriters::PipelineElement off = e;
   off.setOption("mode", "off");
@@ -188,8 +188,9 @@ void tuneChannelsLast(tune::TuningSession& s, const rewriters::PipelineElement& 
   rewriters::PassContext query;
   query.targetDevice = s.context().targetDevice;
   query.preferBf16 = s.context().preferBf16;
+  query.assumedIsa = s.context().assumedIsa;
   std::vector<ChannelsLastRegion> found = channelsLastRegions(s.model().forward(), query);
-  if (const std::string given = e.option("regions"); !given.empty()) {
+  if (const std::string given = e.stringOption("regions"); !given.empty()) {
     const std::set<std::string> named = rewriters::parseNameList(given);  // a leading % is dropped
     found.erase(std::remove_if(found.begin(), found.end(), [&](const auto& r) { return !named.count(r.id); }),
                 found.end());

@@ -127,11 +127,11 @@ PrecisionNeighbours neighbours(const ir::Node& op, const PrecisionPolicy& policy
 }
 
 void tuneCast(tune::TuningSession& s, const rewriters::PipelineElement& e) {
-  const std::string dtypeOpt = e.option("dtype", "auto");
-  const bool emulate = e.option("emulate", "false") == "true";
+  const std::string dtypeOpt = e.stringOption("dtype");
+  const bool emulate = e.boolOption("emulate");
   const c10::ScalarType low =
-      resolveCastDtype(dtypeOpt, s.context().targetDevice, e.option("prefer-bf16", "false") == "true" || s.context().preferBf16);
-  if (emulate || (low == c10::ScalarType::Half && !s.device().is_cuda()) || !e.option("keep-fp32").empty()) {
+      resolveCastDtype(dtypeOpt, s.context().targetDevice, e.boolOption("prefer-bf16") || s.context().preferBf16);
+  if (emulate || (low == c10::ScalarType::Half && !s.device().is_cuda()) || !e.stringOption("keep-fp32").empty()) {
     s.skipped("precision", "model", "as given",
             emulate ? "emulate=true: nothing to time" : "fp16 cannot run on this CPU: kept as given");
     return s.keep(e);

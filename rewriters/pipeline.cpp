@@ -175,19 +175,13 @@ class PipelineParser {
     const size_t start = pos_;
     PipelineElement e;
     e.name = word("a pass name");
-    std::vector<OptionSpec> specs;
-    if (e.isFixpoint()) {
-      specs.push_back({"max-iter", OptionKind::Int, std::to_string(kDefaultFixpointIterations),
-                       "rounds before giving up", {}, 1.0, 1000.0});
-    } else {
-      const PassInfo* info = registry_.find(e.name);
-      if (!info) {
-        std::string hint = registry_.suggest(e.name);
-        failAt(start, "unknown pass '" + e.name + "'" +
-                          (hint.empty() ? " (see 'ptopt passes')" : " (did you mean '" + hint + "'?)"));
-      }
-      specs = info->options;
+    if (!e.isFixpoint() && !registry_.find(e.name)) {
+      std::string hint = registry_.suggest(e.name);
+      failAt(start, "unknown pass '" + e.name + "'" +
+                        (hint.empty() ? " (see 'ptopt passes')" : " (did you mean '" + hint + "'?)"));
     }
+    e = withOptionSpecs(std::move(e), registry_);
+    const std::vector<OptionSpec>& specs = e.specs;
     std::map<std::string, std::string> given;
     if (take('{')) {
       if (!take('}')) {
@@ -317,7 +311,70 @@ std::string PipelineElement::option(const std::string& key, const std::string& f
   return fallback;
 }
 
-void PipelineElement::setOption(const std::string& key, const std::string& value) {
+namespace {
+
+const OptionSpec& declaredOption(const PipelineElement& e, const std::string& key) {
+  if (e.specs.empty())
+    throw std::logic_error("pipeline element '" + e.name + "' was made without its pass's options (use elementOf)");
+  for (const OptionSpec& s : e.specs)
+    if (s.name == key) return s;
+  throw std::logic_error("pass '" + e.name + "' declares no option '" + key + "'");
+}
+
+std::string typedValue(const PipelineElement& e, const std::string& key) {
+  const OptionSpec& spec = declaredOption(e, key);
+  for (const auto& [k, v] : e.options)
+    if (k == key) return v;
+  return spec.defaultValue;
+}
+
+}  // namespace
+
+bool PipelineElement::boolOption(const std::string& key) const {
+  if (declaredOption(*this, key).kind != OptionKind::Bool)
+    throw std::logic_error("option '" + key + "' of '" + name + "' is not a bool");
+  return typedValue(*this, key) == "true";
+}
+
+int64_t PipelineElement::intOption(const std::string& key) const {
+  if (declaredOption(*this, key).kind != OptionKind::Int)
+    throw std::logic_error("option '" + key + "' of '" + name + "' is not an int");
+  return std::stoll(typedValue(*this, key));
+}
+
+std::string PipelineElement::stringOption(const std::string& key) const { return typedValue(*this, key); }
+
+PipelineElement elementOf(const PassRegistry& registry, const std::string& name) {
+  if (name != "fixpoint" && !registry.find(name)) throw std::invalid_argument("unknown pass '" + name + "'");
+  PipelineElement e;
+  e.name = name;
+  return withOptionSpecs(std::move(e), registry);
+}
+
+PipelineElement withOptionSpecs(PipelineElement e, const PassRegistry& registry) {
+  if (e.isFixpoint()) {
+    e.specs = {{"max-iter", OptionKind::Int, std::to_string(kDefaultFixpointIterations), "rounds before giving up",
+                {}, 1.0, 1000.0}};
+    for (PipelineElement& c : e.children) c = withOptionSpecs(std::move(c), registry);
+  } else if (const PassInfo* info = registry.find(e.name)) {
+    e.specs = info->options;
+  }
+  return e;
+}
+
+void PipelineElement::setOption(const std::string& key, const std::string& given) {
+  std::string value = given;
+  if (!specs.empty()) {
+    const OptionSpec* spec = nullptr;
+    for (const OptionSpec& s : specs)
+      if (s.name == key) spec = &s;
+    if (!spec) throw std::invalid_argument("pass '" + name + "' has no option '" + key + "'");
+    try {
+      value = validateOption(*spec, given);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("option '" + key + "' of '" + name + "': " + e.what());
+    }
+  }
   for (auto& [k, v] : options)
     if (k == key) {
       v = value;

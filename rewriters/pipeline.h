@@ -23,13 +23,33 @@ struct PipelineElement {
   std::vector<std::pair<std::string, std::string>> options;  // canonical order and values
   std::vector<PipelineElement> children;                     // fixpoint only
   size_t line = 1, column = 1;
+  // The pass's declared options (its OptionSpecs), when the element was
+  // parsed or made with elementOf / withOptionSpecs: the typed accessors
+  // below read their defaults from them and setOption checks against them.
+  std::vector<OptionSpec> specs;
   bool isFixpoint() const { return name == "fixpoint"; }
   // The value of option `key`, or `fallback` when the element does not set it.
   std::string option(const std::string& key, const std::string& fallback = "") const;
-  // Sets (or adds, at the end) option `key`; removes it.
+  // Typed, checked reads: the value the element sets, else the pass's
+  // declared default (no default restated at the call). Throws
+  // std::logic_error for an option the pass does not declare, or an element
+  // made without its pass's specs.
+  bool boolOption(const std::string& key) const;
+  int64_t intOption(const std::string& key) const;
+  std::string stringOption(const std::string& key) const;
+  // Sets (or adds, at the end) option `key`; removes it. With the pass's
+  // specs known, an undeclared option or a value that does not fit is a
+  // std::invalid_argument naming both, and the value is stored canonical.
   void setOption(const std::string& key, const std::string& value);
   void eraseOption(const std::string& key);
 };
+
+// An element of pass `name` with its declared options (none set). Throws
+// std::invalid_argument for a pass the registry does not have.
+PipelineElement elementOf(const PassRegistry& registry, const std::string& name);
+// `e` (and a fixpoint's children) with the pass's declared options attached,
+// for an element made in code; unknown passes are left as they are.
+PipelineElement withOptionSpecs(PipelineElement e, const PassRegistry& registry);
 
 struct Pipeline {
   std::vector<PipelineElement> elements;

@@ -72,6 +72,8 @@ class TuningSession {
   virtual const ir::Model& input() const = 0;
   // The run's target, preferences and example inputs.
   virtual const rewriters::PassContext& context() const = 0;
+  // The passes the pipeline runs with: their declared effects and options.
+  virtual const rewriters::PassRegistry& registry() const = 0;
   virtual c10::Device device() const = 0;
   // Whether the pipeline being tuned has an element of `pass`.
   virtual bool pipelineUses(const std::string& pass) const = 0;

@@ -192,7 +192,10 @@ class PipelineTuning final : public TuningSession {
           break;
         }
       }
-      if (auto it = byPass.find(e.name); it != byPass.end()) it->second->tuneElement(*this, e);
+      // The element with its pass's declared options: the tunable reads it
+      // through the typed accessors (defaults from the pass, not restated).
+      if (auto it = byPass.find(e.name); it != byPass.end())
+        it->second->tuneElement(*this, rewriters::withOptionSpecs(e, registry_));
       else keep(e);
     }
     offerUpTo(offered.size());
@@ -215,6 +218,7 @@ class PipelineTuning final : public TuningSession {
   ir::Model& model() override { return work_; }
   const ir::Model& input() const override { return input_; }
   const rewriters::PassContext& context() const override { return ctx_; }
+  const rewriters::PassRegistry& registry() const override { return registry_; }
   c10::Device device() const override { return o_.device; }
   bool pipelineUses(const std::string& pass) const override { return rewriters::pipelineUses(*pipeline_, pass); }
   const Pipeline& tunedSoFar() const override { return out_; }

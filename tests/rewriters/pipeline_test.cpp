@@ -203,3 +203,33 @@ TEST_CASE("passes are asked what they do: declared effects, also inside fixpoint
   CHECK(printPipeline(p) ==
         "remove-dropout,bn-inference,fixpoint{max-iter=3}(fold-conv-bn),channels-last,fuse-cudnn");
 }
+
+TEST_CASE("typed element options read the pass's declared defaults and check what is set", "[pipeline]") {
+  Pipeline p = parsePipeline("bn-to-affine{nodes=a},channels-last,fixpoint(cse)", registry());
+  const PipelineElement& bn = p.elements[0];
+  CHECK_FALSE(bn.boolOption("force"));  // the pass's default, not restated here
+  CHECK(bn.stringOption("nodes") == "a");
+  CHECK(p.elements[1].stringOption("mode") == "auto");
+  CHECK(p.elements[2].intOption("max-iter") == kDefaultFixpointIterations);
+  CHECK_THROWS_WITH(bn.boolOption("no-such"), Catch::Contains("declares no option 'no-such'"));
+  CHECK_THROWS_WITH(bn.intOption("force"), Catch::Contains("not an int"));
+
+  PipelineElement cl = p.elements[1];
+  cl.setOption("mode", "on");
+  CHECK(cl.stringOption("mode") == "on");
+  CHECK_THROWS_WITH(cl.setOption("mode", "sideways"), Catch::Contains("option 'mode' of 'channels-last'"));
+  CHECK_THROWS_WITH(cl.setOption("regoins", "x"), Catch::Contains("has no option 'regoins'"));
+  PipelineElement forced = bn;
+  forced.setOption("force", "1");
+  CHECK(forced.boolOption("force"));
+  CHECK(forced.option("force") == "true");  // stored canonical
+
+  // Made in code: with elementOf / withOptionSpecs the same accessors work;
+  // a bare element says how to get them.
+  PipelineElement made = elementOf(registry(), "cast");
+  CHECK(made.stringOption("dtype") == "auto");
+  PipelineElement bare{"cast", {}, {}};
+  CHECK_THROWS_WITH(bare.stringOption("dtype"), Catch::Contains("use elementOf"));
+  CHECK(withOptionSpecs(bare, registry()).stringOption("dtype") == "auto");
+  CHECK_THROWS_AS(elementOf(registry(), "no-such-pass"), std::invalid_argument);
+}

@@ -7,6 +7,7 @@
 #include "ir/archive_check.h"
 
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cstring>
@@ -154,7 +155,7 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     return result;
   };
   ArchiveCheckResult archive = check(ArchiveLimits::CrcEntries::AllButTensorRecords);
-  bool hasCode = false, hasDataPickle = false;
+  bool hasCode = false, hasDataPickle = false, exportedProgram = false;
   std::vector<uint64_t> tensorRecordSizes;
   for (const auto& entry : archive.entries) {
     const std::string& name = entry.name;
@@ -162,8 +163,18 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     std::string record = slash == std::string::npos ? name : name.substr(slash + 1);
     if (record.rfind("code/", 0) == 0 || record == "constants.pkl") hasCode = true;
     if (record == "data.pkl") hasDataPickle = true;
+    // torch.export.save's PT2 archive: `archive_format` ("pt2") and the
+    // program as JSON under models/.
+    if (record == "archive_format" || (record.rfind("models/", 0) == 0 && record.size() > 12 &&
+                                       record.compare(record.size() - 5, 5, ".json") == 0))
+      exportedProgram = true;
     if (isTensorRecord(name)) tensorRecordSizes.push_back(entry.uncompressedSize);
   }
+  if (!hasCode && exportedProgram)
+    throw InputError("'" + path + "' is a torch.export program (a .pt2 archive, written by torch.export.save), " +
+                     "not TorchScript. This ptopt, built against PyTorch " TORCH_VERSION ", reads TorchScript " +
+                     "archives only" + (TORCH_VERSION_MAJOR < 2 ? " (PyTorch 1.13 has no torch.export)" : "") +
+                     ": give it the TorchScript of the same model, torch.jit.trace(model, example).save(path)");
   if (!hasCode && hasDataPickle)
     throw InputError("'" + path + "' is a torch.save() checkpoint (a state_dict or a pickled nn.Module), "
                      "not TorchScript: load it into its nn.Module in Python, then " + reexport);

@@ -88,6 +88,21 @@ TEST_CASE("TunableRegistryRefusesDuplicates", "[tune][tunable]") {
   CHECK(tune::tunables(r).size() == 1);
 }
 
+namespace {
+
+// --tune of `pipeline` with `r`'s tunables on the tiny module, on a fake clock.
+tune::TuneResult tuneTiny(const rewriters::PassRegistry& r, const std::string& pipeline) {
+  Optimizer opt = Optimizer::fromModule(tinyModule());
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
+  test::FakeTimer timer({});
+  tune::TuneOptions o;
+  o.timer = &timer;
+  return tune::tunePipeline(opt.model(), rewriters::parsePipeline(pipeline, r), r, ctx, o);
+}
+
+}  // namespace
+
 TEST_CASE("offered tunables run once, before the passes they name, in their declared order", "[tune][tunable]") {
   std::vector<std::string> log;
   rewriters::PassRegistry r;
@@ -99,13 +114,7 @@ TEST_CASE("offered tunables run once, before the passes they name, in their decl
   tune::addTunable(r, offeredTunable("layout", {"dce"}, {A::ConvLayout}, {A::ConvKernels}, log));
   tune::addTunable(r, offeredTunable("kernels", {"dce"}, {A::ConvKernels}, {}, log));
   tune::addTunable(r, offeredTunable("at-the-end", {"not-in-the-pipeline"}, {}, {}, log));
-  Optimizer opt = Optimizer::fromModule(tinyModule());
-  rewriters::PassContext ctx;
-  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
-  test::FakeTimer timer({});
-  tune::TuneOptions o;
-  o.timer = &timer;
-  const auto tuned = tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse,dce,cse,dce", r), r, ctx, o);
+  const auto tuned = tuneTiny(r, "cse,dce,cse,dce");
   CHECK(log == std::vector<std::string>{"kernels after [cse]", "layout after [cse]", "packing after [cse]",
                                         "at-the-end after [cse,dce,cse,dce]"});
   CHECK(rewriters::printPipeline(tuned.pipeline) == "cse,dce,cse,dce");
@@ -118,14 +127,7 @@ TEST_CASE("offered tunables that build on what each other settles are a cycle, n
   using A = tune::TuningAspect;
   tune::addTunable(r, offeredTunable("one", {"dce"}, {A::ConvKernels}, {A::ConvLayout}, log));
   tune::addTunable(r, offeredTunable("two", {"dce"}, {A::ConvLayout}, {A::ConvKernels}, log));
-  Optimizer opt = Optimizer::fromModule(tinyModule());
-  rewriters::PassContext ctx;
-  ctx.exampleInputs = std::vector<c10::IValue>{torch::randn({2, 3})};
-  test::FakeTimer timer({});
-  tune::TuneOptions o;
-  o.timer = &timer;
-  CHECK_THROWS_WITH(tune::tunePipeline(opt.model(), rewriters::parsePipeline("cse,dce", r), r, ctx, o),
-                    Catch::Contains("one, two build on what each other settles"));
+  CHECK_THROWS_WITH(tuneTiny(r, "cse,dce"), Catch::Contains("one, two build on what each other settles"));
   CHECK(log.empty());
 }
 

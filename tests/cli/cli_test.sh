@@ -59,6 +59,9 @@ for bad in state_dict:"torch.save\(\) checkpoint" not_a_zip:"not a zip archive" 
   expect 2 "$pattern" -- "$ptopt" "$fx/bad/$name.pt" "$work/$name.out.pt"
   [ ! -e "$work/$name.out.pt" ] || fail "output left behind for $name"
 done
+# A torch.export program: named as one, with what this build can read.
+expect 2 "is a torch.export program \\(a .pt2 archive" -- "$ptopt" "$fx/bad/exported.pt2" "$work/exported.out.pt"
+[ ! -e "$work/exported.out.pt" ] || fail "output left behind for exported.pt2"
 expect 2 "No such file" -- "$ptopt" "$work/missing.pt" "$work/x.pt"
 [ -z "$(ls -A "$work" | grep -v -e '^r.pt$' -e '^in.pt$' -e '^link.pt$')" ] || fail "stray files: $(ls -A "$work")"
 # A shape that does not fit the model.

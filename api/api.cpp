@@ -47,6 +47,14 @@ double msSince(std::chrono::steady_clock::time_point start) {
 
 Optimizer Optimizer::load(const std::string& path, const ir::ImportOptions& options, LoadTimes* times) {
   auto start = std::chrono::steady_clock::now();
+  if (ir::formatOfFile(path) == ir::ModelFormat::Pt2) {
+    ir::Pt2ReadResult program = ir::readPt2File(path);
+    if (times) times->readMs = msSince(start);
+    start = std::chrono::steady_clock::now();
+    Optimizer opt = fromPt2(std::move(program));
+    if (times) times->importMs = msSince(start);
+    return opt;
+  }
   torch::jit::Module module = ir::loadTorchScript(path);
   if (times) times->readMs = msSince(start);
   start = std::chrono::steady_clock::now();
@@ -62,6 +70,21 @@ Optimizer Optimizer::fromModule(torch::jit::Module original, const ir::ImportOpt
   ir::Model model = importModel(original, options);
   ir::findTrainingLiterals(model, mode);
   return Optimizer(std::move(original), std::move(model), mode, options);
+}
+
+Optimizer Optimizer::freshCopy(const ir::ImportOptions& options) const {
+  Optimizer copy = fromModule(original_, options);
+  copy.pt2_ = pt2_;
+  return copy;
+}
+
+Optimizer Optimizer::fromPt2(ir::Pt2ReadResult program) {
+  ir::TrainingMode mode;
+  ir::findTrainingLiterals(program.model, mode);
+  torch::jit::Module original = ir::exportModel(program.model);
+  Optimizer opt(std::move(original), std::move(program.model), mode, {});
+  opt.pt2_ = std::move(program.program);
+  return opt;
 }
 
 rewriters::RunReport Optimizer::run(const std::string& pipeline, rewriters::PassContext* ctx,
@@ -112,7 +135,11 @@ verify::VerifyReport Optimizer::verify(const verify::InputSource& inputs, const 
 
 torch::jit::Module Optimizer::exportModule() const { return ir::exportModel(model_); }
 
-void Optimizer::save(const std::string& path) const { ir::saveModuleAtomically(exportModule(), path); }
+void Optimizer::save(const std::string& path, const std::vector<c10::IValue>& exampleInputs) const {
+  const ir::ModelFormat format = ir::formatForOutput(path, std::nullopt, inputFormat());
+  if (format == ir::ModelFormat::TorchScript) return ir::saveModuleAtomically(exportModule(), path);
+  ir::writeModuleBytesAtomically(serializedBytes(format, exampleInputs), path, /*reload=*/false);
+}
 
 Optimizer::Reference Optimizer::reference(const rewriters::Pipeline& pipeline, c10::Device device) const {
   Reference r;
@@ -173,6 +200,24 @@ Optimizer::Serialized Optimizer::serialize() const {
   start = std::chrono::steady_clock::now();
   s.bytes = ir::serializeModule(exported);
   s.module = ir::loadSerializedModule(s.bytes);
+  s.serializeMs = msSince(start);
+  return s;
+}
+
+std::string Optimizer::serializedBytes(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const {
+  if (format == ir::ModelFormat::TorchScript) return ir::serializeModule(exportModule());
+  const auto inputs = exampleInputs.empty() ? ir::inputsFromMeta(model_.forward()) : exampleInputs;
+  return ir::writePt2(model_, inputs, pt2Program());
+}
+
+Optimizer::Serialized Optimizer::serialize(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const {
+  if (format == ir::ModelFormat::TorchScript) return serialize();
+  Serialized s;
+  auto start = std::chrono::steady_clock::now();
+  s.bytes = serializedBytes(format, exampleInputs);
+  s.exportMs = msSince(start);
+  start = std::chrono::steady_clock::now();
+  s.module = ir::runnableFromBytes(format, s.bytes, "the optimized program");
   s.serializeMs = msSince(start);
   return s;
 }

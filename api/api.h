@@ -19,6 +19,8 @@
 #pragma once
 
 #include "ir/model.h"
+#include "ir/model_format.h"
+#include "ir/pt2.h"
 #include "ir/training_mode.h"
 #include "rewriters/pass_manager.h"
 #include "rewriters/registry.h"
@@ -60,8 +62,15 @@ class Optimizer {
   struct LoadTimes {
     double readMs = 0, importMs = 0;
   };
+  // A TorchScript file or a torch.export .pt2 (told by its contents).
   static Optimizer load(const std::string& path, const ir::ImportOptions& options = {},
                         LoadTimes* times = nullptr);
+  // A program read from a .pt2 (ir::readPt2): its original, the one verified
+  // against and timed, is the program as read, rendered as TorchScript.
+  static Optimizer fromPt2(ir::Pt2ReadResult program);
+  // A fresh import of original() (what the model was before any pass),
+  // keeping what a .pt2 said besides its graph.
+  Optimizer freshCopy(const ir::ImportOptions& options) const;
   // Imports an already loaded module (put in eval mode: trainingMode() says
   // whether that, or training flags baked in by tracing, change anything).
   static Optimizer fromModule(torch::jit::Module module, const ir::ImportOptions& options = {});
@@ -84,9 +93,12 @@ class Optimizer {
   verify::VerifyReport verify(const verify::InputSource& inputs, const verify::ToleranceSet& tol,
                               const std::string& device = "auto");
 
-  // The current IR as a TorchScript module, and saved atomically.
+  // The current IR as a TorchScript module, and saved atomically in the
+  // format `path` names (`.pt2`: a torch.export program, whose tensors'
+  // metadata come from one run on `exampleInputs`, or on inputs of the
+  // recorded shapes when none are given).
   torch::jit::Module exportModule() const;
-  void save(const std::string& path) const;
+  void save(const std::string& path, const std::vector<c10::IValue>& exampleInputs = {}) const;
 
   // ---- Verifying the result of a known pipeline (what `ptopt IN OUT` does).
 
@@ -132,6 +144,11 @@ class Optimizer {
     double exportMs = 0, serializeMs = 0;  // serializeMs: serializing and loading back
   };
   Serialized serialize() const;
+  // The same in `format`: for a .pt2, the module runs the bytes read back
+  // (ir::runnableFromBytes). `exampleInputs` as for save().
+  Serialized serialize(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const;
+  // The bytes alone, for callers that keep or stream them before loading back.
+  std::string serializedBytes(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const;
   // Writes `s.bytes` to `path` atomically (a temporary file in its folder,
   // then a rename); not loaded back again.
   static void save(const Serialized& s, const std::string& path);
@@ -141,6 +158,10 @@ class Optimizer {
   // How the loaded model relates to training mode (ir/training_mode.h), as
   // loaded: passes that specialize training flags do not change it.
   const ir::TrainingMode& trainingMode() const { return trainingMode_; }
+  // The format the model was read in, and what a .pt2 said besides its
+  // graph (its calling convention, which constants are parameters).
+  ir::ModelFormat inputFormat() const { return pt2_ ? ir::ModelFormat::Pt2 : ir::ModelFormat::TorchScript; }
+  const ir::Pt2Program* pt2Program() const { return pt2_ ? &*pt2_ : nullptr; }
 
  private:
   Optimizer(torch::jit::Module original, ir::Model model, ir::TrainingMode mode, ir::ImportOptions options)
@@ -150,6 +171,7 @@ class Optimizer {
   ir::Model model_;
   ir::TrainingMode trainingMode_;
   ir::ImportOptions importOptions_;  // for stand-ins: a fresh import the same way
+  std::optional<ir::Pt2Program> pt2_;  // read from a .pt2
 };
 
 }  // namespace ptopt

@@ -174,16 +174,23 @@ class Run {
   void storeBytes() {
     StageHooks& h = s_.hooks;
     if (!req_.output.empty()) {
-      h.write = [this](const torch::jit::Module& exported) {
+      h.write = [this](const ExportedModel& exported) {
         file_ = std::make_unique<ir::AtomicModuleFile>(req_.output);
-        file_->write(exported);
+        if (exported.format == ir::ModelFormat::TorchScript) file_->write(exported.module);
+        else file_->write(exported.bytes);
       };
-      h.loadBack = [this] { return file_->load(); };
+      h.loadBack = [this] {
+        if (s_.outputFormat == ir::ModelFormat::TorchScript) return file_->load();
+        return ir::runnableFromBytes(s_.outputFormat, readBytes(file_->tempPath()), req_.output);
+      };
       h.outputDigest = [this] { return fileDigest(file_->tempPath()); };
     } else {
-      h.write = [this](const torch::jit::Module& exported) { out_.serialized.bytes = ir::serializeModule(exported); };
+      h.write = [this](const ExportedModel& exported) {
+        out_.serialized.bytes =
+            exported.format == ir::ModelFormat::TorchScript ? ir::serializeModule(exported.module) : exported.bytes;
+      };
       h.loadBack = [this] {
-        out_.serialized.module = ir::loadSerializedModule(out_.serialized.bytes);
+        out_.serialized.module = ir::runnableFromBytes(s_.outputFormat, out_.serialized.bytes, "the optimized model");
         return out_.serialized.module;
       };
       h.outputDigest = [this] { return bytesDigest(out_.serialized.bytes); };
@@ -193,6 +200,8 @@ class Run {
     };
     h.inputAsOutput = [this] {
       Optimizer::Serialized s;
+      if (s_.outputFormat != s_.opt->inputFormat())  // IN as it was, in OUT's format
+        return s_.opt->freshCopy(req_.importOptions).serialize(s_.outputFormat, s_.exampleInputs);
       if (!req_.input.empty()) {
         s.bytes = readBytes(req_.input);
         s.module = s_.opt->original();
@@ -207,6 +216,9 @@ class Run {
   // load: IN (unless the front end handed the model over), the counts
   // before; a model in training mode is refused with keepTraining.
   void load(std::optional<Optimizer> given) {
+    if (!ir::pt2Supported() && ir::formatForOutput(req_.output, req_.to, ir::ModelFormat::TorchScript) ==
+                                   ir::ModelFormat::Pt2)
+      throw RequestError("OUT '" + req_.output + "' is a .pt2: " + ir::pt2UnsupportedMessage("write"));
     if (given) {
       s_.opt.emplace(std::move(*given));
       countBefore(s_);
@@ -217,9 +229,11 @@ class Run {
       s_.record.inputFileBytes = std::filesystem::file_size(req_.input);
       s_.record.stageMs["import"] = times.importMs;
       countBefore(s_);
-      s_.say(fmt::format("loaded {}: {} nodes, {} constants ({:.0f} ms)\n", req_.input, s_.nodesBefore,
-                         s_.opt->model().constants->size(), times.readMs + times.importMs));
+      s_.say(fmt::format("loaded {}{}: {} nodes, {} constants ({:.0f} ms)\n", req_.input,
+                         s_.opt->inputFormat() == ir::ModelFormat::Pt2 ? " (torch.export program)" : "",
+                         s_.nodesBefore, s_.opt->model().constants->size(), times.readMs + times.importMs));
     }
+    s_.outputFormat = ir::formatForOutput(req_.output, req_.to, s_.opt->inputFormat());
     const ir::TrainingMode& mode = s_.opt->trainingMode();
     if (mode.inTraining() && req_.keepTraining)
       throw ir::InputError(fmt::format(
@@ -240,6 +254,7 @@ class Run {
                  "global criterion (cosine and max|a-b| <= atol + rtol*max|b|)");
     verify::InputPlan inputs = verify::planInputs(req_.inputs, s_.opt->model().forward());
     calibrate(inputs);
+    if (inputs.source) s_.exampleInputs = inputs.source->inputsFor(0);
     out_.inputsInferred = inputs.inferred;
     const Verification policy = req_.verification;
     if (!inputs.source) {

@@ -240,17 +240,18 @@ std::optional<StructurePipeline> fp32StructurePipeline(const rewriters::Pipeline
   return s;
 }
 
-BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::ImportOptions& importOptions,
-                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like) {
+BuiltCandidate buildCandidate(const Optimizer& from, const ir::ImportOptions& importOptions,
+                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like,
+                              ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) {
   BuiltCandidate b;
-  b.optimizer = std::make_shared<Optimizer>(Optimizer::fromModule(original, importOptions));
+  b.optimizer = std::make_shared<Optimizer>(from.freshCopy(importOptions));
   rewriters::PassContext ctx;
   ctx.targetDevice = like.targetDevice;
   ctx.preferBf16 = like.preferBf16;
   ctx.assumedIsa = like.assumedIsa;
   ctx.exampleInputs = like.exampleInputs;
   b.optimizer->run(pipeline, &ctx);
-  b.result = b.optimizer->serialize();
+  b.result = b.optimizer->serialize(format, exampleInputs);
   b.model = &b.optimizer->model();
   b.nodes = b.model->forward().numNodes();
   return b;

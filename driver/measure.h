@@ -158,8 +158,9 @@ struct BuiltCandidate {
   const ir::Model* model = nullptr;   // valid while the BuiltCandidate lives
   std::shared_ptr<Optimizer> optimizer;
 };
-BuiltCandidate buildCandidate(const torch::jit::Module& original, const ir::ImportOptions& importOptions,
-                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like);
+BuiltCandidate buildCandidate(const Optimizer& from, const ir::ImportOptions& importOptions,
+                              const rewriters::Pipeline& pipeline, const rewriters::PassContext& like,
+                              ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs);
 
 // Sets LibTorch's intra-op thread count for a scope (threads <= 0: leaves
 // it), restoring the previous count. The load-time values of `repacked`

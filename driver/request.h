@@ -26,6 +26,7 @@
 
 #include "ir/model.h"
 #include "verify/compare.h"
+#include "ir/model_format.h"
 #include "verify/input_plan.h"
 
 #include <ATen/core/ivalue.h>
@@ -59,8 +60,9 @@ struct ToleranceOverrides {
 
 struct Request {
   // ---- the model
-  std::string input;             // IN, a TorchScript file; "" when the front end hands over a loaded module
+  std::string input;             // IN, a TorchScript or .pt2 file; "" when the front end hands over a loaded module
   std::string output;            // OUT, written once verified (atomically); "": the bytes stay in memory
+  std::optional<ir::ModelFormat> to;  // OUT's format (--to); nullopt: by OUT's extension, else IN's format
   bool overwrite = false;        // OUT may exist
   bool inPlace = false;          // OUT may be IN itself (replaced only after everything succeeded)
   ir::ImportOptions importOptions;  // methods to keep besides forward

@@ -198,9 +198,15 @@ void exportStage(Stages& r) {
                               "shows whether a pass is the cause)");
   };
   Stopwatch sw;
-  torch::jit::Module exported;
+  ExportedModel exported;
+  exported.format = r.outputFormat;
   try {
-    exported = r.opt->exportModule();
+    if (exported.format == ir::ModelFormat::TorchScript) exported.module = r.opt->exportModule();
+    else exported.bytes = r.opt->serializedBytes(exported.format, r.exampleInputs);
+  } catch (const std::invalid_argument& e) {
+    throw ir::InputError(std::string("cannot write OUT as ") + ir::formatTitle(exported.format) + ": " + e.what());
+  } catch (const ir::InputError&) {
+    throw;
   } catch (const std::exception& e) {
     throw bug(e);
   }
@@ -216,7 +222,7 @@ void exportStage(Stages& r) {
   } catch (const std::exception& e) {
     throw bug(e);
   }
-  exported = torch::jit::Module();
+  exported = ExportedModel();
   if (r.verifying()) r.standIn = r.opt->cpuStandIn(r.pipeline, r.ctx, r.report, r.device);
   // Letting go of the IR (its folded weights) now that nothing reads it; the
   // original too, unless a stand-in is checked or the measure stage times
@@ -411,7 +417,8 @@ void measureStage(Stages& r, bool ok) {
   std::optional<BuiltCandidate> built;
   if (structure && !req.force)
     candidates.push_back({"fp32 structure", structure->description(), [&] {
-                            built = buildCandidate(r.opt->original(), req.importOptions, structure->pipeline, r.ctx);
+                            built = buildCandidate(*r.opt, req.importOptions, structure->pipeline, r.ctx, r.outputFormat,
+                                                   r.exampleInputs);
                             if (r.runner) checkFp32(r, built->result.module);  // verified like OUT
                             return moduleSubject("fp32 structure", built->result.module, inputs, r.device);
                           }});

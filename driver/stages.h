@@ -46,6 +46,14 @@
 
 namespace ptopt {
 
+// What the export stage hands the `write` hook: the result in OUT's format,
+// a TorchScript module to stream, or a .pt2 archive's bytes.
+struct ExportedModel {
+  ir::ModelFormat format = ir::ModelFormat::TorchScript;
+  torch::jit::Module module;  // TorchScript
+  std::string bytes;          // .pt2
+};
+
 // What the stages hand to the front end (driver::FrontEnd's hooks) and
 // where the driver keeps the bytes.
 struct StageHooks {
@@ -59,7 +67,7 @@ struct StageHooks {
   std::function<void(const std::string&)> warning;
   // export: keeps the bytes of `exported` (OUT's temporary file, or memory).
   // Throws std::system_error for a failed write.
-  std::function<void(const torch::jit::Module& exported)> write;
+  std::function<void(const ExportedModel& exported)> write;
   // The module loaded back from the bytes `write` kept (called after the IR
   // and the original are let go, so that the model is not held three times).
   std::function<torch::jit::Module()> loadBack;
@@ -79,6 +87,8 @@ struct Stages {
   std::string noMeasureName = "--no-measure";  // how the front end names measure = false
   StageHooks hooks;
   rewriters::Pipeline pipeline;          // the planned one; tuneStage replaces it
+  ir::ModelFormat outputFormat = ir::ModelFormat::TorchScript;  // OUT's (req->to, OUT's extension, IN's format)
+  std::vector<c10::IValue> exampleInputs;  // one planned input set: a .pt2's metadata run (empty: the recorded shapes)
   std::optional<Optimizer> opt;          // the front end loads it
   rewriters::PassContext ctx;            // referenceStage
   verify::ToleranceSet tolerances;       // referenceStage, tuneStage

@@ -734,6 +734,14 @@ AtomicModuleFile::~AtomicModuleFile() {
 }
 
 void AtomicModuleFile::write(const torch::jit::Module& module) {
+  writeWith([&module](std::ostream& out) { module.save(out); });
+}
+
+void AtomicModuleFile::write(const std::string& bytes) {
+  writeWith([&bytes](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
+}
+
+void AtomicModuleFile::writeWith(const std::function<void(std::ostream&)>& produce) {
   // I/O failures are std::system_error ("cannot write 'PATH': ..."); a module
   // that does not serialize rethrows LibTorch's own error. Either way the
   // temporary file is gone.
@@ -750,7 +758,7 @@ void AtomicModuleFile::write(const torch::jit::Module& module) {
   try {
     DeferredErrorFileBuf buf(fd);
     std::ostream out(&buf);
-    module.save(out);
+    produce(out);
     out.flush();
     if (!buf.flushAll()) err = buf.error(), what = "write failed";
     bytes_ = buf.written();

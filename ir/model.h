@@ -30,6 +30,7 @@
 
 #include <torch/script.h>
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -125,6 +126,8 @@ class AtomicModuleFile {
   // file: LibTorch's zip writer is never shown the failure (it would throw
   // again from its destructor and abort the process).
   void write(const torch::jit::Module& module);
+  // The same for bytes already serialized (a .pt2 archive).
+  void write(const std::string& bytes);
   // Loads the written file back (for the check before commit).
   torch::jit::Module load() const;
   // Renames the file over `path` (keeping the permissions of a file it
@@ -134,6 +137,7 @@ class AtomicModuleFile {
   uint64_t bytesWritten() const { return bytes_; }
 
  private:
+  void writeWith(const std::function<void(std::ostream&)>& produce);
   std::string path_, tmp_;
   uint64_t bytes_ = 0;
   bool written_ = false, committed_ = false;

@@ -47,7 +47,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   // Positionals are not config-file options: CLI11 2.4 on refuses a
   // subcommand option (dot's --output) that a configurable positional of the
   // top-level app shares its name with.
-  app.add_option("input", o.input, "TorchScript model to optimize (never modified)")->configurable(false);
+  app.add_option("input", o.input, "Model to optimize: a TorchScript file or a torch.export .pt2 (never modified)")->configurable(false);
   app.add_option("output", o.output, "Where to write the optimized model")->configurable(false);
   app.add_option("--passes", o.passes,
                  "Pipeline, e.g. 'canonicalize,fixpoint{max-iter=3}(cse,dce)', or a preset and more passes, "
@@ -77,6 +77,10 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_flag("--keep-training", o.keepTraining,
                "Refuse a model in training mode (scripted and saved in it, or traced in it) instead of optimizing it "
                "for inference in eval semantics");
+  app.add_option("--to", o.to,
+                 "OUT's format: torchscript (torch.jit.load) or pt2 (a torch.export program, torch.export.load; "
+                 "PyTorch 2.x builds). Default: pt2 when OUT ends in .pt2, else IN's format")
+      ->check(CLI::IsMember({"torchscript", "pt2"}));
   app.add_flag("--overwrite", o.overwrite, "Replace OUT if it exists");
   app.add_flag("--in-place", o.inPlace, "Allow OUT to be IN itself (replaced only after everything succeeded)");
   app.add_option("--report", o.reportPath, "Write a JSON record of the run (pipeline, counters, metrics) here");
@@ -161,6 +165,7 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   req.output = o.output;
   req.overwrite = o.overwrite;
   req.inPlace = o.inPlace;
+  if (!o.to.empty()) req.to = ir::parseModelFormat(o.to);
   req.importOptions = ir::ImportOptions{o.preserveMethods};
   const int sources = (o.passesGiven ? 1 : 0) + (!o.preset.empty() ? 1 : 0) + (!o.pipelineFile.empty() ? 1 : 0);
   if (sources > 1) throw UsageError("give only one of --passes, -O<level> and --pipeline-file");

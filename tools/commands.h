@@ -63,6 +63,7 @@ struct OptimizeOptions {
   bool noVerify = false;
   bool verifyFlag = false;
   bool overwrite = false;
+  std::string to;  // --to torchscript|pt2
   bool inPlace = false;
   bool progress = false;
   std::string reportPath;

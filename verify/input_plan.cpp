@@ -93,7 +93,11 @@ InputPlan planInputs(const InputRequest& r, const ir::Graph& forward) {
     throw InputPlanError(e.what());
   }
   if (specs.empty()) {
-    if (auto inferred = inferInputSpecs(forward)) {
+    if (auto recorded = recordedInputSpecs(forward)) {
+      // A torch.export program records the shapes it was exported at (and
+      // takes no others): those, not an assumption.
+      plan.source = seeded(r, *recorded);
+    } else if (auto inferred = inferInputSpecs(forward)) {
       plan.source = seeded(r, inferred->specs);
       plan.inferred = true;
       plan.message = inferred->assumption;

@@ -390,6 +390,21 @@ std::vector<c10::IValue> completeInputValues(const InputSet& set, const ir::Grap
   return out;
 }
 
+std::optional<std::vector<InputSpec>> recordedInputSpecs(const ir::Graph& forward) {
+  std::vector<InputSpec> specs;
+  for (const ir::Value* in : forward.inputs()) {
+    const ir::TensorMeta& m = in->meta();
+    if (!in->isTensor() || !m.dtype || !m.shape) return std::nullopt;
+    InputSpec spec;
+    spec.name = in->name();
+    spec.shape = *m.shape;
+    spec.dtype = *m.dtype;
+    specs.push_back(std::move(spec));
+  }
+  if (specs.empty()) return std::nullopt;
+  return specs;
+}
+
 std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward) {
   const auto inputs = forward.inputs();
   if (inputs.empty() || !inputs[0]->isTensor() || inputs[0]->uses().empty()) return std::nullopt;

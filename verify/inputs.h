@@ -109,6 +109,9 @@ struct InferredInputs {
   std::string assumption;
 };
 std::optional<InferredInputs> inferInputSpecs(const ir::Graph& forward);
+// The inputs every placeholder's metadata fully records (dtype and shape,
+// what a torch.export program keeps); nullopt when one does not.
+std::optional<std::vector<InputSpec>> recordedInputSpecs(const ir::Graph& forward);
 
 // `value` with its containers typed as `type` says: LibTorch's unpickler
 // reads a saved list as List[Any] (a generic dict as Dict[Any, Any]), which

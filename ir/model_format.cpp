@@ -1,0 +1,72 @@
+// The model formats (see model_format.h), and whether a file is a PT2
+// archive (pt2.h): a zip with an `archive_format` record under its
+// top-level folder. Built in both worlds, so that a 1.13 build names a .pt2
+// for what it is.
+#include "ir/model_format.h"
+#include "ir/pt2.h"
+
+#include "ir/archive_check.h"
+
+#include <fstream>
+
+namespace ptopt::ir {
+
+namespace {
+bool namesArchiveFormat(const ArchiveCheckResult& check) {
+  for (const ArchiveEntry& e : check.entries) {
+    const size_t slash = e.name.find('/');
+    if (slash != std::string::npos && e.name.compare(slash + 1, std::string::npos, "archive_format") == 0) return true;
+  }
+  return false;
+}
+ArchiveLimits noCrc() {
+  ArchiveLimits l;
+  l.checkCrc = false;
+  return l;
+}
+}  // namespace
+
+bool isPt2Archive(const std::string& bytes) {
+  return bytes.size() >= 4 && bytes.compare(0, 2, "PK") == 0 &&
+         namesArchiveFormat(checkZipArchive(std::string_view(bytes), noCrc()));
+}
+
+bool isPt2File(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[2] = {};
+  if (!in.read(magic, 2) || magic[0] != 'P' || magic[1] != 'K') return false;
+  try {
+    return namesArchiveFormat(checkZipFile(path, noCrc()));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+const char* formatName(ModelFormat f) { return f == ModelFormat::Pt2 ? "pt2" : "torchscript"; }
+
+const char* formatTitle(ModelFormat f) { return f == ModelFormat::Pt2 ? "torch.export (.pt2)" : "TorchScript"; }
+
+std::optional<ModelFormat> parseModelFormat(const std::string& name) {
+  if (name == "pt2") return ModelFormat::Pt2;
+  if (name == "torchscript") return ModelFormat::TorchScript;
+  return std::nullopt;
+}
+
+ModelFormat formatOfFile(const std::string& path) { return isPt2File(path) ? ModelFormat::Pt2 : ModelFormat::TorchScript; }
+
+ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> to, ModelFormat input) {
+  if (to) return *to;
+  const std::string ext = ".pt2";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) return ModelFormat::Pt2;
+  if (path.empty()) return input;
+  return input == ModelFormat::Pt2 && path.size() > 3 && path.compare(path.size() - 3, 3, ".pt") == 0
+             ? ModelFormat::TorchScript
+             : input;
+}
+
+torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where) {
+  if (f == ModelFormat::TorchScript) return loadSerializedModule(bytes);
+  return exportModel(readPt2(bytes, where).model);
+}
+
+}  // namespace ptopt::ir

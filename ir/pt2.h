@@ -1,0 +1,93 @@
+// torch.export's PT2 archive (`torch.export.save`, `.pt2`): read into ptopt
+// IR and written back, with no Python and no unpickling.
+//
+// The archive is a zip whose entries sit under one folder: `archive_format`
+// ("pt2"), `archive_version`, `models/<name>.json` (the ExportedProgram as
+// JSON: a graph of ATen overloads with named, tagged-union arguments, the
+// metadata of every tensor value, and a signature that says which
+// placeholders are user inputs, parameters, buffers and tensor constants),
+// `data/weights/<name>_weights_config.json` and `data/constants/...` (each
+// tensor's metadata and the record of its raw storage bytes), and pickled
+// sample inputs (never read here).
+//
+// Read: user inputs become placeholders (with the metadata the program was
+// exported at), parameters, buffers and tensor constants become get_attr
+// constants named by their module path (`layer1.0.conv1.weight`), and each
+// node calls the registered ATen overload its target names
+// (`torch.ops.aten.conv2d.default` -> `aten::conv2d`), its named arguments
+// placed by the schema (defaults filled in), tensor lists through
+// prim::ListConstruct / prim::ListUnpack as TorchScript spells them, several
+// user outputs returned as a tuple. Both IRs people save are read:
+// `torch.export.export`'s (aten.conv2d, aten.batch_norm, in-place ops) and
+// `run_decompositions()`'s (aten.convolution,
+// aten._native_batch_norm_legit_no_training). What the IR cannot hold is
+// refused with the node named: higher-order ops (torch.cond, while_loop),
+// custom objects, symbolic shapes, tensor subclasses (pickled weights),
+// mutated buffers or inputs.
+//
+// Write: the graph back as an ExportedProgram that `torch.export.load`
+// reloads: constants become parameters (floating point) or buffers, every
+// tensor value's metadata is what running the graph once on inputs of the
+// program's shapes gives (the real strides), weights are raw bytes, the
+// schema version is the one of the torch ptopt was built against. The
+// calling convention (the pytree specs of inputs and outputs) is the one
+// the program was read with, or a flat tuple of tensors in and the graph's
+// outputs out.
+#pragma once
+
+#include "ir/model.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ptopt::ir {
+
+// Whether this build reads and writes .pt2 (PyTorch 2.x: the export schema
+// version of the torch it was built against is known); and that version.
+bool pt2Supported();
+std::pair<int, int> pt2SchemaVersion();
+// The message for a 1.13 build asked for a .pt2 (`what`: "read", "write").
+std::string pt2UnsupportedMessage(const std::string& what);
+
+// What a .pt2 says besides its graph and weights, kept for writing back.
+struct Pt2Program {
+  std::string modelName = "model";                   // models/<name>.json
+  std::string inSpec, outSpec;                       // pytree specs (JSON text); empty: flat
+  std::vector<std::string> forwardArgNames;          // the user inputs' names
+  std::vector<std::string> parameters, buffers;      // constants' kinds by module path
+  std::pair<int, int> schemaVersion{0, 0};
+  std::string torchVersion;
+};
+
+struct Pt2ReadResult {
+  Model model;
+  Pt2Program program;
+};
+
+// Whether the bytes (or the file) are a zip with a PT2 archive's
+// `archive_format` record.
+bool isPt2Archive(const std::string& bytes);
+bool isPt2File(const std::string& path);
+
+// Reads a PT2 archive. Throws InputError with one line naming the problem
+// (damaged zip, wrong archive format or schema version, missing record or
+// weight, pickled entry, unsupported node) and what to do.
+Pt2ReadResult readPt2(const std::string& bytes, const std::string& where);
+Pt2ReadResult readPt2File(const std::string& path);
+
+// Writes `model`'s forward as a PT2 archive. `inputs` are one value per
+// placeholder, run once to record every value's metadata (strides
+// included). `program` gives the calling convention and the kinds of
+// constants that came from a .pt2 (nullptr: a flat tuple in, the graph's
+// outputs out, floating-point constants as parameters). Throws
+// std::invalid_argument naming the node the format cannot hold (control
+// flow, a TorchScript-only op) and what to do.
+std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program);
+
+// Inputs of the shapes and dtypes the forward's placeholders record (zeros;
+// what writePt2 runs for the metadata of a model read from a .pt2); throws
+// std::invalid_argument naming an input without full metadata.
+std::vector<c10::IValue> inputsFromMeta(const Graph& forward);
+
+}  // namespace ptopt::ir

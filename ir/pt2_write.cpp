@@ -1,0 +1,465 @@
+// Writing ptopt IR as a PT2 archive (see pt2.h). Built in the PyTorch 2.x
+// world only.
+#include "ir/pt2.h"
+#include "ir/pt2_json.h"
+
+#include "ir/interpreter.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/version.h>
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ptopt::ir {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// What running the graph once showed of a tensor value.
+struct Observed {
+  c10::ScalarType dtype = c10::kFloat;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  c10::Device device = c10::kCPU;
+};
+
+Observed observe(const at::Tensor& t) {
+  Observed o;
+  o.dtype = t.scalar_type();
+  o.sizes = t.sizes().vec();
+  o.strides = t.strides().vec();
+  o.offset = t.storage_offset();
+  o.device = t.device();
+  return o;
+}
+
+Json tensorMetaJson(const Observed& o, bool requiresGrad) {
+  return {{"dtype", pt2json::scalarTypeEnum(o.dtype)},
+          {"sizes", pt2json::symInts(o.sizes)},
+          {"requires_grad", requiresGrad},
+          {"device", pt2json::deviceJson(o.device)},
+          {"strides", pt2json::symInts(o.strides)},
+          {"storage_offset", {{"as_int", o.offset}}},
+          {"layout", pt2json::kStridedLayout}};
+}
+
+bool isIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+std::string identifierFrom(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "v_" + out;
+  return out;
+}
+
+// Module paths `ep.module()` can rebuild: segments that are identifiers or
+// indices, and no path that is a prefix of another (`c.weight` cannot be
+// both a tensor and a module).
+std::map<std::string, std::string> moduleSafePaths(const std::vector<std::string>& names) {
+  std::set<std::string> all(names.begin(), names.end());
+  std::map<std::string, std::string> out;
+  std::set<std::string> taken;
+  auto segmentsOk = [](const std::string& path) {
+    size_t start = 0;
+    while (true) {
+      const size_t dot = path.find('.', start);
+      const std::string seg = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      bool digits = !seg.empty() && std::all_of(seg.begin(), seg.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      if (!digits && !isIdentifier(seg)) return false;
+      if (dot == std::string::npos) return true;
+      start = dot + 1;
+    }
+  };
+  for (const std::string& n : names) {
+    bool prefix = false;
+    for (auto it = all.upper_bound(n); it != all.end() && it->rfind(n + ".", 0) == 0; ++it) prefix = true;
+    if (segmentsOk(n) && !prefix) {
+      out[n] = n;
+      taken.insert(n);
+    }
+  }
+  for (const std::string& n : names) {
+    if (out.count(n)) continue;
+    std::string base = "ptopt_" + identifierFrom(n), name = base;
+    for (int i = 1; taken.count(name) || all.count(name); ++i) name = base + "_" + std::to_string(i);
+    out[n] = name;
+    taken.insert(name);
+  }
+  return out;
+}
+
+class Pt2Writer {
+ public:
+  Pt2Writer(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program)
+      : graph_(model.forward()), program_(program) {
+    runOnce(inputs);
+  }
+
+  std::string write() {
+    collect();
+    Json graph = {{"inputs", Json::array()},          {"outputs", Json::array()},
+                  {"nodes", Json::array()},           {"tensor_values", Json::object()},
+                  {"sym_int_values", Json::object()}, {"sym_bool_values", Json::object()},
+                  {"is_single_tensor_return", false}, {"custom_obj_values", Json::object()},
+                  {"sym_float_values", Json::object()}};
+    Json inputSpecs = Json::array();
+    // Parameters, then buffers, then user inputs: the order torch.export uses.
+    for (bool params : {true, false})
+      for (const auto& c : constants_) {
+        if (c.isParam != params) continue;
+        graph["inputs"].push_back({{"as_tensor", {{"name", c.placeholder}}}});
+        if (params)
+          inputSpecs.push_back(
+              {{"parameter", {{"arg", {{"name", c.placeholder}}}, {"parameter_name", c.fqn}}}});
+        else
+          inputSpecs.push_back(
+              {{"buffer", {{"arg", {{"name", c.placeholder}}}, {"buffer_name", c.fqn}, {"persistent", true}}}});
+        tensorValues_[c.placeholder] = tensorMetaJson(observe(c.tensor), params);
+      }
+    std::vector<std::string> argNames;
+    for (Value* in : graph_.inputs()) {
+      if (!in->isTensor())
+        throw std::invalid_argument("input %" + in->name() + " is not a tensor (" + in->type()->str() +
+                                    "); a torch.export program here takes tensors only");
+      graph["inputs"].push_back({{"as_tensor", {{"name", nameOf(in)}}}});
+      inputSpecs.push_back({{"user_input", {{"arg", {{"as_tensor", {{"name", nameOf(in)}}}}}}}});
+      recordTensor(in);
+      argNames.push_back(nameOf(in));
+    }
+    for (Node* n : *graph_.block())
+      if (n->isCall() && !skipped_.count(n)) graph["nodes"].push_back(nodeJson(n));
+    Json outputSpecs = Json::array();
+    for (const Arg& a : returned_) {
+      Json arg = a.isValue() ? Json{{"as_tensor", {{"name", nameOf(a.value())}}}} : pt2json::literalJson(a.literal());
+      graph["outputs"].push_back(arg);
+      outputSpecs.push_back({{"user_output", {{"arg", arg}}}});
+    }
+    graph["tensor_values"] = tensorValues_;
+
+    const bool keepSpecs = program_ && !program_->inSpec.empty() &&
+                           program_->forwardArgNames.size() == graph_.inputs().size();
+    Json signature = {
+        {"inputs", Json::array()},
+        {"outputs", Json::array()},
+        {"in_spec", keepSpecs ? program_->inSpec : pt2json::flatInSpec(graph_.inputs().size())},
+        {"out_spec", keepSpecs && !program_->outSpec.empty() ? program_->outSpec
+                                                              : pt2json::flatOutSpec(returned_.size(), tupleOut_)},
+        {"forward_arg_names", keepSpecs ? Json(program_->forwardArgNames) : Json(argNames)}};
+    const auto [major, minor] = pt2SchemaVersion();
+    Json program = {
+        {"graph_module",
+         {{"graph", graph},
+          {"signature", {{"input_specs", inputSpecs}, {"output_specs", outputSpecs}}},
+          {"module_call_graph", Json::array({{{"fqn", ""}, {"signature", signature}}})},
+          {"metadata", Json::object()},
+          {"treespec_namedtuple_fields", Json::object()}}},
+        {"opset_version", {{"aten", PTOPT_PT2_ATEN_OPSET}}},
+        {"range_constraints", Json::object()},
+        {"schema_version", {{"major", major}, {"minor", minor}}},
+        {"verifiers", Json::array({"TRAINING"})},
+        {"torch_version", TORCH_VERSION},
+        {"guards_code", Json::array()}};
+    return archive(program.dump());
+  }
+
+ private:
+  struct Constant {
+    std::string fqn, placeholder;
+    at::Tensor tensor;
+    bool isParam = false;
+  };
+
+  void runOnce(const std::vector<c10::IValue>& inputs) {
+    InterpreterOptions options;
+    options.observer = [this](const Value& v, const c10::IValue& iv) {
+      if (iv.isTensor() && iv.toTensor().defined()) {
+        observed_[&v] = observe(iv.toTensor());
+      } else if (iv.isTensorList()) {
+        auto& list = lists_[&v];
+        list.clear();
+        for (const at::Tensor& t : iv.toTensorList().vec()) list.push_back(observe(t));
+      }
+    };
+    try {
+      Interpreter(graph_, options).run(inputs);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("cannot run the model to record its tensors' metadata: ") + e.what());
+    }
+  }
+
+  [[noreturn]] void cannot(const Node* n, const std::string& why) const {
+    std::string where = n->sourceLocation().empty() ? "" : " (" + n->sourceLocation() + ")";
+    throw std::invalid_argument("cannot write " + n->qualifiedTarget() + " producing %" +
+                                (n->numOutputs() ? n->output()->name() : std::string("?")) + where +
+                                " as a torch.export program: " + why);
+  }
+
+  // Names, constants, the nodes that fold into their users, and the outputs.
+  void collect() {
+    std::set<std::string> used;
+    auto name = [&](const Value* v, const std::string& base) {
+      std::string n = identifierFrom(base), candidate = n;
+      for (int i = 1; used.count(candidate); ++i) candidate = n + "_" + std::to_string(i);
+      used.insert(candidate);
+      names_[v] = candidate;
+    };
+    std::vector<std::string> fqns;
+    for (Node* n : *graph_.block())
+      if (n->opcode() == Opcode::GetAttr) fqns.push_back(n->target());
+    const auto paths = moduleSafePaths(fqns);
+    std::set<std::string> params, buffers;
+    if (program_) {
+      params.insert(program_->parameters.begin(), program_->parameters.end());
+      buffers.insert(program_->buffers.begin(), program_->buffers.end());
+    }
+    for (Value* in : graph_.inputs()) name(in, in->name());
+    for (Node* n : *graph_.block()) {
+      if (!n->blocks().empty()) cannot(n, "control flow (prim::If/Loop) has no torch.export form here; "
+                                          "give input shapes that fix the branch, or keep TorchScript");
+      if (n->opcode() == Opcode::GetAttr) {
+        const c10::IValue& v = graph_.constants().at(n->target());
+        if (!v.isTensor()) cannot(n, "constant " + n->target() + " is not a tensor");
+        Constant c;
+        c.fqn = paths.at(n->target());
+        c.tensor = v.toTensor();
+        c.isParam = buffers.count(n->target()) ? false
+                    : params.count(n->target()) ? true
+                                                : c10::isFloatingType(c.tensor.scalar_type());
+        if (!c.tensor.is_floating_point() && !c.tensor.is_complex()) c.isParam = false;
+        name(n->output(), (c.isParam ? "p_" : "b_") + identifierFrom(c.fqn));
+        c.placeholder = names_[n->output()];
+        constants_.push_back(c);
+      } else if (n->isCall()) {
+        for (const auto& out : n->outputs()) name(out.get(), out->name());
+      }
+    }
+    for (Node* n : *graph_.block()) {
+      if (!n->isCall()) continue;
+      const std::string& t = n->target();
+      if (t == "prim::ListConstruct") {
+        for (const Use& u : n->output()->uses())
+          if (!u.user->isCall() || u.user->target().rfind("prim::", 0) == 0)
+            cannot(n, "a list used other than as an operator's argument");
+        skipped_.insert(n);
+      } else if (t == "prim::ListUnpack") {
+        Node* producer = n->argValue(0)->node();
+        if (!producer || !producer->isCall() || !producer->schema())
+          cannot(n, "it unpacks a list no operator returned");
+        skipped_.insert(n);
+      } else if (t == "prim::TupleConstruct") {
+        for (const Use& u : n->output()->uses())
+          if (u.user->opcode() != Opcode::Output) cannot(n, "a tuple used other than as the model's output");
+        skipped_.insert(n);
+      } else if (!n->schema()) {
+        cannot(n, "it is a TorchScript-only op with no ATen schema");
+      }
+    }
+    const Arg& out = graph_.block()->outputNode()->arg(0);
+    Node* producer = out.isValue() ? out.value()->node() : nullptr;
+    if (producer && producer->is("prim::TupleConstruct")) {
+      returned_ = producer->args();
+      tupleOut_ = true;
+    } else {
+      returned_ = {out};
+    }
+    for (const Arg& a : returned_)
+      if (a.isValue() && !a.value()->isTensor())
+        throw std::invalid_argument("the model returns %" + a.value()->name() + " of type " +
+                                    a.value()->type()->str() + "; a torch.export program here returns tensors "
+                                    "and constants only");
+  }
+
+  const std::string& nameOf(const Value* v) const {
+    auto it = names_.find(v);
+    if (it == names_.end()) throw std::logic_error("pt2 writer: no name for %" + v->name());
+    return it->second;
+  }
+
+  void recordTensor(const Value* v) {
+    auto it = observed_.find(v);
+    if (it != observed_.end()) {
+      tensorValues_[nameOf(v)] = tensorMetaJson(it->second, false);
+      return;
+    }
+    // Never ran (an output ATen left undefined): what shape propagation knows.
+    const TensorMeta& m = v->meta();
+    Observed o;
+    o.dtype = m.dtype.value_or(c10::kFloat);
+    o.sizes = m.shape.value_or(std::vector<int64_t>{0});
+    o.strides.assign(o.sizes.size(), 1);
+    for (size_t i = o.sizes.size(); i-- > 1;) o.strides[i - 1] = o.strides[i] * std::max<int64_t>(o.sizes[i], 1);
+    tensorValues_[nameOf(v)] = tensorMetaJson(o, false);
+  }
+
+  Json argJson(const Node* n, size_t i) {
+    const Arg& a = n->arg(i);
+    const c10::Argument& formal = n->schema()->arguments().at(i);
+    if (a.isLiteral()) return pt2json::literalJson(a.literal());
+    Value* v = a.value();
+    if (v->isTensor()) return {{"as_tensor", {{"name", nameOf(v)}}}};
+    Node* list = v->node();
+    if (list && list->is("prim::ListConstruct")) {
+      const c10::TypePtr element = v->type()->containedTypes().empty() ? nullptr : v->type()->containedTypes()[0];
+      const bool optional = element && element->kind() == c10::TypeKind::OptionalType;
+      const bool tensors = element && (element->kind() == c10::TypeKind::TensorType ||
+                                       (optional && element->containedTypes()[0]->kind() == c10::TypeKind::TensorType));
+      if (!tensors) cannot(n, "its argument " + formal.name() + " is a list computed at run time (sizes?); "
+                              "give fixed input shapes so that it folds to a constant");
+      Json items = Json::array();
+      for (const Arg& item : list->args()) {
+        if (!optional) {
+          items.push_back({{"name", nameOf(item.value())}});
+        } else if (item.isLiteral()) {
+          items.push_back({{"as_none", true}});
+        } else {
+          items.push_back({{"as_tensor", {{"name", nameOf(item.value())}}}});
+        }
+      }
+      return {{optional ? "as_optional_tensors" : "as_tensors", items}};
+    }
+    cannot(n, "its argument " + formal.name() + " is a " + v->type()->str() +
+                  " computed at run time; give fixed input shapes so that it folds to a constant");
+  }
+
+  Json nodeJson(const Node* n) {
+    Json inputs = Json::array();
+    const auto& formals = n->schema()->arguments();
+    if (n->numArgs() != formals.size()) cannot(n, "its arguments do not match its schema");
+    for (size_t i = 0; i < formals.size(); ++i)
+      inputs.push_back({{"name", formals[i].name()}, {"arg", argJson(n, i)}, {"kind", formals[i].kwarg_only() ? 2 : 1}});
+    Json outputs = Json::array();
+    for (size_t i = 0; i < n->numOutputs(); ++i) {
+      Value* v = n->output(i);
+      if (v->isTensor()) {
+        outputs.push_back({{"as_tensor", {{"name", nameOf(v)}}}});
+        recordTensor(v);
+        continue;
+      }
+      const c10::TypePtr& t = v->type();
+      if (t->kind() == c10::TypeKind::ListType && t->containedTypes()[0]->kind() == c10::TypeKind::TensorType) {
+        outputs.push_back({{"as_tensors", listOutput(n, v)}});
+        continue;
+      }
+      cannot(n, "it returns a " + t->str() + " (a size or number computed at run time); give fixed input "
+                "shapes so that it folds to a constant");
+    }
+    std::string location = n->sourceLocation();
+    Json metadata = Json::object();
+    if (!location.empty()) metadata["stack_trace"] = "File \"" + location.substr(0, location.rfind(':')) +
+                                                     "\", line " + location.substr(location.rfind(':') + 1);
+    return {{"target", pt2json::targetOf(n->target(), n->overload())},
+            {"inputs", inputs},
+            {"outputs", outputs},
+            {"metadata", metadata},
+            {"is_hop_single_tensor_return", nullptr},
+            {"name", nameOf(n->output(0))}};
+  }
+
+  // A Tensor[] result: the names its prim::ListUnpack gives, or new ones.
+  Json listOutput(const Node* n, Value* list) {
+    Json items = Json::array();
+    for (const Use& u : list->uses()) {
+      if (!u.user->is("prim::ListUnpack")) continue;
+      for (const auto& out : u.user->outputs()) {
+        items.push_back({{"name", nameOf(out.get())}});
+        recordTensor(out.get());
+      }
+      return items;
+    }
+    auto it = lists_.find(list);
+    if (it == lists_.end()) cannot(n, "its list result was never computed");
+    for (size_t k = 0; k < it->second.size(); ++k) {
+      const std::string name = nameOf(list) + "_" + std::to_string(k);
+      items.push_back({{"name", name}});
+      tensorValues_[name] = tensorMetaJson(it->second[k], false);
+    }
+    return items;
+  }
+
+  std::string archive(const std::string& programJson) {
+    std::string bytes;
+    caffe2::serialize::PyTorchStreamWriter writer([&bytes](const void* data, size_t n) {
+      bytes.append(static_cast<const char*>(data), n);
+      return n;
+    });
+    // The zip format's version record (.data/version), as torch.export.save sets it.
+    writer.setMinVersion(6);
+    auto put = [&writer](const std::string& name, const std::string& data) {
+      writer.writeRecord(name, data.data(), data.size());
+    };
+    put("archive_format", "pt2");
+    put("archive_version", "0");
+    Json config = Json::object();
+    size_t index = 0;
+    std::unordered_map<const void*, std::string> written;
+    for (const Constant& c : constants_) {
+      const at::Tensor t = c.tensor.is_contiguous() && c.tensor.storage_offset() == 0 &&
+                                   static_cast<size_t>(c.tensor.nbytes()) == c.tensor.storage().nbytes()
+                               ? c.tensor.cpu()
+                               : c.tensor.cpu().contiguous().clone();
+      const std::string path = "weight_" + std::to_string(index++);
+      put("data/weights/" + path,
+          std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
+      Observed o = observe(t);
+      o.device = c10::kCPU;
+      config[c.fqn] = {{"path_name", path},
+                       {"is_param", c.isParam},
+                       {"use_pickle", false},
+                       {"tensor_meta", tensorMetaJson(o, c.isParam)}};
+    }
+    const std::string model = program_ ? program_->modelName : "model";
+    put("data/weights/" + model + "_weights_config.json", Json{{"config", config}}.dump());
+    put("data/constants/" + model + "_constants_config.json", Json{{"config", Json::object()}}.dump());
+    put("models/" + model + ".json", programJson);
+    // No sample inputs: torch.export.load reads an empty record as none
+    // (and ptopt never writes a pickle).
+    put("data/sample_inputs/" + model + ".pt", "");
+    writer.writeEndOfFile();
+    return bytes;
+  }
+
+  const Graph& graph_;
+  const Pt2Program* program_;
+  std::unordered_map<const Value*, Observed> observed_;
+  std::unordered_map<const Value*, std::vector<Observed>> lists_;
+  std::unordered_map<const Value*, std::string> names_;
+  std::vector<Constant> constants_;
+  std::unordered_set<const Node*> skipped_;
+  std::vector<Arg> returned_;
+  bool tupleOut_ = false;
+  Json tensorValues_ = Json::object();
+};
+
+}  // namespace
+
+std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program) {
+  return Pt2Writer(model, inputs, program).write();
+}
+
+std::vector<c10::IValue> inputsFromMeta(const Graph& forward) {
+  std::vector<c10::IValue> out;
+  for (Value* in : forward.inputs()) {
+    const TensorMeta& m = in->meta();
+    if (!in->isTensor() || !m.dtype || !m.shape)
+      throw std::invalid_argument("input %" + in->name() + " has no recorded dtype and shape; give example inputs");
+    at::Tensor t = at::zeros(*m.shape, at::TensorOptions(*m.dtype));
+    if (m.memoryFormat && *m.memoryFormat != c10::MemoryFormat::Contiguous)
+      t = t.contiguous(*m.memoryFormat);
+    out.emplace_back(t);
+  }
+  return out;
+}
+
+}  // namespace ptopt::ir

@@ -81,7 +81,7 @@ Optimizer Optimizer::freshCopy(const ir::ImportOptions& options) const {
 Optimizer Optimizer::fromPt2(ir::Pt2ReadResult program) {
   ir::TrainingMode mode;
   ir::findTrainingLiterals(program.model, mode);
-  torch::jit::Module original = ir::exportModel(program.model);
+  torch::jit::Module original = ir::runnableProgram(program.model);
   Optimizer opt(std::move(original), std::move(program.model), mode, {});
   opt.pt2_ = std::move(program.program);
   return opt;

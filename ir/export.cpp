@@ -544,7 +544,7 @@ torch::jit::Module exportModel(const Model& model, const ExportOptions& options)
   // Values only a load can make (oneDNN's packed weights) move into a holder
   // that recomputes them in __setstate__ (ir/load_time.h); on a copy, since
   // that takes them out of the graphs.
-  if (hasLoadTimeNodes(model)) {
+  if (options.hoistLoadTimeValues && hasLoadTimeNodes(model)) {
     Model copy = model.clone();
     const LoadTimeValues loadTime = hoistLoadTimeValues(copy);
     return exportWith(copy, options, &loadTime);

@@ -85,6 +85,11 @@ struct ExportOptions {
   // then carry the bucket's name as a prefix; importModule() drops it again.
   size_t maxRootConstants = 1024;
   size_t constantBucketSize = 256;
+  // Compute load-time values (ir/load_time.h) once, in a holder that the
+  // file carries; false: leave them in the graph, run on every call (what
+  // a .pt2 does, whose rendering must time what `ep.module()` runs; such a
+  // module does not save).
+  bool hoistLoadTimeValues = true;
 };
 inline constexpr const char* kConstantBucketPrefix = "ptopt_constants_";
 inline constexpr const char* kConstantBucketClass = "ConstantBucket";

@@ -66,7 +66,13 @@ ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> 
 
 torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where) {
   if (f == ModelFormat::TorchScript) return loadSerializedModule(bytes);
-  return exportModel(readPt2(bytes, where).model);
+  return runnableProgram(readPt2(bytes, where).model);
+}
+
+torch::jit::Module runnableProgram(const Model& program) {
+  ExportOptions options;
+  options.hoistLoadTimeValues = false;  // as ep.module() runs them: on every call
+  return exportModel(program, options);
 }
 
 }  // namespace ptopt::ir

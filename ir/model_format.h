@@ -33,5 +33,7 @@ ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> 
 // A module that runs exactly `bytes` (see the top). Throws InputError for
 // bytes that do not read.
 torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where);
+// The module that runs a program read from a .pt2 (see the top).
+torch::jit::Module runnableProgram(const Model& program);
 
 }  // namespace ptopt::ir

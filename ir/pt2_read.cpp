@@ -6,6 +6,7 @@
 #include "ir/archive_check.h"
 
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/runtime/operator.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <unordered_map>
@@ -137,6 +139,29 @@ at::Tensor payloadTensor(const Pt2Archive& archive, const std::string& folder, c
   return flat.as_strided(sizes, strides, offset);
 }
 
+// Python wraps a number passed for a Tensor argument (`aten.add.Tensor(x,
+// 3)` in run_decompositions()'s hardswish); a boxed call does not. The
+// overload of the same op that takes a Scalar there and is otherwise the
+// same (add.Tensor -> add.Scalar) computes the same: a wrapped number is
+// what a Scalar argument becomes.
+const c10::FunctionSchema* scalarOverload(const std::string& qualified, const c10::FunctionSchema& schema,
+                                          const std::set<std::string>& numbers) {
+  for (const auto& op : torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(qualified))) {
+    const c10::FunctionSchema& other = op->schema();
+    if (other.arguments().size() != schema.arguments().size() || other.returns().size() != schema.returns().size())
+      continue;
+    bool same = true;
+    for (size_t i = 0; i < other.arguments().size() && same; ++i) {
+      const c10::Argument& a = schema.arguments()[i];
+      const c10::Argument& b = other.arguments()[i];
+      same = a.name() == b.name() &&
+             (numbers.count(a.name()) ? b.type()->kind() == c10::TypeKind::NumberType : *a.type() == *b.type());
+    }
+    if (same) return &other;
+  }
+  return nullptr;
+}
+
 std::map<std::string, at::Tensor> readPayloads(const Pt2Archive& archive, const std::string& configRecord,
                                                const std::string& folder, const std::string& what) {
   std::map<std::string, at::Tensor> out;
@@ -159,6 +184,72 @@ std::map<std::string, at::Tensor> readPayloads(const Pt2Archive& archive, const 
   return out;
 }
 
+// run_decompositions() spells two ops every pass reads in pieces; each is
+// put back as the dense op where the two compute bitwise the same (both
+// call the same kernel), so that passes see one spelling:
+//   _native_batch_norm_legit_no_training(x, w, b, mean, var, momentum, eps)
+//     whose statistics outputs are unused -> batch_norm(..., training=False)
+//   addmm(bias, x, permute(W, [1, 0])) with beta = alpha = 1 and a constant
+//     2-D W and 1-D bias -> linear(x, W, bias); mm(x, permute(W, [1, 0]))
+//     -> linear(x, W, None)
+void replaceNode(Node* old, Node* dense) {
+  dense->insertBefore(old);
+  dense->setScope(old->scope());
+  dense->setSourceLocation(old->sourceLocation());
+  Value* out = old->output(0);
+  const std::string name = out->name();
+  const TensorMeta meta = out->meta();
+  out->replaceAllUsesWith(dense->output(0));
+  old->destroy();
+  dense->output(0)->setName(name);
+  dense->output(0)->meta() = meta;
+}
+
+bool isLiteralInt(const Arg& a, int64_t v) { return a.isLiteral() && a.literal().is<int64_t>() && a.literal().as<int64_t>() == v; }
+
+// W when `v` is permute(W, [1, 0]) of a 2-D constant W.
+Value* transposedConstant(Value* v) {
+  Node* p = v ? v->node() : nullptr;
+  if (!p || !p->is("aten::permute") || p->numArgs() != 2 || !p->arg(1).isLiteral() ||
+      !p->arg(1).literal().is<std::vector<int64_t>>() ||
+      p->arg(1).literal().as<std::vector<int64_t>>() != std::vector<int64_t>{1, 0})
+    return nullptr;
+  Value* w = p->argValue(0);
+  if (!w || !w->node() || w->node()->opcode() != Opcode::GetAttr) return nullptr;
+  const c10::IValue& t = w->graph().constants().at(w->node()->target());
+  return t.isTensor() && t.toTensor().dim() == 2 ? w : nullptr;
+}
+
+bool isConstantVector(Value* v) {
+  if (!v || !v->node() || v->node()->opcode() != Opcode::GetAttr) return false;
+  const c10::IValue& t = v->graph().constants().at(v->node()->target());
+  return t.isTensor() && t.toTensor().dim() == 1;
+}
+
+void denseSpellings(Graph& g) {
+  std::vector<Node*> nodes;
+  for (Node* n : *g.block()) nodes.push_back(n);
+  for (Node* n : nodes) {
+    if (n->is("aten::_native_batch_norm_legit_no_training") && n->numArgs() == 7 && !n->output(1)->hasUses() &&
+        !n->output(2)->hasUses()) {
+      std::vector<Arg> args = {n->arg(0), n->arg(1), n->arg(2), n->arg(3), n->arg(4), false, n->arg(5), n->arg(6), true};
+      replaceNode(n, g.createCall("aten::batch_norm", std::move(args), {c10::TensorType::get()}));
+    } else if (n->is("aten::addmm") && n->numArgs() == 5 && isLiteralInt(n->arg(3), 1) && isLiteralInt(n->arg(4), 1)) {
+      Value* w = transposedConstant(n->argValue(2));
+      if (!w || !isConstantVector(n->argValue(0))) continue;
+      Node* permute = n->argValue(2)->node();
+      replaceNode(n, g.createCall("aten::linear", {n->arg(1), w, n->arg(0)}, {c10::TensorType::get()}));
+      if (!permute->output()->hasUses()) permute->destroy();
+    } else if (n->is("aten::mm") && n->numArgs() == 2) {
+      Value* w = transposedConstant(n->argValue(1));
+      if (!w) continue;
+      Node* permute = n->argValue(1)->node();
+      replaceNode(n, g.createCall("aten::linear", {n->arg(0), w, Literal(NoneLiteral{})}, {c10::TensorType::get()}));
+      if (!permute->output()->hasUses()) permute->destroy();
+    }
+  }
+}
+
 // Graph building.
 class Pt2Importer {
  public:
@@ -179,6 +270,7 @@ class Pt2Importer {
     readInputs(pt2json::at(gm, "signature", "graph_module"));
     for (const Json& node : pt2json::at(graph, "nodes", "graph")) readNode(node);
     readOutputs(graph, pt2json::at(gm, "signature", "graph_module"));
+    denseSpellings(*g);
     out_.model.methods.emplace_back("forward", std::move(g));
   }
 
@@ -283,6 +375,30 @@ class Pt2Importer {
     return Builder(graph_->block()).call("prim::ListConstruct", std::move(args), type);
   }
 
+  // A list literal for a list argument of another element type (`Scalar?[]`
+  // given as ints): a prim::ListConstruct of that type, as TorchScript
+  // spells it, so that the schema still matches.
+  Arg typedLiteral(const Literal& literal, const c10::Argument& formal) {
+    c10::TypePtr type = formal.type();
+    if (type->kind() == c10::TypeKind::OptionalType) type = type->containedTypes()[0];
+    if (type->kind() != c10::TypeKind::ListType || literal.isNone()) return literal;
+    const c10::TypeKind element = type->containedTypes()[0]->kind();
+    std::vector<Arg> items;
+    if (literal.is<std::vector<int64_t>>()) {
+      if (element == c10::TypeKind::IntType) return literal;
+      for (int64_t v : literal.as<std::vector<int64_t>>()) items.emplace_back(Literal(v));
+    } else if (literal.is<std::vector<double>>()) {
+      if (element == c10::TypeKind::FloatType) return literal;
+      for (double v : literal.as<std::vector<double>>()) items.emplace_back(Literal(v));
+    } else if (literal.is<std::vector<bool>>()) {
+      if (element == c10::TypeKind::BoolType) return literal;
+      for (bool v : literal.as<std::vector<bool>>()) items.emplace_back(Literal(v));
+    } else {
+      return literal;
+    }
+    return Builder(graph_->block()).call("prim::ListConstruct", std::move(items), type);
+  }
+
   Arg argument(const Json& arg, const c10::Argument& formal, const std::string& node) {
     const auto [kind, body] = pt2json::unionOf(arg, "an argument of " + node);
     if (kind == "as_tensor") return valueNamed(pt2json::str(body, "name"), node);
@@ -293,7 +409,7 @@ class Pt2Importer {
       if (k == "as_none") return Literal(NoneLiteral{});
       return valueNamed(pt2json::str(b, "name"), node);
     }
-    if (auto literal = pt2json::literalOf(kind, body, formal.type())) return *literal;
+    if (auto literal = pt2json::literalOf(kind, body, formal.type())) return typedLiteral(*literal, formal);
     if (kind == "as_sym_int" || kind == "as_sym_ints" || kind == "as_sym_float" || kind == "as_sym_bool" ||
         kind == "as_sym_floats" || kind == "as_sym_bools")
       fail("node " + node + " takes a symbolic size (" + formal.name() + "): the program was exported with "
@@ -322,11 +438,30 @@ class Pt2Importer {
       fail("node " + name + " calls " + target + ", which is not a torch.ops operator; ptopt reads programs of "
            "registered operators");
     }
-    const auto& [qualified, overload] = *op;
+    const auto& [qualified, given] = *op;
+    std::string overload = given;
     const c10::FunctionSchema* schema = findSchema(qualified, overload);
     if (!schema)
       fail("node " + name + " calls " + target + ", which is not registered in this process: load the "
            "library that defines it (--load-ops) or export without it");
+    std::set<std::string> numbers;  // Tensor arguments given a number
+    for (const Json& input : pt2json::at(node, "inputs", name)) {
+      const std::string argName = pt2json::str(input, "name");
+      const auto [kind, body] = pt2json::unionOf(pt2json::at(input, "arg", argName), "an argument of " + name);
+      (void)body;
+      for (const auto& f : schema->arguments())
+        if (f.name() == argName && f.type()->kind() == c10::TypeKind::TensorType &&
+            (kind == "as_int" || kind == "as_float" || kind == "as_bool"))
+          numbers.insert(argName);
+    }
+    if (!numbers.empty()) {
+      const c10::FunctionSchema* scalar = scalarOverload(qualified, *schema, numbers);
+      if (!scalar)
+        fail("node " + name + " passes a number for a Tensor argument of " + target + " and the op has no "
+             "Scalar overload to take it; please report it with the model");
+      schema = scalar;
+      overload = scalar->overload_name();
+    }
     const auto& formals = schema->arguments();
     std::vector<std::optional<Arg>> args(formals.size());
     for (const Json& input : pt2json::at(node, "inputs", name)) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <stdexcept>
@@ -230,7 +231,13 @@ class Pt2Writer {
                                           "give input shapes that fix the branch, or keep TorchScript");
       if (n->opcode() == Opcode::GetAttr) {
         const c10::IValue& v = graph_.constants().at(n->target());
-        if (!v.isTensor()) cannot(n, "constant " + n->target() + " is not a tensor");
+        if (!v.isTensor())
+          cannot(n, "constant " + n->target() + " is a " + v.type()->str() + " (packed int8 weights?), which a "
+                    "torch.export program here cannot hold; write TorchScript for it (--to torchscript, or an OUT "
+                    "ending in .pt)");
+        if (v.toTensor().layout() != c10::kStrided || v.toTensor().is_quantized())
+          cannot(n, "constant " + n->target() + " is a " + std::string(v.toTensor().is_quantized() ? "quantized" : "non-dense") +
+                    " tensor, which a torch.export program here cannot hold; write TorchScript for it (--to torchscript)");
         Constant c;
         c.fqn = paths.at(n->target());
         c.tensor = v.toTensor();
@@ -243,6 +250,14 @@ class Pt2Writer {
         constants_.push_back(c);
       } else if (n->isCall()) {
         for (const auto& out : n->outputs()) name(out.get(), out->name());
+        // FX names a node that returns several values (or a list) apart
+        // from the getitem nodes that take them apart.
+        if (n->numOutputs() != 1 || !n->output()->isTensor()) {
+          std::string base = n->target().substr(n->target().find("::") + 2), candidate = base;
+          for (int i = 1; used.count(candidate); ++i) candidate = base + "_" + std::to_string(i);
+          used.insert(candidate);
+          nodeNames_[n] = candidate;
+        }
       }
     }
     for (Node* n : *graph_.block()) {
@@ -315,8 +330,7 @@ class Pt2Writer {
       const bool optional = element && element->kind() == c10::TypeKind::OptionalType;
       const bool tensors = element && (element->kind() == c10::TypeKind::TensorType ||
                                        (optional && element->containedTypes()[0]->kind() == c10::TypeKind::TensorType));
-      if (!tensors) cannot(n, "its argument " + formal.name() + " is a list computed at run time (sizes?); "
-                              "give fixed input shapes so that it folds to a constant");
+      if (!tensors) return literalList(n, formal, *list);
       Json items = Json::array();
       for (const Arg& item : list->args()) {
         if (!optional) {
@@ -331,6 +345,49 @@ class Pt2Writer {
     }
     cannot(n, "its argument " + formal.name() + " is a " + v->type()->str() +
                   " computed at run time; give fixed input shapes so that it folds to a constant");
+  }
+
+  // A list of literals built by prim::ListConstruct (`Scalar?[]`, `int[]`
+  // with an element the IR keeps as a value otherwise): the JSON list its
+  // elements' kind gives; an empty one by the schema's element type.
+  Json literalList(const Node* n, const c10::Argument& formal, const Node& list) {
+    std::vector<Literal> items;
+    for (const Arg& a : list.args()) {
+      if (!a.isLiteral() || a.literal().isNone())
+        cannot(n, "its argument " + formal.name() + " is a list computed at run time (sizes?); give fixed input "
+                  "shapes so that it folds to a constant");
+      items.push_back(a.literal());
+    }
+    auto all = [&](auto pred) { return std::all_of(items.begin(), items.end(), pred); };
+    if (items.empty()) {
+      c10::TypePtr element = formal.type();
+      if (element->kind() == c10::TypeKind::OptionalType) element = element->containedTypes()[0];
+      element = element->containedTypes().empty() ? element : element->containedTypes()[0];
+      if (element->kind() == c10::TypeKind::OptionalType) element = element->containedTypes()[0];
+      switch (element->kind()) {
+        case c10::TypeKind::BoolType: return {{"as_bools", Json::array()}};
+        case c10::TypeKind::FloatType: return {{"as_floats", Json::array()}};
+        case c10::TypeKind::StringType: return {{"as_strings", Json::array()}};
+        case c10::TypeKind::TensorType: return {{"as_tensors", Json::array()}};
+        default: return {{"as_ints", Json::array()}};  // int, SymInt, Scalar: torch.export.load gives []
+      }
+    }
+    if (all([](const Literal& l) { return l.is<int64_t>(); })) {
+      std::vector<int64_t> v;
+      for (const Literal& l : items) v.push_back(l.as<int64_t>());
+      return {{"as_ints", v}};
+    }
+    if (all([](const Literal& l) { return l.is<bool>(); })) {
+      std::vector<bool> v;
+      for (const Literal& l : items) v.push_back(l.as<bool>());
+      return {{"as_bools", v}};
+    }
+    if (all([](const Literal& l) { return l.is<double>() || l.is<int64_t>(); })) {
+      Json v = Json::array();
+      for (const Literal& l : items) v.push_back(pt2json::numberJson(l.is<double>() ? l.as<double>() : double(l.as<int64_t>())));
+      return {{"as_floats", v}};
+    }
+    cannot(n, "its argument " + formal.name() + " is a list of mixed constants torch.export cannot spell");
   }
 
   Json nodeJson(const Node* n) {
@@ -364,7 +421,7 @@ class Pt2Writer {
             {"outputs", outputs},
             {"metadata", metadata},
             {"is_hop_single_tensor_return", nullptr},
-            {"name", nameOf(n->output(0))}};
+            {"name", nodeNames_.count(n) ? nodeNames_.at(n) : nameOf(n->output(0))}};
   }
 
   // A Tensor[] result: the names its prim::ListUnpack gives, or new ones.
@@ -435,6 +492,7 @@ class Pt2Writer {
   std::unordered_map<const Value*, Observed> observed_;
   std::unordered_map<const Value*, std::vector<Observed>> lists_;
   std::unordered_map<const Value*, std::string> names_;
+  std::unordered_map<const Node*, std::string> nodeNames_;
   std::vector<Constant> constants_;
   std::unordered_set<const Node*> skipped_;
   std::vector<Arg> returned_;

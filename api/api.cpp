@@ -204,10 +204,11 @@ Optimizer::Serialized Optimizer::serialize() const {
   return s;
 }
 
-std::string Optimizer::serializedBytes(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const {
+std::string Optimizer::serializedBytes(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs,
+                                       std::vector<std::string>* notes) const {
   if (format == ir::ModelFormat::TorchScript) return ir::serializeModule(exportModule());
   const auto inputs = exampleInputs.empty() ? ir::inputsFromMeta(model_.forward()) : exampleInputs;
-  return ir::writePt2(model_, inputs, pt2Program());
+  return ir::writePt2(model_, inputs, pt2Program(), notes);
 }
 
 Optimizer::Serialized Optimizer::serialize(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const {

@@ -148,7 +148,10 @@ class Optimizer {
   // (ir::runnableFromBytes). `exampleInputs` as for save().
   Serialized serialize(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const;
   // The bytes alone, for callers that keep or stream them before loading back.
-  std::string serializedBytes(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs) const;
+  // A .pt2 written from a TorchScript model's graph is specialized to the
+  // inputs first (ir/pt2.h); `notes` gets one line per branch resolved.
+  std::string serializedBytes(ir::ModelFormat format, const std::vector<c10::IValue>& exampleInputs,
+                              std::vector<std::string>* notes = nullptr) const;
   // Writes `s.bytes` to `path` atomically (a temporary file in its folder,
   // then a rename); not loaded back again.
   static void save(const Serialized& s, const std::string& path);

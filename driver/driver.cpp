@@ -399,6 +399,7 @@ class Run {
 
   Outcome finish() {
     out_.written = s_.written;
+    out_.format = s_.outputFormat;
     out_.nodesBefore = s_.nodesBefore;
     out_.nodesAfter = s_.nodesAfter;
     out_.record = std::move(s_.record);

@@ -112,6 +112,7 @@ struct Outcome {
   bool saved = false;                // OUT written (or the bytes kept): not when verification failed unforced
   std::optional<verify::Blame> blame;  // verify-each stopped the run at this pass: nothing written
   Optimizer::Serialized serialized;  // OUT in memory (when the request has no output path)
+  ir::ModelFormat format = ir::ModelFormat::TorchScript;  // OUT's
   size_t nodesBefore = 0, nodesAfter = 0;
   bool inputsInferred = false;       // the verification inputs were assumed
   std::string tuneSummary;           // tune: the decisions in a few lines

@@ -200,9 +200,10 @@ void exportStage(Stages& r) {
   Stopwatch sw;
   ExportedModel exported;
   exported.format = r.outputFormat;
+  std::vector<std::string> specialized;  // branches a .pt2 resolved for the inputs
   try {
     if (exported.format == ir::ModelFormat::TorchScript) exported.module = r.opt->exportModule();
-    else exported.bytes = r.opt->serializedBytes(exported.format, r.exampleInputs);
+    else exported.bytes = r.opt->serializedBytes(exported.format, r.exampleInputs, &specialized);
   } catch (const std::invalid_argument& e) {
     throw ir::InputError(std::string("cannot write OUT as ") + ir::formatTitle(exported.format) + ": " + e.what());
   } catch (const ir::InputError&) {
@@ -211,6 +212,10 @@ void exportStage(Stages& r) {
     throw bug(e);
   }
   r.record.stageMs["export"] = sw.ms();
+  if (!specialized.empty())
+    r.note(fmt::format("OUT is specialized to the inputs' shapes and types, as torch.export traces: {} branch(es) "
+                       "resolved ({}{})",
+                       specialized.size(), specialized.front(), specialized.size() > 1 ? "; ..." : ""));
   r.nodesAfter = r.opt->model().forward().numNodes();
   r.record.opsAfter = driver::countOps(r.opt->model().forward());
   r.record.parameterBytesAfter = driver::parameterBytes(r.opt->model());

@@ -69,6 +69,11 @@ torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, co
   return runnableProgram(readPt2(bytes, where).model);
 }
 
+torch::jit::Module loadRunnable(const std::string& path) {
+  if (formatOfFile(path) == ModelFormat::Pt2) return runnableProgram(readPt2File(path).model);
+  return loadTorchScript(path);
+}
+
 torch::jit::Module runnableProgram(const Model& program) {
   ExportOptions options;
   options.hoistLoadTimeValues = false;  // as ep.module() runs them: on every call

@@ -35,5 +35,8 @@ ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> 
 torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where);
 // The module that runs a program read from a .pt2 (see the top).
 torch::jit::Module runnableProgram(const Model& program);
+// A TorchScript file loaded (ir::loadTorchScript's checks and messages), or
+// a .pt2 read and rendered: what `show`, `dot`, `verify` and `bench` run.
+torch::jit::Module loadRunnable(const std::string& path);
 
 }  // namespace ptopt::ir

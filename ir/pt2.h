@@ -26,7 +26,8 @@
 // mutated buffers or inputs.
 //
 // Write: the graph back as an ExportedProgram that `torch.export.load`
-// reloads: constants become parameters (floating point) or buffers, every
+// reloads: a program's parameters stay parameters, other constants (folded
+// weights, a TorchScript model's tensors) become buffers, every
 // tensor value's metadata is what running the graph once on inputs of the
 // program's shapes gives (the real strides), weights are raw bytes, the
 // schema version is the one of the torch ptopt was built against. The
@@ -58,6 +59,9 @@ struct Pt2Program {
   std::vector<std::string> parameters, buffers;      // constants' kinds by module path
   std::pair<int, int> schemaVersion{0, 0};
   std::string torchVersion;
+  // The archive's sample inputs record as it was (torch.save's pickle of
+  // (args, kwargs)): copied into what ptopt writes, never unpickled here.
+  std::string sampleInputs;
 };
 
 struct Pt2ReadResult {
@@ -80,10 +84,15 @@ Pt2ReadResult readPt2File(const std::string& path);
 // placeholder, run once to record every value's metadata (strides
 // included). `program` gives the calling convention and the kinds of
 // constants that came from a .pt2 (nullptr: a flat tuple in, the graph's
-// outputs out, floating-point constants as parameters). Throws
+// outputs out, every constant a buffer). Throws
 // std::invalid_argument naming the node the format cannot hold (control
 // flow, a TorchScript-only op) and what to do.
-std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program);
+// A graph with TorchScript's run-time checks of shapes and types (a
+// scripted model) is first specialized to `inputs` on a copy
+// (ir/specialize.h), as torch.export would have traced it; `notes` gets
+// one line per branch so resolved.
+std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
+                     std::vector<std::string>* notes = nullptr);
 
 // Inputs of the shapes and dtypes the forward's placeholders record (zeros;
 // what writePt2 runs for the metadata of a model read from a .pt2); throws

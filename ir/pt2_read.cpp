@@ -616,6 +616,8 @@ Pt2ReadResult readPt2(const std::string& bytes, const std::string& where) {
                      models[1] + ", ...); ptopt optimizes one: save each with torch.export.save on its own");
   Pt2ReadResult out;
   out.program.modelName = models[0];
+  const std::string samples = "data/sample_inputs/" + models[0] + ".pt";
+  if (archive.has(samples)) out.program.sampleInputs = archive.text(samples, "");
   const Json program = archive.json("models/" + models[0] + ".json", "the exported program");
   const Json version = program.value("schema_version", Json::object());
   out.program.schemaVersion = {version.value("major", 0), version.value("minor", 0)};

@@ -20,7 +20,7 @@ Pt2ReadResult readPt2(const std::string&, const std::string& where) {
 }
 Pt2ReadResult readPt2File(const std::string& path) { return readPt2("", path); }
 
-std::string writePt2(const Model&, const std::vector<c10::IValue>&, const Pt2Program*) {
+std::string writePt2(const Model&, const std::vector<c10::IValue>&, const Pt2Program*, std::vector<std::string>*) {
   throw std::invalid_argument(pt2UnsupportedMessage("write"));
 }
 

@@ -4,8 +4,10 @@
 #include "ir/pt2_json.h"
 
 #include "ir/interpreter.h"
+#include "ir/specialize.h"
 
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/version.h>
 
 #include <fmt/format.h>
@@ -104,7 +106,7 @@ std::map<std::string, std::string> moduleSafePaths(const std::vector<std::string
 class Pt2Writer {
  public:
   Pt2Writer(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program)
-      : graph_(model.forward()), program_(program) {
+      : graph_(model.forward()), program_(program), inputs_(inputs) {
     runOnce(inputs);
   }
 
@@ -220,11 +222,8 @@ class Pt2Writer {
     for (Node* n : *graph_.block())
       if (n->opcode() == Opcode::GetAttr) fqns.push_back(n->target());
     const auto paths = moduleSafePaths(fqns);
-    std::set<std::string> params, buffers;
-    if (program_) {
-      params.insert(program_->parameters.begin(), program_->parameters.end());
-      buffers.insert(program_->buffers.begin(), program_->buffers.end());
-    }
+    std::set<std::string> params;
+    if (program_) params.insert(program_->parameters.begin(), program_->parameters.end());
     for (Value* in : graph_.inputs()) name(in, in->name());
     for (Node* n : *graph_.block()) {
       if (!n->blocks().empty()) cannot(n, "control flow (prim::If/Loop) has no torch.export form here; "
@@ -241,10 +240,10 @@ class Pt2Writer {
         Constant c;
         c.fqn = paths.at(n->target());
         c.tensor = v.toTensor();
-        c.isParam = buffers.count(n->target()) ? false
-                    : params.count(n->target()) ? true
-                                                : c10::isFloatingType(c.tensor.scalar_type());
-        if (!c.tensor.is_floating_point() && !c.tensor.is_complex()) c.isParam = false;
+        // A program's parameters stay parameters; everything else (a
+        // TorchScript model's constants, folded weights) is a buffer: an
+        // inference program's tensors need no gradient.
+        c.isParam = params.count(n->target()) && (c.tensor.is_floating_point() || c.tensor.is_complex());
         name(n->output(), (c.isParam ? "p_" : "b_") + identifierFrom(c.fqn));
         c.placeholder = names_[n->output()];
         constants_.push_back(c);
@@ -445,6 +444,13 @@ class Pt2Writer {
     return items;
   }
 
+  std::string sampleInputs() const {
+    std::vector<c10::IValue> args(inputs_.begin(), inputs_.end());
+    c10::impl::GenericDict kwargs(c10::StringType::get(), c10::AnyType::get());
+    const std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create({c10::ivalue::Tuple::create(args), kwargs}));
+    return std::string(bytes.begin(), bytes.end());
+  }
+
   std::string archive(const std::string& programJson) {
     std::string bytes;
     caffe2::serialize::PyTorchStreamWriter writer([&bytes](const void* data, size_t n) {
@@ -480,15 +486,18 @@ class Pt2Writer {
     put("data/weights/" + model + "_weights_config.json", Json{{"config", config}}.dump());
     put("data/constants/" + model + "_constants_config.json", Json{{"config", Json::object()}}.dump());
     put("models/" + model + ".json", programJson);
-    // No sample inputs: torch.export.load reads an empty record as none
-    // (and ptopt never writes a pickle).
-    put("data/sample_inputs/" + model + ".pt", "");
+    // The sample inputs (AOTInductor compiles with them): the program's own,
+    // copied as they were, else the inputs the metadata run used, in
+    // torch.save's format (args, kwargs), written by LibTorch.
+    put("data/sample_inputs/" + model + ".pt", program_ && !program_->sampleInputs.empty() ? program_->sampleInputs
+                                                                                          : sampleInputs());
     writer.writeEndOfFile();
     return bytes;
   }
 
   const Graph& graph_;
   const Pt2Program* program_;
+  std::vector<c10::IValue> inputs_;
   std::unordered_map<const Value*, Observed> observed_;
   std::unordered_map<const Value*, std::vector<Observed>> lists_;
   std::unordered_map<const Value*, std::string> names_;
@@ -500,10 +509,31 @@ class Pt2Writer {
   Json tensorValues_ = Json::object();
 };
 
+// Whether the graph computes anything but tensors (and the lists and tuples
+// that carry them) at run time: TorchScript's checks and size arithmetic.
+bool needsSpecializing(const Graph& g) {
+  bool needs = false;
+  for (Node* n : *g.block()) {
+    if (!n->isCall()) continue;
+    if (!n->blocks().empty()) needs = true;
+    if (n->is("prim::ListConstruct") || n->is("prim::ListUnpack") || n->is("prim::TupleConstruct")) continue;
+    for (const auto& o : n->outputs()) {
+      const c10::TypeKind k = o->type()->kind();
+      if (k != c10::TypeKind::TensorType && k != c10::TypeKind::ListType) needs = true;
+    }
+  }
+  return needs;
+}
+
 }  // namespace
 
-std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program) {
-  return Pt2Writer(model, inputs, program).write();
+std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
+                     std::vector<std::string>* notes) {
+  if (!needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program).write();
+  Model copy = model.clone();
+  Specialization s = specializeToInputs(copy.forward(), inputs);
+  if (notes) notes->insert(notes->end(), s.notes.begin(), s.notes.end());
+  return Pt2Writer(copy, inputs, program).write();
 }
 
 std::vector<c10::IValue> inputsFromMeta(const Graph& forward) {

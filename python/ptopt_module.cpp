@@ -9,6 +9,7 @@
 // without the GIL on a thread with a 1 GiB stack (as the CLI does: LibTorch's
 // graph executor recurses about once per node on a graph's first run), then
 // converts the results.
+#include "ir/model_format.h"
 #include "api/api.h"
 #include "session/bench.h"
 #include "driver/measure.h"
@@ -231,6 +232,7 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
     py::dict d;
     d["module"] = fromModule(result->serialized.module);
     d["bytes"] = py::bytes(result->serialized.bytes);
+    d["format"] = ptopt::ir::formatName(result->format);
     d["pipeline"] = result->pipeline;
     d["verification"] = result->verification ? py::object(verifyReportDict(*result->verification)) : py::none();
     d["verification_skipped"] = result->verificationSkipped;
@@ -449,7 +451,7 @@ py::dict draw(const py::object& module, const py::object& other, const std::stri
 
 py::object load(const std::string& path) {
   torch::jit::Module m;
-  loading([&] { runOnLargeStack([&] { m = ptopt::ir::loadTorchScript(path); }); });
+  loading([&] { runOnLargeStack([&] { m = ptopt::ir::loadRunnable(path); }); });
   return fromModule(m);
 }
 

@@ -43,6 +43,7 @@ OptimizeResult optimizeModule(Optimizer opt, const OptimizeRequest& req) {
   const driver::RunRecord& r = o.record;
   out.serialized = std::move(o.serialized);
   out.written = o.written;
+  out.format = o.format;
   out.pipeline = r.pipeline;
   if (r.passes) out.passes = *r.passes;
   out.verification = r.verification;

@@ -51,6 +51,7 @@ using driver::VerificationFailed;
 
 struct OptimizeResult {
   Optimizer::Serialized serialized;  // the module loaded back from exactly `bytes`
+  ir::ModelFormat format = ir::ModelFormat::TorchScript;  // of `bytes`
   std::string pipeline;              // canonical text
   rewriters::RunReport passes;
   std::optional<verify::VerifyReport> verification;  // nullopt: not verified (verificationSkipped says why)

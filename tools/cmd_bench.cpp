@@ -10,6 +10,7 @@
 // when this ptopt was built against a CUDA LibTorch (otherwise by a device
 // synchronize and the wall clock), and cuDNN's benchmark mode is on; both are
 // reported.
+#include "ir/model_format.h"
 #include "api/api.h"
 #include "tools/commands.h"
 #include "session/bench.h"
@@ -86,9 +87,9 @@ int runBench(const BenchOptions& o) {
   // Before loading: a ptopt file packs its oneDNN weights when it loads, for
   // the thread count then in effect.
   if (o.threads) at::set_num_threads(*o.threads);
-  torch::jit::Module a = ir::loadTorchScript(o.model);
+  torch::jit::Module a = ir::loadRunnable(o.model);
   std::optional<torch::jit::Module> b;
-  if (!o.vs.empty()) b = ir::loadTorchScript(o.vs);
+  if (!o.vs.empty()) b = ir::loadRunnable(o.vs);
   FaceWords words;
   words.inputsHint = "";
   words.note = [](const std::string& note) { std::cout << "note: " << note << "\n"; };

@@ -1,6 +1,7 @@
 // `ptopt dot IN.pt -o G.svg`: draws a model's graph (draw/writer.h) and renders it
 // in-process (session/render.h); `--diff OTHER.pt` or `--after PIPELINE` draws
 // what changed.
+#include "ir/model_format.h"
 #include "tools/cmd_dot.h"
 
 #include "api/api.h"
@@ -27,7 +28,7 @@ void registerDotOptions(CLI::App& cmd, DotCommandOptions& o) {
       "  ptopt dot resnet18.pt --diff resnet18_opt.pt -o diff.svg\n"
       "  ptopt dot resnet18.pt --after -O1 -o o1.svg      # what -O1 does, without writing a model\n"
       "  ptopt dot model.pt > model.dot                     # DOT text on stdout");
-  cmd.add_option("input", o.input, "TorchScript model")->required();
+  cmd.add_option("input", o.input, "A TorchScript file or a torch.export .pt2")->required();
   cmd.add_option("-o,--output", o.output, "Output: .dot/.gv (DOT text), .svg, .png or .pdf (default: DOT to stdout)");
   cmd.add_option("--diff", o.diffWith, "Draw the difference to OTHER.pt (added green, changed yellow, removed dashed)");
   cmd.add_option("--after", o.afterPipeline, "Draw the difference made by a pipeline (e.g. -O1, 'fold-conv-bn,dce')");
@@ -71,9 +72,9 @@ int runDot(const DotCommandOptions& o) {
   const std::string methodNote = o.method == "forward" ? "" : " (" + o.method + ")";
 
   // The library's drawing (session/session.h), as ptopt.draw in Python.
-  torch::jit::Module model = ir::loadTorchScript(o.input);
+  torch::jit::Module model = ir::loadRunnable(o.input);
   std::optional<torch::jit::Module> other;
-  if (!o.diffWith.empty()) other = ir::loadTorchScript(o.diffWith);
+  if (!o.diffWith.empty()) other = ir::loadRunnable(o.diffWith);
   DrawRequest request;
   request.method = o.method;
   request.inputShapes = o.inputShapes;

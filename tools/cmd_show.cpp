@@ -1,4 +1,5 @@
 // `ptopt show IN.pt`: the IR text of every method and a table of op counts.
+#include "ir/model_format.h"
 #include "tools/commands.h"
 #include "driver/op_table.h"
 #include "session/session.h"
@@ -11,7 +12,7 @@
 namespace ptopt::tools {
 
 void registerShowOptions(CLI::App& cmd, ShowOptions& o) {
-  cmd.add_option("input", o.input, "TorchScript file")->required();
+  cmd.add_option("input", o.input, "A TorchScript file or a torch.export .pt2")->required();
   cmd.add_option("--preserve-methods", o.preserveMethods, "Methods besides forward to show")->delimiter(',');
   cmd.add_flag("--ops", o.opsOnly, "Only the op-count table");
   cmd.footer(
@@ -22,7 +23,7 @@ void registerShowOptions(CLI::App& cmd, ShowOptions& o) {
 }
 
 int runShow(const ShowOptions& o) {
-  for (const MethodText& m : showModule(ir::loadTorchScript(o.input), o.preserveMethods)) {
+  for (const MethodText& m : showModule(ir::loadRunnable(o.input), o.preserveMethods)) {
     if (!o.opsOnly) std::cout << "# method " << m.name << "\n" << m.text << "\n";
     std::cout << "# op counts (" << m.name << ", " << m.nodes << " nodes, " << m.constants << " constants)\n"
               << formatOpTable(m.opCounts);

@@ -1,6 +1,7 @@
 // `ptopt verify A.pt B.pt`: runs two models on the same inputs and device and
 // compares their outputs, B against the reference A. Exit 0 when they match
 // within tolerance, 3 when not, 2 for bad input.
+#include "ir/model_format.h"
 #include "tools/commands.h"
 #include "api/api.h"
 #include "driver/measure.h"
@@ -35,8 +36,8 @@ int runVerify(const VerifyOptions& o) {
   // Nothing here is timed: every physical core, as `ptopt IN OUT` verifies.
   std::optional<ScopedThreads> threads;
   if (const int n = driver::untimedWorkThreads(); n > 0) threads.emplace(n);
-  torch::jit::Module a = ir::loadTorchScript(o.reference);
-  torch::jit::Module b = ir::loadTorchScript(o.candidate);
+  torch::jit::Module a = ir::loadRunnable(o.reference);
+  torch::jit::Module b = ir::loadRunnable(o.candidate);
   const verify::ToleranceSet tolerances = toleranceOverrides(o.verify).over(verify::Tolerance{});
   FaceWords words;
   words.referenceName = o.reference;

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -145,14 +148,41 @@ def presets() -> Dict[str, str]:
 # Arguments
 
 
+def _is_exported_program(m: Any) -> bool:
+    ep = getattr(getattr(torch, "export", None), "ExportedProgram", None)
+    return ep is not None and isinstance(m, ep)
+
+
+@contextlib.contextmanager
+def _saved_program(ep: Any):
+    """The path of ``ep`` saved with torch.export.save in a private folder
+    (removed afterwards): what ptopt reads an ExportedProgram from."""
+    with tempfile.TemporaryDirectory(prefix="ptopt-") as d:
+        path = os.path.join(d, "program.pt2")
+        torch.export.save(ep, path)
+        yield path
+
+
+def _load_program(data: bytes) -> Any:
+    """An ExportedProgram from the bytes of a .pt2."""
+    return torch.export.load(io.BytesIO(data))
+
+
 def _script_module(m: Any, what: str) -> Any:
-    """The torch._C.ScriptModule behind a scripted or traced module."""
+    """The torch._C.ScriptModule behind a scripted or traced module; for an
+    ExportedProgram, the TorchScript rendering ptopt runs it as (the same
+    ATen calls on the same weights)."""
     if isinstance(m, torch.jit.ScriptModule):
         return m._c
+    if _is_exported_program(m):
+        with _saved_program(m) as path:
+            return _C.load(path)
     if isinstance(m, torch.nn.Module):
-        raise TypeError(f"{what}: ptopt optimizes TorchScript; pass torch.jit.script(model) or "
-                        f"torch.jit.trace(model, example_inputs), not an eager {type(m).__name__}")
-    raise TypeError(f"{what}: expected a torch.jit.ScriptModule or a path, not {type(m).__name__}")
+        raise TypeError(f"{what}: ptopt optimizes TorchScript and torch.export programs; pass "
+                        f"torch.export.export(model, example_inputs) (or torch.jit.script(model)), not an eager "
+                        f"{type(m).__name__}")
+    raise TypeError(f"{what}: expected a torch.export.ExportedProgram, a torch.jit.ScriptModule or a path, "
+                    f"not {type(m).__name__}")
 
 
 def _input_names(m: Any) -> Optional[List[str]]:
@@ -222,8 +252,9 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
              iterations: Optional[int] = None, device: Optional[str] = None, target: Optional[str] = None,
              prefer_bf16: bool = False, keep_training: bool = False, preserve_methods: Sequence[str] = (),
              load_ops: Sequence[PathLike] = (), assume_isa: Optional[str] = None,
-             reproducible_clock: bool = False) -> torch.jit.ScriptModule:
-    """Optimizes a TorchScript model and returns the result, verified, in memory.
+             reproducible_clock: bool = False, to: Optional[str] = None) -> Any:
+    """Optimizes a torch.export program or a TorchScript model and returns
+    the result, verified, in memory.
 
     What ``ptopt IN OUT`` does, without files: the model is imported, the
     pipeline runs, the result is serialized and loaded back (the returned
@@ -231,9 +262,10 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     and that module is checked against the original.
 
     Args:
-        module_or_path: a scripted or traced module (torch.jit.script /
-            torch.jit.trace / torch.jit.load; not modified), or the path of a
-            TorchScript file.
+        module_or_path: a ``torch.export.ExportedProgram`` (torch.export.export
+            or torch.export.load; PyTorch 2.x), a scripted or traced module
+            (torch.jit.script / torch.jit.trace / torch.jit.load), or the
+            path of a .pt2 or TorchScript file. Never modified.
         pipeline: pipeline text, a preset ("-O0".."-O3", "-O1,channels-last")
             or a :class:`Pipeline`.
         example_inputs: the inputs to verify with (and to propagate shapes
@@ -303,15 +335,18 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             output depends on the request alone.
         load_ops: shared libraries registering custom operators to load first
             (``--load-ops``), for a path whose model calls them.
+        to: the result's format, "pt2" (an ExportedProgram) or
+            "torchscript" (``--to``); default: the input's.
 
     Options left at None take the defaults of the one request every face
     uses (driver::Request, driver/request_options.h), so the command line
     and this function cannot drift apart.
 
     Returns:
-        The optimized module (a ``torch.jit.ScriptModule``; with measure, a
-        faster verified candidate when the result was measurably slower);
-        save it with ``torch.jit.save``.
+        The optimized model in the format asked for: a
+        ``torch.export.ExportedProgram`` (save it with torch.export.save) or
+        a ``torch.jit.ScriptModule`` (torch.jit.save). With measure, a
+        faster verified candidate when the result was measurably slower.
 
     Raises:
         PipelineError, RulesError: bad pipeline or rule text (caret message).
@@ -345,6 +380,12 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
     if input_shapes is not None and example_inputs is not None:
         raise ValueError("give either example_inputs or input_shapes, not both")
 
+    if to is not None and to not in ("pt2", "torchscript"):
+        raise ValueError(f"to={to!r}: expected 'pt2' or 'torchscript'")
+    saved = contextlib.ExitStack()  # an ExportedProgram's .pt2, while it is read
+    given_program = _is_exported_program(module_or_path)
+    if given_program:
+        module_or_path = saved.enter_context(_saved_program(module_or_path))
     module, path = None, ""
     if isinstance(module_or_path, (str, os.PathLike)):
         path = os.fspath(module_or_path)
@@ -370,10 +411,11 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         "reproducible_clock": bool(reproducible_clock) or _env_switch("PTOPT_REPRODUCIBLE_CLOCK"),
         "measure": bool(measure) and not _env_switch("PTOPT_NO_MEASURE"), "force": bool(force),
         "measure_budget": None if measure_budget is None else float(measure_budget),
-        "measure_threads": None if measure_threads is None else int(measure_threads),
+        "measure_threads": None if measure_threads is None else int(measure_threads), "to": to,
     }
-    r = _C.optimize(module, path, json.dumps(options), names, values,
-                    list(calibration) if calibration is not None else None)
+    with saved:
+        r = _C.optimize(module, path, json.dumps(options), names, values,
+                        list(calibration) if calibration is not None else None)
     for note in r["notes"]:
         warnings.warn(f"ptopt: {note}", stacklevel=2)
     if r["nodes_after"] > 20000:
@@ -382,13 +424,15 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
                       "(threading.stack_size(1 << 30))", stacklevel=2)
     if report is not None:
         record = json.loads(r["record_json"])
-        record["input"] = path or None
+        record["input"] = None if given_program else (path or None)
         if isinstance(report, dict):
             report.update(record)
         else:
             with open(report, "w") as f:
                 json.dump(record, f, indent=2)
                 f.write("\n")
+    if r["format"] == "pt2":
+        return _load_program(r["bytes"])
     return _wrap(r["module"])
 
 

@@ -79,6 +79,10 @@ bool isPt2File(const std::string& path);
 // weight, pickled entry, unsupported node) and what to do.
 Pt2ReadResult readPt2(const std::string& bytes, const std::string& where);
 Pt2ReadResult readPt2File(const std::string& path);
+// readPt2 without the check that this build supports .pt2, expecting export
+// schema `schemaMajor`: the fuzz target's entry (it builds in both worlds).
+// Throws InputError only.
+Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where, int schemaMajor);
 
 // Writes `model`'s forward as a PT2 archive. `inputs` are one value per
 // placeholder, run once to record every value's metadata (strides

@@ -3,6 +3,8 @@
 
 #include "ir/model.h"  // InputError
 
+#include <torch/version.h>
+
 #include <cmath>
 #include <limits>
 
@@ -34,10 +36,13 @@ const std::vector<std::pair<int, c10::ScalarType>>& scalarTypes() {
       {1, c10::kByte},          {2, c10::kChar},          {3, c10::kShort},     {4, c10::kInt},
       {5, c10::kLong},          {6, c10::kHalf},          {7, c10::kFloat},     {8, c10::kDouble},
       {9, c10::kComplexHalf},   {10, c10::kComplexFloat}, {11, c10::kComplexDouble},
-      {12, c10::kBool},         {13, c10::kBFloat16},     {28, c10::kUInt16},
+      {12, c10::kBool},         {13, c10::kBFloat16},
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+      {28, c10::kUInt16},       {34, c10::kUInt32},       {35, c10::kUInt64},
       {29, c10::ScalarType::Float8_e4m3fn}, {30, c10::ScalarType::Float8_e5m2},
       {31, c10::ScalarType::Float8_e4m3fnuz}, {32, c10::ScalarType::Float8_e5m2fnuz},
-      {34, c10::kUInt32},       {35, c10::kUInt64}};
+#endif
+  };
   return table;
 }
 

@@ -22,9 +22,15 @@
 
 namespace ptopt::ir {
 
-bool pt2Supported() { return true; }
+// 0.0: the torch built against has no torch.export (1.13).
+bool pt2Supported() { return PTOPT_PT2_SCHEMA_MAJOR != 0; }
 std::pair<int, int> pt2SchemaVersion() { return {PTOPT_PT2_SCHEMA_MAJOR, PTOPT_PT2_SCHEMA_MINOR}; }
-std::string pt2UnsupportedMessage(const std::string&) { return ""; }
+
+std::string pt2UnsupportedMessage(const std::string& what) {
+  return "this ptopt is built against PyTorch " TORCH_VERSION ", which has no torch.export; to " + what +
+         " .pt2 programs, build it against PyTorch 2.x (./scripts/setup-torch2.sh && ./scripts/build.sh --world "
+         "torch2, or pip install . into a PyTorch 2.x environment)";
+}
 
 namespace {
 
@@ -324,7 +330,9 @@ class Pt2Importer {
         const std::string fqn = pt2json::str(body, kind == "parameter" ? "parameter_name"
                                                    : kind == "buffer"  ? "buffer_name"
                                                                        : "tensor_constant_name");
-        const auto& table = kind == "tensor_constant" ? constants_ : weights_;
+        // Non-persistent buffers are stored with the constants.
+        const bool persistent = kind == "parameter" || (kind == "buffer" && body.value("persistent", true));
+        const auto& table = persistent ? weights_ : constants_;
         auto it = table.find(fqn);
         if (it == table.end())
           fail("the program uses " + kind + " " + fqn + " but the archive stores no tensor for it; the archive "
@@ -598,7 +606,9 @@ std::string readWholeFile(const std::string& path) {
 
 }  // namespace
 
-Pt2ReadResult readPt2(const std::string& bytes, const std::string& where) {
+namespace {
+
+Pt2ReadResult parseArchive(const std::string& bytes, const std::string& where, int schemaMajor) {
   Pt2Archive archive(bytes, where);
   if (!archive.has("archive_format") || archive.text("archive_format", "") != "pt2")
     throw InputError("'" + where + "' is a zip archive but not a PT2 archive (no archive_format 'pt2'): save the "
@@ -622,16 +632,36 @@ Pt2ReadResult readPt2(const std::string& bytes, const std::string& where) {
   const Json version = program.value("schema_version", Json::object());
   out.program.schemaVersion = {version.value("major", 0), version.value("minor", 0)};
   out.program.torchVersion = program.value("torch_version", std::string());
-  const auto [major, minor] = pt2SchemaVersion();
+  const int major = schemaMajor;
   if (out.program.schemaVersion.first != major)
     throw InputError(fmt::format("'{}' was written with export schema {}.{} (torch {}); this ptopt reads schema "
                                  "{}.x (the torch it was built against, {}): export it again with that torch",
                                  where, out.program.schemaVersion.first, out.program.schemaVersion.second,
                                  out.program.torchVersion.empty() ? "?" : out.program.torchVersion, major,
                                  TORCH_VERSION));
-  (void)minor;
   Pt2Importer(archive, program, out).run();
   return out;
+}
+
+}  // namespace
+
+Pt2ReadResult readPt2(const std::string& bytes, const std::string& where) {
+  if (!pt2Supported())
+    throw InputError("'" + where + "' is a torch.export program (.pt2): " + pt2UnsupportedMessage("read"));
+  return parsePt2Archive(bytes, where, pt2SchemaVersion().first);
+}
+
+Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where, int schemaMajor) {
+  try {
+    return parseArchive(bytes, where, schemaMajor);
+  } catch (const InputError&) {
+    throw;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("'" + where + "': the exported program is malformed (" + std::string(e.what()) +
+                     "); export it again");
+  } catch (const c10::Error& e) {
+    throw InputError("'" + where + "' cannot be read: " + torchErrorMessage(e) + "; export it again");
+  }
 }
 
 Pt2ReadResult readPt2File(const std::string& path) { return readPt2(readWholeFile(path), path); }

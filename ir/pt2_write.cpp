@@ -529,6 +529,7 @@ bool needsSpecializing(const Graph& g) {
 
 std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
                      std::vector<std::string>* notes) {
+  if (!pt2Supported()) throw std::invalid_argument(pt2UnsupportedMessage("write"));
   if (!needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program).write();
   Model copy = model.clone();
   Specialization s = specializeToInputs(copy.forward(), inputs);

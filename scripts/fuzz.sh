@@ -21,9 +21,9 @@ if [ "${1:-}" = "--ci" ]; then ci=1; shift; fi
 seconds=${1:-30}
 [ $# -gt 0 ] && shift
 # CI: runs per target for about 10 s each on this kind of machine.
-declare -A ci_runs=([archive_check]=200000 [input_shape]=300000 [pipeline]=50000 [ir_text]=50000)
+declare -A ci_runs=([archive_check]=200000 [input_shape]=300000 [pipeline]=50000 [ir_text]=50000 [pt2_read]=20000)
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(archive_check input_shape pipeline ir_text)
+[ ${#targets[@]} -eq 0 ] && targets=(archive_check input_shape pipeline ir_text pt2_read)
 build=${PTOPT_FUZZ_BUILD_DIR:-build-fuzz}
 
 if [ ! -f "$build/build.ninja" ]; then

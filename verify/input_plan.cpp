@@ -96,6 +96,10 @@ InputPlan planInputs(const InputRequest& r, const ir::Graph& forward) {
     if (auto recorded = recordedInputSpecs(forward)) {
       // A torch.export program records the shapes it was exported at (and
       // takes no others): those, not an assumption.
+      if (!r.intRange.empty()) {
+        auto [lo, hi] = parseIntRange(r.intRange);
+        applyIntRange(*recorded, lo, hi);
+      }
       plan.source = seeded(r, *recorded);
     } else if (auto inferred = inferInputSpecs(forward)) {
       plan.source = seeded(r, inferred->specs);

@@ -171,10 +171,9 @@ torch::jit::Module loadTorchScript(const std::string& path) {
     if (isTensorRecord(name)) tensorRecordSizes.push_back(entry.uncompressedSize);
   }
   if (!hasCode && exportedProgram)
-    throw InputError("'" + path + "' is a torch.export program (a .pt2 archive, written by torch.export.save), " +
-                     "not TorchScript. This ptopt, built against PyTorch " TORCH_VERSION ", reads TorchScript " +
-                     "archives only" + (TORCH_VERSION_MAJOR < 2 ? " (PyTorch 1.13 has no torch.export)" : "") +
-                     ": give it the TorchScript of the same model, torch.jit.trace(model, example).save(path)");
+    throw InputError("'" + path + "' looks like a torch.export program (a .pt2 archive) but is not one ptopt " +
+                     "reads (no archive_format record saying pt2): save the program again with " +
+                     "torch.export.save(ep, path)");
   if (!hasCode && hasDataPickle)
     throw InputError("'" + path + "' is a torch.save() checkpoint (a state_dict or a pickled nn.Module), "
                      "not TorchScript: load it into its nn.Module in Python, then " + reexport);

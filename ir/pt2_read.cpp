@@ -29,7 +29,7 @@ std::pair<int, int> pt2SchemaVersion() { return {PTOPT_PT2_SCHEMA_MAJOR, PTOPT_P
 std::string pt2UnsupportedMessage(const std::string& what) {
   return "this ptopt is built against PyTorch " TORCH_VERSION ", which has no torch.export; to " + what +
          " .pt2 programs, build it against PyTorch 2.x (./scripts/setup-torch2.sh && ./scripts/build.sh --world "
-         "torch2, or pip install . into a PyTorch 2.x environment)";
+         "torch2)";
 }
 
 namespace {

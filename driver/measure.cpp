@@ -249,6 +249,7 @@ BuiltCandidate buildCandidate(const Optimizer& from, const ir::ImportOptions& im
   ctx.targetDevice = like.targetDevice;
   ctx.preferBf16 = like.preferBf16;
   ctx.assumedIsa = like.assumedIsa;
+  ctx.tensorValuesOnly = like.tensorValuesOnly;
   ctx.exampleInputs = like.exampleInputs;
   b.optimizer->run(pipeline, &ctx);
   b.result = b.optimizer->serialize(format, exampleInputs);

@@ -95,6 +95,7 @@ Optimizer::Reference referenceStage(Stages& r) {
   r.ctx.explain = r.explain;
   r.ctx.preferBf16 = r.req->preferBf16;
   r.ctx.assumedIsa = r.req->assumeIsa;
+  r.ctx.tensorValuesOnly = r.outputFormat == ir::ModelFormat::Pt2;
   r.ctx.onWarning = [&r](const std::string& w) { r.warning(w); };
   recordTarget(r);
   r.tolerances = tolerancesFor(r);

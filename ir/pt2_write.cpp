@@ -7,7 +7,8 @@
 #include "ir/specialize.h"
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/version.h>
 
 #include <fmt/format.h>
@@ -444,11 +445,28 @@ class Pt2Writer {
     return items;
   }
 
+  // (args, {}) in torch.save's format: a pickle (data.pkl) whose tensors'
+  // storages are records of their own, without TorchScript's type tags (a
+  // tagged dict needs torch.jit's restore_type_tag, which torch.load's
+  // weights_only mode refuses).
   std::string sampleInputs() const {
     std::vector<c10::IValue> args(inputs_.begin(), inputs_.end());
     c10::impl::GenericDict kwargs(c10::StringType::get(), c10::AnyType::get());
-    const std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create({c10::ivalue::Tuple::create(args), kwargs}));
-    return std::string(bytes.begin(), bytes.end());
+    const c10::IValue value = c10::ivalue::Tuple::create({c10::ivalue::Tuple::create(args), kwargs});
+    std::string pickled;
+    torch::jit::Pickler pickler([&pickled](const char* data, size_t n) { pickled.append(data, n); }, nullptr, nullptr,
+                                nullptr, nullptr, /*tag_aggregates=*/false);
+    pickler.protocol();
+    pickler.pushIValue(value);
+    pickler.stop();
+    std::string bytes;
+    caffe2::serialize::PyTorchStreamWriter writer([&bytes](const void* data, size_t n) {
+      bytes.append(static_cast<const char*>(data), n);
+      return n;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+    writer.writeEndOfFile();
+    return bytes;
   }
 
   std::string archive(const std::string& programJson) {

@@ -163,7 +163,11 @@ void offerPrepacked(tune::TuningSession& s) {
   for (ir::Node* n : ops) {
     const bool linear = n->is("aten::linear");
     const std::string kind = linear ? "linear-prepack" : "conv-prepack";
-    const std::string notPrepacked = linear ? linearPrepackIneligible(*n) : prepackIneligible(*n);
+    // A .pt2 holds tensors only: no packed op contexts (prepacked, XNNPACK).
+    const bool objects = !s.context().tensorValuesOnly;
+    const std::string notPrepacked = !objects ? std::string("OUT is a .pt2, which holds no packed op contexts")
+                                     : linear ? linearPrepackIneligible(*n)
+                                              : prepackIneligible(*n);
     // oneDNN's own linear with a packed weight (mkldnn::_linear_pointwise,
     // LibTorch 2.x) is another candidate for a linear.
     const bool withFused = linear && fusedLinearIneligible(*n).empty();
@@ -173,7 +177,7 @@ void offerPrepacked(tune::TuningSession& s) {
     }
     // XNNPACK is a candidate too where it runs (its own kernels: only this
     // machine can say whether they win).
-    const bool withXnnpack = (linear ? xnnpackLinearIneligible(*n) : xnnpackIneligible(*n)).empty();
+    const bool withXnnpack = objects && (linear ? xnnpackLinearIneligible(*n) : xnnpackIneligible(*n)).empty();
     std::vector<std::string> names{"dense"};
     if (notPrepacked.empty()) names.push_back("prepacked");
     if (withFused) names.push_back("fused");
@@ -286,7 +290,8 @@ std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tun
         out.emplace_back("fused-network-tuned-precision", fusedAtTunedPrecision(s, given, keep));
     }
   }
-  if (target::xnnpackConvRuns()) out.emplace_back("xnnpack-network", networkPipeline(s, given, "xnnpack", true));
+  if (target::xnnpackConvRuns() && !s.context().tensorValuesOnly)
+    out.emplace_back("xnnpack-network", networkPipeline(s, given, "xnnpack", true));
   return out;
 }
 

@@ -142,7 +142,7 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::set<std::string> skip = parseNameList(options().getString("skip"));
   std::set<std::string> names = withoutSkipped(parseNameList(options().getString("mkldnn")), skip, graph);
   std::set<std::string> packed = withoutSkipped(parseNameList(options().getString("prepacked")), skip, graph);
-  const std::set<std::string> xnnpack = withoutSkipped(parseNameList(options().getString("xnnpack")), skip, graph);
+  std::set<std::string> xnnpack = withoutSkipped(parseNameList(options().getString("xnnpack")), skip, graph);
   const std::set<std::string> fused = withoutSkipped(parseNameList(options().getString("fused")), skip, graph);
   if (names.empty() && packed.empty() && xnnpack.empty() && fused.empty()) return r;
   if (ctx.targetDevice != "cpu") {
@@ -150,6 +150,12 @@ PassResult TunedKernelsPass::run(ir::Graph& graph, PassContext& ctx) {
     return r;
   }
   ir::Rewriter rw(graph, ctx.edits, name());
+  if (ctx.tensorValuesOnly && (!xnnpack.empty() || !packed.empty())) {
+    ctx.decline(name(), graph.block()->outputNode(),
+                "OUT is a .pt2, which holds no packed op contexts: prepacked= and xnnpack= convs stay dense");
+    xnnpack.clear();
+    packed.clear();
+  }
   // A conv named for XNNPACK runs there, whatever the other lists say.
   if (!xnnpack.empty()) {
     packXnnpackConvs(graph, ctx, rw, xnnpack, r, name());

@@ -94,6 +94,7 @@ PassContext PassContext::forTrial() const {
   trial.targetDevice = targetDevice;
   trial.preferBf16 = preferBf16;
   trial.assumedIsa = assumedIsa;
+  trial.tensorValuesOnly = tensorValuesOnly;
   trial.inputs = inputs;
   return trial;
 }

@@ -129,6 +129,10 @@ class PassContext {
   // (--assume-isa: "avx2", ...; "": this CPU's own). A value of the run,
   // never process state: target::cpuCapabilities(target::assumedIsa(this)).
   std::string assumedIsa;
+  // The result is written in a format whose values are tensors and plain
+  // constants (a torch.export .pt2): no kernel that runs on a packed object
+  // (oneDNN's and XNNPACK's op contexts) may be chosen.
+  bool tensorValuesOnly = false;
   // When set, every decline is also printed here as it happens.
   std::ostream* explain = nullptr;
   // Every edit of every pass, in order (ir/rewriter.h). Passes edit through

@@ -69,8 +69,9 @@ const std::vector<Entry>& table() {
     add("quantize", "string", "int8: quantize{dtype=int8} joins the pipeline",  // lint: not a pass (the option)
         [](Request& r, const Json& v) { r.quantize = asString("quantize", v); });  // lint: not a pass (the option)
     add("to", "string", "the result's format: torchscript or pt2 (default: the input's)", [](Request& r, const Json& v) {
-      r.to = ir::parseModelFormat(asString("to", v));
-      if (!r.to) badType("to", "'torchscript' or 'pt2'", v);
+      const auto format = ir::parseModelFormat(asString("to", v));
+      if (!format) badType("to", "'torchscript' or 'pt2'", v);
+      r.to = format;
     });
     add("preserve_methods", "strings", "methods to keep besides forward",
         [](Request& r, const Json& v) { r.importOptions.preserveMethods = asStrings("preserve_methods", v); });

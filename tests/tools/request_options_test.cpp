@@ -39,6 +39,10 @@ TEST_CASE("every option of the table has a unique name, a type and a line of hel
     CHECK(o.name.find('-') == std::string::npos);  // Python's spelling; the CLI's flag has '-' for '_'
   }
   CHECK(names.count("measure_budget"));
+  CHECK(names.count("to"));
+  driver::Request r;
+  driver::setRequestOption(r, "to", "pt2");
+  CHECK(r.to == ir::ModelFormat::Pt2);
   CHECK(names.count("pipeline"));
 }
 
@@ -51,6 +55,7 @@ TEST_CASE("an unknown option or a value of another type is a RequestError naming
   CHECK_THROWS_WITH(driver::setRequestOption(r, "iterations", 1.5), Catch::Contains("an integer"));
   CHECK_THROWS_WITH(driver::setRequestOption(r, "rule_files", "a.rules"), Catch::Contains("a list of strings"));
   CHECK_THROWS_AS(driver::setRequestOptions(r, nlohmann::json::array()), driver::RequestError);
+  CHECK_THROWS_WITH(driver::setRequestOption(r, "to", "onnx"), Catch::Contains("'torchscript' or 'pt2'"));
   // Nothing was set by the failed calls.
   CHECK(r.measureBudgetSeconds == driver::Request().measureBudgetSeconds);
 }

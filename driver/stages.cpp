@@ -214,9 +214,9 @@ void exportStage(Stages& r) {
   }
   r.record.stageMs["export"] = sw.ms();
   if (!specialized.empty())
-    r.note(fmt::format("OUT is specialized to the inputs' shapes and types, as torch.export traces: {} branch(es) "
-                       "resolved ({}{})",
-                       specialized.size(), specialized.front(), specialized.size() > 1 ? "; ..." : ""));
+    r.note(fmt::format("OUT is specialized to the inputs' shapes and types, as torch.export traces: {} ({}{})",
+                       specialized.size() == 1 ? "1 change" : std::to_string(specialized.size()) + " changes",
+                       specialized.front(), specialized.size() > 1 ? "; ..." : ""));
   r.nodesAfter = r.opt->model().forward().numNodes();
   r.record.opsAfter = driver::countOps(r.opt->model().forward());
   r.record.parameterBytesAfter = driver::parameterBytes(r.opt->model());

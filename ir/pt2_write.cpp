@@ -106,8 +106,9 @@ std::map<std::string, std::string> moduleSafePaths(const std::vector<std::string
 
 class Pt2Writer {
  public:
-  Pt2Writer(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program)
-      : graph_(model.forward()), program_(program), inputs_(inputs) {
+  Pt2Writer(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
+            std::vector<std::string>* notes)
+      : graph_(model.forward()), program_(program), inputs_(inputs), notes_(notes) {
     runOnce(inputs);
   }
 
@@ -143,7 +144,9 @@ class Pt2Writer {
       argNames.push_back(nameOf(in));
     }
     for (Node* n : *graph_.block())
-      if (n->isCall() && !skipped_.count(n)) graph["nodes"].push_back(nodeJson(n));
+      if (n->is("prim::ListConstruct")) listNow_[n->output()] = n->args();
+      else if (appends_.count(n)) listNow_[n->argValue(0)].push_back(n->arg(1));
+      else if (n->isCall() && !skipped_.count(n)) graph["nodes"].push_back(nodeJson(n));
     Json outputSpecs = Json::array();
     for (const Arg& a : returned_) {
       Json arg = a.isValue() ? Json{{"as_tensor", {{"name", nameOf(a.value())}}}} : pt2json::literalJson(a.literal());
@@ -264,9 +267,22 @@ class Pt2Writer {
       if (!n->isCall()) continue;
       const std::string& t = n->target();
       if (t == "prim::ListConstruct") {
-        for (const Use& u : n->output()->uses())
+        // A list a program builds with append (DenseNet's features): each
+        // reader gets the items appended before it (a list is no value of
+        // a program, its items are).
+        for (const Use& u : n->output()->uses()) {
+          if (u.user->is("aten::append") && u.argIndex == 0) {
+            if (u.user->output()->hasUses()) cannot(u.user, "the list append returns is used");
+            appends_.insert(u.user);
+            continue;
+          }
           if (!u.user->isCall() || u.user->target().rfind("prim::", 0) == 0)
             cannot(n, "a list used other than as an operator's argument");
+          const c10::FunctionSchema* s = u.user->schema();
+          if (s && u.argIndex < s->arguments().size() && s->arguments()[u.argIndex].alias_info() &&
+              s->arguments()[u.argIndex].alias_info()->isWrite())
+            cannot(u.user, "it changes a list in place other than by append");
+        }
         skipped_.insert(n);
       } else if (t == "prim::ListUnpack") {
         Node* producer = n->argValue(0)->node();
@@ -277,6 +293,13 @@ class Pt2Writer {
         for (const Use& u : n->output()->uses())
           if (u.user->opcode() != Opcode::Output) cannot(n, "a tuple used other than as the model's output");
         skipped_.insert(n);
+      } else if (n->is("aten::warn")) {
+        // A warning TorchScript code gives on every call; torch.export gives
+        // it once, while tracing, and a program has none.
+        skipped_.insert(n);
+        if (notes_) notes_->push_back("dropped a warning the model gives on every call (aten::warn" +
+                                      (n->sourceLocation().empty() ? std::string() : " at " + n->sourceLocation()) +
+                                      "): a torch.export program gives none");
       } else if (!n->schema()) {
         cannot(n, "it is a TorchScript-only op with no ATen schema");
       }
@@ -330,9 +353,9 @@ class Pt2Writer {
       const bool optional = element && element->kind() == c10::TypeKind::OptionalType;
       const bool tensors = element && (element->kind() == c10::TypeKind::TensorType ||
                                        (optional && element->containedTypes()[0]->kind() == c10::TypeKind::TensorType));
-      if (!tensors) return literalList(n, formal, *list);
+      if (!tensors) return literalList(n, formal, listNow_.at(v));
       Json items = Json::array();
-      for (const Arg& item : list->args()) {
+      for (const Arg& item : listNow_.at(v)) {
         if (!optional) {
           items.push_back({{"name", nameOf(item.value())}});
         } else if (item.isLiteral()) {
@@ -350,9 +373,9 @@ class Pt2Writer {
   // A list of literals built by prim::ListConstruct (`Scalar?[]`, `int[]`
   // with an element the IR keeps as a value otherwise): the JSON list its
   // elements' kind gives; an empty one by the schema's element type.
-  Json literalList(const Node* n, const c10::Argument& formal, const Node& list) {
+  Json literalList(const Node* n, const c10::Argument& formal, const std::vector<Arg>& listItems) {
     std::vector<Literal> items;
-    for (const Arg& a : list.args()) {
+    for (const Arg& a : listItems) {
       if (!a.isLiteral() || a.literal().isNone())
         cannot(n, "its argument " + formal.name() + " is a list computed at run time (sizes?); give fixed input "
                   "shapes so that it folds to a constant");
@@ -516,12 +539,15 @@ class Pt2Writer {
   const Graph& graph_;
   const Pt2Program* program_;
   std::vector<c10::IValue> inputs_;
+  std::vector<std::string>* notes_;
   std::unordered_map<const Value*, Observed> observed_;
   std::unordered_map<const Value*, std::vector<Observed>> lists_;
   std::unordered_map<const Value*, std::string> names_;
   std::unordered_map<const Node*, std::string> nodeNames_;
   std::vector<Constant> constants_;
   std::unordered_set<const Node*> skipped_;
+  std::unordered_set<const Node*> appends_;  // aten::append on a list the program builds
+  std::unordered_map<const Value*, std::vector<Arg>> listNow_;  // its items so far, in program order
   std::vector<Arg> returned_;
   bool tupleOut_ = false;
   Json tensorValues_ = Json::object();
@@ -548,11 +574,11 @@ bool needsSpecializing(const Graph& g) {
 std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
                      std::vector<std::string>* notes) {
   if (!pt2Supported()) throw std::invalid_argument(pt2UnsupportedMessage("write"));
-  if (!needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program).write();
+  if (!needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program, notes).write();
   Model copy = model.clone();
   Specialization s = specializeToInputs(copy.forward(), inputs);
   if (notes) notes->insert(notes->end(), s.notes.begin(), s.notes.end());
-  return Pt2Writer(copy, inputs, program).write();
+  return Pt2Writer(copy, inputs, program, notes).write();
 }
 
 std::vector<c10::IValue> inputsFromMeta(const Graph& forward) {

@@ -45,6 +45,7 @@ class Specializer {
       const size_t before = out_.literals + out_.branches;
       replaceByLiterals();
       inlineBranches();
+      forwardTuples();
       eliminateDeadCode(g_);
       if (out_.literals + out_.branches == before) break;
     }
@@ -92,6 +93,28 @@ class Specializer {
         // Every use becomes the literal (Node::setArg keeps use lists).
         const std::vector<Use> uses = o->uses();
         for (const Use& u : uses) u.user->setArg(u.argIndex, *literal);
+        ++out_.literals;
+      }
+    }
+  }
+
+  // prim::TupleUnpack of a prim::TupleConstruct: its results are the
+  // construct's arguments (a NamedTuple built only to be taken apart).
+  void forwardTuples() {
+    for (Node* n : *g_.block()) {
+      if (!n->is("prim::TupleUnpack") || n->numArgs() != 1 || !n->argValue(0)) continue;
+      Node* p = n->argValue(0)->node();
+      if (!p || !p->is("prim::TupleConstruct") || p->numArgs() != n->numOutputs()) continue;
+      for (size_t i = 0; i < n->numOutputs(); ++i) {
+        Value* o = n->output(i);
+        if (!o->hasUses()) continue;
+        const Arg& a = p->arg(i);
+        if (a.isValue()) {
+          o->replaceAllUsesWith(a.value());
+        } else {
+          const std::vector<Use> uses = o->uses();
+          for (const Use& u : uses) u.user->setArg(u.argIndex, a.literal());
+        }
         ++out_.literals;
       }
     }

@@ -8,7 +8,8 @@
 // further: it runs the graph once on `inputs` and replaces every non-tensor
 // value that is a function of tensor metadata alone by the literal it took,
 // then inlines each top-level prim::If whose condition became a literal (its
-// other branch is dropped), and repeats until nothing changes. A value is a
+// other branch is dropped), takes apart tuples built only to be unpacked,
+// and repeats until nothing changes. A value is a
 // function of metadata alone when it is a literal or the result of
 //   - a metadata query of a tensor: aten::size, aten::dim, aten::numel,
 //     aten::len, prim::dtype, prim::device, prim::layout, prim::is_cuda,

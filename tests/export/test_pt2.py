@@ -21,6 +21,8 @@ import io
 import json
 import os
 import subprocess
+import typing
+import warnings
 import zipfile
 
 import pytest
@@ -208,6 +210,50 @@ def test_torchscript_to_pt2(tmp_path):
     run_ptopt(ts, out2, "--passes", "", "--to", "pt2", "--input-shape", ",".join(map(str, inputs[0].shape)),
               "--no-measure")
     assert torch.equal(torch.export.load(io.BytesIO(out2.read_bytes())).module()(*inputs), model(*inputs))
+
+
+class Outputs(typing.NamedTuple):
+    logits: torch.Tensor
+    aux: typing.Optional[torch.Tensor]
+
+
+class ScriptedHabits(torch.nn.Module):
+    """What scripted torchvision models do that a program has no form for:
+    a list grown by append and read in between (DenseNet), a shape check,
+    a warning on every call and a NamedTuple taken apart (GoogLeNet)."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = torch.nn.ModuleList([torch.nn.Conv2d(3 + 4 * i, 4, 3, padding=1) for i in range(3)])
+        self.bn = torch.nn.BatchNorm2d(15)
+
+    def forward(self, x):
+        features = [x]
+        for conv in self.convs:
+            features.append(torch.relu(conv(torch.cat(features, 1))))
+        y = self.bn(torch.cat(features, 1))
+        if y.dim() != 4:
+            raise ValueError("expected 4-D")
+        out = Outputs(y.mean((2, 3)), None)
+        logits, aux = out
+        warnings.warn("scripted model: always a tuple")
+        return Outputs(logits, aux)
+
+
+def test_torchscript_habits_convert(tmp_path):
+    model = randomize_bn(ScriptedHabits())
+    x = torch.randn(2, 3, 8, 8)
+    scripted = torch.jit.script(model)
+    ts = tmp_path / "m.pt"
+    scripted.save(str(ts))
+    out = tmp_path / "m.pt2"
+    text = run_ptopt(ts, out, "-O1", "--input-shape", "2,3,8,8", "--no-measure")
+    assert "specialized to the inputs" in text and "3 changes" in text, text
+    ep = torch.export.load(str(out))
+    targets = call_targets(ep)
+    assert not [t for t in targets if "append" in t or "warn" in t or t == "aten.dim.default"], targets
+    assert targets.count("aten.cat.default") == 4, targets  # each cat read the features appended so far
+    torch.testing.assert_close(ep.module()(x)[0], scripted(x)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_python_optimize_takes_and_returns_programs(programs):

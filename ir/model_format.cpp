@@ -26,11 +26,6 @@ ArchiveLimits noCrc() {
 }
 }  // namespace
 
-bool isPt2Archive(const std::string& bytes) {
-  return bytes.size() >= 4 && bytes.compare(0, 2, "PK") == 0 &&
-         namesArchiveFormat(checkZipArchive(std::string_view(bytes), noCrc()));
-}
-
 bool isPt2File(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[2] = {};

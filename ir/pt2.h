@@ -69,9 +69,7 @@ struct Pt2ReadResult {
   Pt2Program program;
 };
 
-// Whether the bytes (or the file) are a zip with a PT2 archive's
-// `archive_format` record.
-bool isPt2Archive(const std::string& bytes);
+// Whether the file is a zip with a PT2 archive's `archive_format` record.
 bool isPt2File(const std::string& path);
 
 // Reads a PT2 archive. Throws InputError with one line naming the problem

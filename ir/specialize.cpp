@@ -131,7 +131,6 @@ class Specializer {
       for (Node* inner : *taken)
         if (inner->opcode() != Opcode::Output) body.push_back(inner);
       for (Node* inner : body) inner->moveBefore(n);
-      const std::vector<Value*> results = taken->outputValues();
       Node* out = taken->outputNode();
       std::vector<Arg> resultArgs = out->args();
       for (size_t i = 0; i < n->numOutputs(); ++i) {
@@ -144,7 +143,6 @@ class Specializer {
           for (const Use& u : uses) u.user->setArg(u.argIndex, r.literal());
         }
       }
-      (void)results;
       out_.notes.push_back(fmt::format("{}: took the {} branch of an `if` on the inputs' shapes or types{}",
                                        n->sourceLocation().empty() ? std::string("a prim::If") : n->sourceLocation(),
                                        cond ? "true" : "false",

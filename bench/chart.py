@@ -235,8 +235,10 @@ def draw(title, models, table, labels, out):
     ax.set_ylim(n - 0.5, -1.0)
     ax.set_xlim(0, max(1.05, top * 1.12))
     ax.set_xlabel("latency / original's latency (median of interleaved runs)")
-    ax.set_title("\n".join(title), fontsize=9, loc="left", pad=34)
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(k, 2), fontsize=8, frameon=False,
+    ncol = 2 if k <= 4 else 3
+    rows_of_legend = math.ceil(k / ncol)
+    ax.set_title("\n".join(title), fontsize=9, loc="left", pad=10 + 12 * rows_of_legend)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=ncol, fontsize=8, frameon=False,
               borderaxespad=0.2)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

@@ -45,9 +45,15 @@ def _pass_on_torchscript_deprecation():
     # worlds"): say that once, here, and let torch's per-call warnings go.
     # PTOPT_TORCHSCRIPT_WARNINGS=all keeps them.
     import os
+    import sys
     import warnings
     major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     if (major, minor) < (2, 10) or os.environ.get("PTOPT_TORCHSCRIPT_WARNINGS") == "all":
+        return
+    # `python -m ptopt ...` imports the package only to run __main__.py, which
+    # becomes the command line: no TorchScript call from Python to speak of.
+    argv = list(getattr(sys, "orig_argv", ()))
+    if sys.argv[:1] == ["-m"] and ("-mptopt" in argv or any(a == "-m" and b == "ptopt" for a, b in zip(argv, argv[1:]))):
         return
     warnings.warn(f"torch {torch.__version__} deprecates TorchScript (torch.jit.script, trace, save, load and "
                   f"freeze warn on every call); it still works, and ptopt reads and writes it. Said once by ptopt, "

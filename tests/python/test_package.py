@@ -80,6 +80,20 @@ def test_built_against_names_this_torch():
     assert (", CUDA " in ptopt.built_against) == (torch.version.cuda is not None)
 
 
+def test_python_m_ptopt_runs_the_command_line():
+    # `python -m ptopt` (and a pip install's `ptopt` command) becomes the
+    # command line built with this package: the build tree's tools/ptopt here,
+    # ptopt/_bin/ptopt in a pip install (scripts/check-pip-install.sh).
+    from ptopt.__main__ import executable
+    if os.environ.get("PTOPT_CLI"):
+        assert os.path.samefile(executable(), os.environ["PTOPT_CLI"])
+    out = subprocess.run([sys.executable, "-m", "ptopt", "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"ptopt {ptopt.__version__} ({ptopt.built_against})"
+    bad = subprocess.run([sys.executable, "-m", "ptopt", "--no-such-flag"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2, bad.stderr  # the command line's usage error, passed through
+
+
 def test_torchscript_deprecation_is_said_once():
     # torch 2.10 on warns on every torch.jit call; with ptopt imported the user
     # gets ptopt's one note instead (PTOPT_TORCHSCRIPT_WARNINGS=all keeps torch's).

@@ -157,7 +157,9 @@ class Optimizer {
   static void save(const Serialized& s, const std::string& path);
 
   ir::Model& model() { return model_; }
+  const ir::Model& model() const { return model_; }
   torch::jit::Module& original() { return original_; }
+  const torch::jit::Module& original() const { return original_; }
   // How the loaded model relates to training mode (ir/training_mode.h), as
   // loaded: passes that specialize training flags do not change it.
   const ir::TrainingMode& trainingMode() const { return trainingMode_; }

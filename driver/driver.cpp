@@ -99,7 +99,8 @@ std::string readBytes(const std::string& path) {
   return ss.str();
 }
 
-// One run: the stages' state and where the bytes go.
+// One run: the settings every stage reads, each stage's result as it
+// comes, and where the bytes go.
 class Run {
  public:
   Run(const Request& req, const FrontEnd& fe) : req_(req), fe_(fe) {}
@@ -114,7 +115,7 @@ class Run {
       if (!on) work.reset();
     };
     if (req_.workThreads > 0)
-      s_.record.sections["threads"] = {{"untimed_work", req_.workThreads}, {"libtorch", at::get_num_threads()}};
+      record_.sections["threads"] = {{"untimed_work", req_.workThreads}, {"libtorch", at::get_num_threads()}};
     untimed(true);
     load(std::move(given));
     reference();
@@ -125,10 +126,14 @@ class Run {
     }
     if (!passes()) return finish();
     exportResult();
-    const bool ok = verifyStage(s_);
-    if (!ok && s_.record.verification) out_.passed = false;
+    const bool ok = verifyStage(set_, *ref_, *exported_, record_);
+    if (!ok && record_.verification) out_.passed = false;
     untimed(false);
-    measureStage(s_, ok);
+    measured_ = measureStage({set_, opt_ ? &*opt_ : nullptr, pipeline_, *ref_, run_, *exported_, before_}, ok, record_);
+    if (measured_.counts) {
+      record_.opsAfter = measured_.counts->ops;
+      record_.parameterBytesAfter = measured_.counts->parameterBytes;
+    }
     save(ok);
     return finish();
   }
@@ -136,43 +141,36 @@ class Run {
  private:
   // plan: the pipeline, OUT's path, the device, the stages' settings.
   void plan() {
-    s_.pipeline = planPipeline(req_);
-    s_.record.pipeline = rewriters::printPipeline(s_.pipeline);
+    pipeline_ = planPipeline(req_);
+    record_.pipeline = rewriters::printPipeline(pipeline_);
     if (!req_.output.empty()) checkOutputPath(req_);
-    s_.req = &req_;
+    set_.req = &req_;
     try {
       target::assumedIsa(req_.assumeIsa);  // a level this run can assume (the passes read it from the context)
-      s_.device = verify::resolveDevice(req_.device);
+      set_.device = verify::resolveDevice(req_.device);
     } catch (const std::invalid_argument& e) {
       throw RequestError(e.what());
     }
-    s_.record.input = req_.input;
-    s_.record.output = req_.output;
-    s_.record.device = verify::describeDevice(s_.device);
-    s_.measureOptions.budgetSeconds = req_.measureBudgetSeconds;
-    s_.measureOptions.threads = req_.measureThreads;
-    s_.measureOptions.optimizingExecutor = req_.inputs.executor == "optimizing";
-    s_.explain = req_.explain ? fe_.out : nullptr;
-    s_.tuneProgress = fe_.tuneProgress;
-    s_.noMeasureName = fe_.noMeasureName;
-    s_.hooks.say = fe_.say;
-    s_.hooks.note = fe_.note;
-    s_.hooks.notice = fe_.notice;
-    s_.hooks.warning = fe_.warning;
+    record_.input = req_.input;
+    record_.output = req_.output;
+    record_.device = verify::describeDevice(set_.device);
+    set_.measureOptions.budgetSeconds = req_.measureBudgetSeconds;
+    set_.measureOptions.threads = req_.measureThreads;
+    set_.measureOptions.optimizingExecutor = req_.inputs.executor == "optimizing";
+    set_.explain = req_.explain ? fe_.out : nullptr;
+    set_.tuneProgress = fe_.tuneProgress;
+    set_.noMeasureName = fe_.noMeasureName;
+    set_.hooks.say = fe_.say;
+    set_.hooks.note = fe_.note;
+    set_.hooks.notice = fe_.notice;
+    set_.hooks.warning = fe_.warning;
     storeBytes();
-    // Rule texts reach the rules pass on the context (rules{text=NAME}).
-    if (!req_.ruleTexts.empty()) {
-      rewriters::RuleTexts texts;
-      for (size_t i = 0; i < req_.ruleTexts.size(); ++i)
-        texts.byName[ruleTextName(req_, i)] = req_.ruleTexts[i];
-      s_.ctx.inputs.set(std::move(texts));
-    }
   }
 
   // Where OUT's bytes go: OUT's temporary file (streamed, then loaded back
   // from it), or memory.
   void storeBytes() {
-    StageHooks& h = s_.hooks;
+    StageHooks& h = set_.hooks;
     if (!req_.output.empty()) {
       h.write = [this](const ExportedModel& exported) {
         file_ = std::make_unique<ir::AtomicModuleFile>(req_.output);
@@ -180,8 +178,8 @@ class Run {
         else file_->write(exported.bytes);
       };
       h.loadBack = [this] {
-        if (s_.outputFormat == ir::ModelFormat::TorchScript) return file_->load();
-        return ir::runnableFromBytes(s_.outputFormat, readBytes(file_->tempPath()), req_.output);
+        if (set_.outputFormat == ir::ModelFormat::TorchScript) return file_->load();
+        return ir::runnableFromBytes(set_.outputFormat, readBytes(file_->tempPath()), req_.output);
       };
       h.outputDigest = [this] { return fileDigest(file_->tempPath()); };
     } else {
@@ -190,23 +188,23 @@ class Run {
             exported.format == ir::ModelFormat::TorchScript ? ir::serializeModule(exported.module) : exported.bytes;
       };
       h.loadBack = [this] {
-        out_.serialized.module = ir::runnableFromBytes(s_.outputFormat, out_.serialized.bytes, "the optimized model");
+        out_.serialized.module = ir::runnableFromBytes(set_.outputFormat, out_.serialized.bytes, "the optimized model");
         return out_.serialized.module;
       };
       h.outputDigest = [this] { return bytesDigest(out_.serialized.bytes); };
     }
     h.inputDigest = [this] {
-      return req_.input.empty() ? bytesDigest(ir::serializeModule(s_.opt->original())) : fileDigest(req_.input);
+      return req_.input.empty() ? bytesDigest(ir::serializeModule(opt_->original())) : fileDigest(req_.input);
     };
     h.inputAsOutput = [this] {
       Optimizer::Serialized s;
-      if (s_.outputFormat != s_.opt->inputFormat())  // IN as it was, in OUT's format
-        return s_.opt->freshCopy(req_.importOptions).serialize(s_.outputFormat, s_.exampleInputs);
+      if (set_.outputFormat != opt_->inputFormat())  // IN as it was, in OUT's format
+        return opt_->freshCopy(req_.importOptions).serialize(set_.outputFormat, set_.exampleInputs);
       if (!req_.input.empty()) {
         s.bytes = readBytes(req_.input);
-        s.module = s_.opt->original();
+        s.module = opt_->original();
       } else {
-        s.bytes = ir::serializeModule(s_.opt->original());
+        s.bytes = ir::serializeModule(opt_->original());
         s.module = ir::loadSerializedModule(s.bytes);
       }
       return s;
@@ -219,22 +217,24 @@ class Run {
     if (!ir::pt2Supported() && ir::formatForOutput(req_.output, req_.to, ir::ModelFormat::TorchScript) ==
                                    ir::ModelFormat::Pt2)
       throw RequestError("OUT '" + req_.output + "' is a .pt2: " + ir::pt2UnsupportedMessage("write"));
+    Optimizer::LoadTimes times;
     if (given) {
-      s_.opt.emplace(std::move(*given));
-      countBefore(s_);
+      opt_.emplace(std::move(*given));
     } else {
-      Optimizer::LoadTimes times;
-      s_.opt.emplace(Optimizer::load(req_.input, req_.importOptions, &times));
-      s_.record.stageMs["load"] = times.readMs;
-      s_.record.inputFileBytes = std::filesystem::file_size(req_.input);
-      s_.record.stageMs["import"] = times.importMs;
-      countBefore(s_);
-      s_.say(fmt::format("loaded {}{}: {} nodes, {} constants ({:.0f} ms)\n", req_.input,
-                         s_.opt->inputFormat() == ir::ModelFormat::Pt2 ? " (torch.export program)" : "",
-                         s_.nodesBefore, s_.opt->model().constants->size(), times.readMs + times.importMs));
+      opt_.emplace(Optimizer::load(req_.input, req_.importOptions, &times));
+      record_.stageMs["load"] = times.readMs;
+      record_.inputFileBytes = std::filesystem::file_size(req_.input);
+      record_.stageMs["import"] = times.importMs;
     }
-    s_.outputFormat = ir::formatForOutput(req_.output, req_.to, s_.opt->inputFormat());
-    const ir::TrainingMode& mode = s_.opt->trainingMode();
+    before_ = countModel(opt_->model());
+    record_.opsBefore = before_.ops;
+    record_.parameterBytesBefore = before_.parameterBytes;
+    if (!given)
+      set_.say(fmt::format("loaded {}{}: {} nodes, {} constants ({:.0f} ms)\n", req_.input,
+                           opt_->inputFormat() == ir::ModelFormat::Pt2 ? " (torch.export program)" : "",
+                           before_.nodes, opt_->model().constants->size(), times.readMs + times.importMs));
+    set_.outputFormat = ir::formatForOutput(req_.output, req_.to, opt_->inputFormat());
+    const ir::TrainingMode& mode = opt_->trainingMode();
     if (mode.inTraining() && req_.keepTraining)
       throw ir::InputError(fmt::format(
           "{} is in training mode ({}), and keep-training refuses to optimize it for inference; save it after "
@@ -247,38 +247,44 @@ class Run {
   // request's policy (driver/request.h) and the reference's outputs on
   // them, computed once.
   void reference() {
-    const Optimizer::Reference reference = referenceStage(s_);
+    ref_.emplace(referenceStage(set_, *opt_, pipeline_, record_));
+    // Rule texts reach the rules pass on the context (rules{text=NAME}).
+    if (!req_.ruleTexts.empty()) {
+      rewriters::RuleTexts texts;
+      for (size_t i = 0; i < req_.ruleTexts.size(); ++i) texts.byName[ruleTextName(req_, i)] = req_.ruleTexts[i];
+      ref_->ctx.inputs.set(std::move(texts));
+    }
     const ToleranceOverrides& t = req_.tolerances;
-    if ((t.scaleTol || !t.scaleTolFor.empty()) && s_.tolerances.base.criterion == verify::Criterion::Global)
-      s_.warning("scale-tol applies to fp32 results only; this pipeline's low-precision results are checked by the "
+    if ((t.scaleTol || !t.scaleTolFor.empty()) && ref_->tolerances.base.criterion == verify::Criterion::Global)
+      set_.warning("scale-tol applies to fp32 results only; this pipeline's low-precision results are checked by the "
                  "global criterion (cosine and max|a-b| <= atol + rtol*max|b|)");
-    verify::InputPlan inputs = verify::planInputs(req_.inputs, s_.opt->model().forward());
+    verify::InputPlan inputs = verify::planInputs(req_.inputs, opt_->model().forward());
     calibrate(inputs);
-    if (inputs.source) s_.exampleInputs = inputs.source->inputsFor(0);
+    if (inputs.source) set_.exampleInputs = inputs.source->inputsFor(0);
     out_.inputsInferred = inputs.inferred;
     const Verification policy = req_.verification;
     if (!inputs.source) {
-      s_.record.verificationSkipped = inputs.message;
+      record_.verificationSkipped = inputs.message;
       if (policy == Verification::Required)
         throw RequestError(inputs.message + (fe_.verifyRequiredHint.empty() ? "" : " (" + fe_.verifyRequiredHint + ")"));
-      if (policy == Verification::WhenPossible) s_.warning(inputs.message);
+      if (policy == Verification::WhenPossible) set_.warning(inputs.message);
     } else if (policy != Verification::Off && inputs.inferred) {
-      s_.note(inputs.message);
+      set_.note(inputs.message);
     }
     try {
-      referenceOutputs(s_, reference, inputs);
+      referenceOutputs(set_, *opt_, *ref_, inputs, record_);
     } catch (const verify::ReferenceError& e) {
       if (!inputs.inferred) throw InputsDoNotFit(e.what());
       if (policy == Verification::Required)
         throw InputsDoNotFit(std::string(e.what()) + "\n(the input shape was assumed: " + inputs.message +
                              "; give the inputs to verify with)");
       // An assumption that does not fit is not the user's error.
-      s_.record.verificationSkipped =
+      record_.verificationSkipped =
           "the assumed input shape does not fit the model; " + fe_.inputsHint + " to verify";
-      if (policy == Verification::WhenPossible) s_.warning("verification skipped: " + s_.record.verificationSkipped);
-      s_.runner.reset();
+      if (policy == Verification::WhenPossible) set_.warning("verification skipped: " + record_.verificationSkipped);
+      ref_->runner.reset();
     }
-    if (policy == Verification::Off) s_.record.verificationSkipped = fe_.noVerifyName;
+    if (policy == Verification::Off) record_.verificationSkipped = fe_.noVerifyName;
   }
 
   // calibrate: the batches from the request's file or memory, checked and
@@ -291,19 +297,20 @@ class Run {
       } catch (const std::invalid_argument& e) {
         throw ir::InputError(std::string("--calibration: ") + e.what());
       }
-      calibrationStage(s_, set.values, req_.calibrationFile, "--calibration", inputs);
+      calibrationStage(set_, *opt_, ref_->ctx, set.values, req_.calibrationFile, "--calibration", inputs);
     } else if (!req_.calibration.empty()) {
-      calibrationStage(s_, req_.calibration, req_.calibrationName, "calibration", inputs);
+      calibrationStage(set_, *opt_, ref_->ctx, req_.calibration, req_.calibrationName, "calibration", inputs);
     }
   }
 
   void tune() {
     try {
-      tuneStage(s_);
+      tune::TuneResult tuned = tuneStage(set_, *opt_, pipeline_, *ref_, record_);
+      pipeline_ = tuned.pipeline;
+      out_.tuneSummary = tuned.summary();
     } catch (const std::invalid_argument& e) {  // no input shapes to time with
       throw RequestError(e.what());
     }
-    out_.tuneSummary = s_.tuned->summary();
   }
 
   // run: the pipeline with the request's instruments and the front end's;
@@ -311,8 +318,8 @@ class Run {
   // request does not force).
   bool passes() {
     std::optional<verify::PassBlamer> blamer;
-    if (req_.verifyEach && s_.verifying())
-      blamer.emplace(*s_.runner, [this] { return s_.opt->exportModule(); });
+    if (req_.verifyEach && ref_->verifying(req_))
+      blamer.emplace(*ref_->runner, [this] { return opt_->exportModule(); });
     rewriters::Instrumentation inst;
     inst.printAfterAll = req_.printAfterAll;
     inst.printChanged = req_.printChanged;
@@ -328,24 +335,24 @@ class Run {
         if (!blamer) return;
         std::optional<verify::Blame> blame = blamer->afterPass(e);
         if (!blame) return;
-        s_.record.blamedPass = blame->pass;
+        record_.blamedPass = blame->pass;
         if (fe_.onPassesEnd) fe_.onPassesEnd();
         if (fe_.blamed) fe_.blamed(*blame);
         if (!req_.force) throw verify::BlameError(std::move(*blame));
       };
-    if (fe_.beforePasses) fe_.beforePasses(s_.opt->model().forward());
+    if (fe_.beforePasses) fe_.beforePasses(opt_->model().forward());
     try {
-      runStage(s_, inst);
+      run_ = runStage(set_, *opt_, pipeline_, *ref_, record_, inst);
     } catch (const verify::BlameError& blame) {
       if (fe_.onPassesEnd) fe_.onPassesEnd();
-      s_.record.verification = blame.blame.report;
+      record_.verification = blame.blame.report;
       out_.blame = blame.blame;
       out_.passed = false;
-      s_.record.outcome = "failed";
+      record_.outcome = "failed";
       return false;
     }
     if (fe_.onPassesEnd) fe_.onPassesEnd();
-    if (fe_.afterPasses) s_.say(fe_.afterPasses(s_.opt->model().forward()));
+    if (fe_.afterPasses) set_.say(fe_.afterPasses(opt_->model().forward()));
     return true;
   }
 
@@ -353,62 +360,71 @@ class Run {
   // write is a WriteError).
   void exportResult() {
     try {
-      exportStage(s_);
+      exported_.emplace(exportStage(set_, opt_, pipeline_, *ref_, run_, record_));
     } catch (const std::system_error& e) {
       throw WriteError(e.what());
     }
-    if (s_.nodesAfter > 20000)
-      s_.note(fmt::format("{} nodes in one graph: LibTorch's executor recurses about once per node on a graph's "
+    if (exported_->counts.nodes > 20000)
+      set_.note(fmt::format("{} nodes in one graph: LibTorch's executor recurses about once per node on a graph's "
                           "first run, which can overflow a default 8 MiB stack (ptopt runs on a 1 GiB one). Run the "
                           "model on a thread with a larger stack (Python: threading.stack_size(1 << 30)) or raise "
                           "`ulimit -s`.",
-                          s_.nodesAfter));
+                          exported_->counts.nodes));
   }
 
   // save: a result that failed verification is not kept unless forced; the
   // temporary file (or the faster candidate) becomes OUT.
   void save(bool ok) {
     if (!ok && !req_.force) {
-      s_.record.outcome = "failed";
+      record_.outcome = "failed";
       return;  // nothing written: the temporary file goes with file_
     }
-    if (!ok) s_.notice("verification FAILED; the result is kept anyway (force)");
+    if (!ok) set_.notice("verification FAILED; the result is kept anyway (force)");
     Stopwatch sw;
     if (!req_.output.empty()) {
       try {
-        if (s_.replacement) {
+        if (measured_.replacement) {
           file_.reset();  // the slower OUT's temporary file is removed
-          Optimizer::save(*s_.replacement, req_.output);
+          Optimizer::save(*measured_.replacement, req_.output);
         } else {
           file_->commit();
         }
       } catch (const std::exception& e) {
         throw WriteError(e.what());
       }
-      s_.record.outputFileBytes = std::filesystem::file_size(req_.output);
+      record_.outputFileBytes = std::filesystem::file_size(req_.output);
     } else {
-      if (s_.replacement) out_.serialized = std::move(*s_.replacement);
-      s_.record.outputFileBytes = out_.serialized.bytes.size();
+      if (measured_.replacement) out_.serialized = std::move(*measured_.replacement);
+      record_.outputFileBytes = out_.serialized.bytes.size();
     }
-    s_.record.stageMs["save"] += sw.ms();
+    record_.stageMs["save"] += sw.ms();
     out_.saved = true;
-    s_.record.outcome = !ok                 ? "written despite failure (force)"
-                        : s_.written.empty() ? "passed"
-                                             : "passed; wrote " + s_.written + " (the optimized model was slower)";
+    record_.outcome = !ok                        ? "written despite failure (force)"
+                      : measured_.written.empty() ? "passed"
+                                                  : "passed; wrote " + measured_.written +
+                                                        " (the optimized model was slower)";
   }
 
   Outcome finish() {
-    out_.written = s_.written;
-    out_.format = s_.outputFormat;
-    out_.nodesBefore = s_.nodesBefore;
-    out_.nodesAfter = s_.nodesAfter;
-    out_.record = std::move(s_.record);
+    out_.written = measured_.written;
+    out_.format = set_.outputFormat;
+    out_.nodesBefore = before_.nodes;
+    out_.nodesAfter = measured_.counts ? measured_.counts->nodes : exported_ ? exported_->counts.nodes : 0;
+    out_.record = std::move(record_);
     return std::move(out_);
   }
 
   const Request& req_;
   const FrontEnd& fe_;
-  Stages s_;
+  RunSettings set_;                // what every stage reads
+  RunRecord record_;               // the --report record the stages write into
+  rewriters::Pipeline pipeline_;   // planned; the tune stage's replaces it
+  std::optional<Optimizer> opt_;   // IN, loaded; the export stage empties or lets it go
+  ModelCounts before_;             // load
+  std::optional<ReferenceResult> ref_;     // reference (calibration adds to its context)
+  RunResult run_;                          // run
+  std::optional<ExportResult> exported_;   // export
+  MeasureOutcome measured_;                // measure
   Outcome out_;
   std::unique_ptr<ir::AtomicModuleFile> file_;  // export: OUT's temporary file
 };

@@ -190,14 +190,7 @@ void storeVerdict(tune::TuningCache& cache, const VerdictKey& key, const CachedV
     d.rounds = int(m->pairs);
   }
   d.seconds = v.seconds;
-  nlohmann::json tried = nlohmann::json::array();
-  for (const auto& t : v.picked.tried) {
-    nlohmann::json j = {{"candidate", t.name}};
-    if (t.measurement) j.update(speedToJson(*t.measurement));
-    if (!t.error.empty()) j["error"] = t.error;
-    tried.push_back(j);
-  }
-  d.detail = {{"kind", kKind}, {"tried", tried}, {"chosen", v.picked.chosen}, {"forced", v.forced}};
+  d.detail = {{"kind", kKind}, {"tried", triedToJson(v.picked.tried)}, {"chosen", v.picked.chosen}, {"forced", v.forced}};
   if (!v.writtenDigest.empty()) d.detail["written_digest"] = v.writtenDigest;
   cache.store(key.context(), key.signature(), d);
 }
@@ -224,6 +217,58 @@ std::optional<NeverSlowerResult> applyCachedVerdict(const CachedVerdict& cached,
   r.chosen = r.tried.size() - 1;
   if (r.chosen >= candidates.size() || candidates[r.chosen].name != cached.chosenName()) return std::nullopt;
   return r;
+}
+
+nlohmann::json triedToJson(const std::vector<CandidateOutcome>& tried) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : tried) {
+    nlohmann::json j = {{"candidate", t.name}};
+    if (t.measurement) j.update(speedToJson(*t.measurement));
+    if (!t.error.empty()) j["error"] = t.error;
+    out.push_back(j);
+  }
+  return out;
+}
+
+namespace {
+constexpr const char* kFp32Structure = "fp32 structure";  // the candidate whose bytes are kept
+}  // namespace
+
+std::optional<VerdictCache> VerdictCache::open(const std::string& path, VerdictKey key) {
+  try {
+    return VerdictCache(tune::TuningCache::open(path), std::move(key));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<NeverSlowerResult> VerdictCache::recall(const std::vector<Candidate>& candidates, bool force,
+                                                      const std::function<std::string()>& builtDigest) const {
+  const std::optional<CachedVerdict> hit = lookupVerdict(cache_, key_);
+  if (!hit) return std::nullopt;
+  std::optional<NeverSlowerResult> picked = applyCachedVerdict(*hit, candidates, force);
+  if (!picked || candidates[picked->chosen].name != kFp32Structure) return picked;
+  try {
+    candidates[picked->chosen].build();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (builtDigest() != hit->writtenDigest) return std::nullopt;
+  return picked;
+}
+
+void VerdictCache::remember(const NeverSlowerResult& picked, const std::vector<Candidate>& candidates, bool forced,
+                            double seconds, const std::function<std::string()>& builtDigest) {
+  const auto& first = picked.tried.front().measurement;
+  if (first && first->tooFewPairs) return;
+  CachedVerdict v;
+  v.picked = picked;
+  for (const auto& c : candidates) v.names.push_back(c.name);
+  if (candidates[picked.chosen].name == kFp32Structure) v.writtenDigest = builtDigest();
+  v.forced = forced;
+  v.seconds = seconds;
+  storeVerdict(cache_, key_, v);
+  cache_.save();
 }
 
 }  // namespace ptopt

@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -87,5 +88,39 @@ void storeVerdict(tune::TuningCache& cache, const VerdictKey& key, const CachedV
 // is chosen.
 std::optional<NeverSlowerResult> applyCachedVerdict(const CachedVerdict& cached,
                                                     const std::vector<Candidate>& candidates, bool force);
+
+// The candidates a choice tried, as the record and the cache keep them:
+// [{"candidate", the measurement's fields (speedToJson), "error"}, ...].
+nlohmann::json triedToJson(const std::vector<CandidateOutcome>& tried);
+
+// The measure stage's verdicts in one tuning cache under one key: what it
+// asks before timing, and what it keeps after.
+class VerdictCache {
+ public:
+  // nullopt when the cache cannot be read (the tune stage has warned about
+  // a damaged one; the stage then times as usual).
+  static std::optional<VerdictCache> open(const std::string& path, VerdictKey key);
+
+  // The cached verdict for a run with `candidates` and `force`, when one
+  // applies. When it chose the fp32 structure, that candidate is rebuilt
+  // and verified (never cached: its build throws when it fails) and
+  // `builtDigest` (bytesDigest of what it built) must match what was
+  // written then.
+  std::optional<NeverSlowerResult> recall(const std::vector<Candidate>& candidates, bool force,
+                                          const std::function<std::string()>& builtDigest) const;
+  // Keeps what a run measured (not a comparison that fitted too few pairs
+  // in the budget: it decided nothing). `builtDigest` as for recall, asked
+  // only when the fp32 structure is chosen. Throws tune::CacheError when the
+  // cache cannot be saved.
+  void remember(const NeverSlowerResult& picked, const std::vector<Candidate>& candidates, bool forced,
+                double seconds, const std::function<std::string()>& builtDigest);
+
+  const std::string& path() const { return cache_.path(); }
+
+ private:
+  VerdictCache(tune::TuningCache cache, VerdictKey key) : cache_(std::move(cache)), key_(std::move(key)) {}
+  tune::TuningCache cache_;
+  VerdictKey key_;
+};
 
 }  // namespace ptopt

@@ -5,6 +5,8 @@
 #include "kernels/tuned_kernels.h"
 #include "kernels/xnnpack_convs.h"
 #include "rewriters/constants.h"
+#include "rewriters/pipeline.h"
+#include "rewriters/registry.h"
 #include "target/kernel_probes.h"
 #include "tune/signature.h"
 
@@ -13,6 +15,7 @@
 #include <torch/script.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <set>
 
@@ -232,50 +235,90 @@ bool lowersFloatPrecision(const rewriters::PassEffects& e) {
   return e.lowersPrecision && (!e.precision || c10::isFloatingType(*e.precision));
 }
 
+// `e` applied wherever its pass can be, as the pass declares it
+// (PassEffects::everywhere).
+void applyEverywhere(rewriters::PipelineElement& e, const rewriters::PassEffects& fx) {
+  for (const auto& [key, value] : fx.everywhere) {
+    if (value.empty()) e.eraseOption(key);
+    else e.setOption(key, value);
+  }
+}
+
+// The registered layout pass that declares an everywhere form, as an
+// element in that form; nullopt when none does.
+std::optional<rewriters::PipelineElement> layoutEverywhere(const tune::TuningSession& s) {
+  for (const rewriters::PassInfo* info : s.registry().all()) {
+    rewriters::PassEffects fx;
+    try {
+      fx = s.registry().create(info->name)->effects(s.context());
+    } catch (const std::invalid_argument&) {  // a pass that needs options (rules{file=...})
+      continue;
+    }
+    if (!fx.changesLayout || fx.everywhere.empty()) continue;
+    rewriters::PipelineElement e{info->name, {}, {}};
+    applyEverywhere(e, fx);
+    return e;
+  }
+  return std::nullopt;
+}
+
 // The given pipeline as a whole network on one kernel family: the passes
 // that lower it to a floating-point precision (their declared effects: bf16,
-// fp16, or fp32 kept by dtype=auto; int8 stays) dropped when `fp32`,
-// channels-last forced on (added when the pipeline has none), and
-// tuned-kernels{`option`=*} where extra passes go (before the closing
-// fuse-cudnn).
+// fp16, or fp32 kept by dtype=auto; int8 stays) dropped when `fp32`, the
+// layout pass applied everywhere (its declared form; added when the
+// pipeline has none), and tuned-kernels{`option`=*} where extra passes go
+// (before the closing fuse-cudnn).
 rewriters::Pipeline networkPipeline(const tune::TuningSession& s, const rewriters::Pipeline& given,
                                     const std::string& option, bool fp32) {
   rewriters::Pipeline p = given;
   rewriters::dropPass(p, "tuned-kernels");
   if (fp32) rewriters::dropPassesWhere(p, s.registry(), lowersFloatPrecision, &s.context());
   std::vector<rewriters::PipelineElement> extra;
-  bool hasChannelsLast = false;
-  for (rewriters::PipelineElement& e : p.elements)
-    if (e.name == "channels-last") {
-      e.setOption("mode", "on");
-      e.eraseOption("regions");
-      hasChannelsLast = true;
-    }
-  if (!hasChannelsLast) extra.push_back(rewriters::PipelineElement{"channels-last", {{"mode", "on"}}, {}});
+  bool hasLayout = false;
+  rewriters::forEachExecution(
+      p, s.registry(),
+      [&hasLayout](rewriters::PipelineElement& e, const rewriters::PassEffects& fx) {
+        if (!fx.changesLayout || fx.everywhere.empty()) return;
+        applyEverywhere(e, fx);
+        hasLayout = true;
+      },
+      &s.context());
+  if (!hasLayout)
+    if (std::optional<rewriters::PipelineElement> layout = layoutEverywhere(s)) extra.push_back(std::move(*layout));
   extra.push_back(rewriters::PipelineElement{"tuned-kernels", {{option, "*"}}, {}});
   rewriters::addExtraPasses(p, extra);
   return p;
 }
 
-// The ops the tuned pipeline's cast keeps in fp32 (--tune's per-op
-// precision), or "".
-std::string tunedKeepFp32(const rewriters::Pipeline& tuned) {
-  for (const rewriters::PipelineElement& e : tuned.elements)
-    if (e.name == "cast") return e.option("keep-fp32");
-  return "";
+// The ops the tuned pipeline keeps in fp32 (--tune's per-op precision, in
+// the option its precision pass declares), or "".
+std::string tunedKeepFp32(const tune::TuningSession& s) {
+  std::string keep;
+  rewriters::Pipeline tuned = s.tunedSoFar();
+  rewriters::forEachExecution(
+      tuned, s.registry(),
+      [&keep](rewriters::PipelineElement& e, const rewriters::PassEffects& fx) {
+        if (keep.empty() && !fx.keepFp32Option.empty()) keep = e.option(fx.keepFp32Option);
+      },
+      &s.context());
+  return keep;
 }
 
-// The fused network at the precision --tune chose per op: its cast keeps
-// the same ops in fp32, and tuned-kernels skips them (a squeeze-excite's
-// 1x1 convs on a 1x1 image, kept fp32 because aten::conv2d's few µs there
-// beat a oneDNN conv's per-call cost, stay on aten::conv2d).
+// The fused network at the precision --tune chose per op: its precision
+// pass keeps the same ops in fp32, and tuned-kernels skips them (a
+// squeeze-excite's 1x1 convs on a 1x1 image, kept fp32 because
+// aten::conv2d's few µs there beat a oneDNN conv's per-call cost, stay on
+// aten::conv2d).
 rewriters::Pipeline fusedAtTunedPrecision(const tune::TuningSession& s, const rewriters::Pipeline& given,
                                           const std::string& keepFp32) {
   rewriters::Pipeline p = networkPipeline(s, given, "fused", false);
-  for (rewriters::PipelineElement& e : p.elements) {
-    if (e.name == "cast") e.setOption("keep-fp32", keepFp32);
-    if (e.name == "tuned-kernels") e.setOption("skip", keepFp32);
-  }
+  rewriters::forEachExecution(
+      p, s.registry(),
+      [&keepFp32](rewriters::PipelineElement& e, const rewriters::PassEffects& fx) {
+        if (!fx.keepFp32Option.empty()) e.setOption(fx.keepFp32Option, keepFp32);
+        if (e.name == "tuned-kernels") e.setOption("skip", keepFp32);
+      },
+      &s.context());
   return p;
 }
 
@@ -286,7 +329,7 @@ std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tun
     out.emplace_back("fused-network", networkPipeline(s, given, "fused", false));
     if (rewriters::pipelineHas(given, s.registry(), lowersFloatPrecision, &s.context())) {
       out.emplace_back("fused-network-fp32", networkPipeline(s, given, "fused", true));
-      if (const std::string keep = tunedKeepFp32(s.tunedSoFar()); !keep.empty())
+      if (const std::string keep = tunedKeepFp32(s); !keep.empty())
         out.emplace_back("fused-network-tuned-precision", fusedAtTunedPrecision(s, given, keep));
     }
   }

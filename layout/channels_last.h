@@ -64,6 +64,7 @@ class ChannelsLastPass : public rewriters::Pass {
   rewriters::PassEffects effects(const rewriters::PassContext&) const override {
     rewriters::PassEffects e;
     e.changesLayout = true;
+    e.everywhere = {{"mode", "on"}, {"regions", ""}};  // every conv region
     return e;
   }
 };

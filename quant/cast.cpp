@@ -87,6 +87,7 @@ PassEffects CastPass::effects(const PassContext& ctx) const {
   e.precisionNote = p.autoNote;
   e.emulateOption = "emulate";
   e.mayChangeSignature = !options().getBool("keep-io");
+  e.keepFp32Option = "keep-fp32";
   return e;
 }
 

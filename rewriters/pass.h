@@ -103,6 +103,15 @@ struct PassEffects {
   // It may turn the model's float32 inputs and outputs into `precision`; a
   // run that did reports how many with the counter kSignatureChangedCounter.
   bool mayChangeSignature = false;
+  // How --tune's whole-network alternatives (a network on one kernel family,
+  // kernels/) take the pass in, without knowing it by name:
+  // `everywhere`: the options that make it apply wherever it can (a layout
+  // pass on every region), in order; a value of "" erases the option. Empty
+  // when it has no such form.
+  std::vector<std::pair<std::string, std::string>> everywhere;
+  // `keepFp32Option`: a name-list option that keeps the named ops in fp32
+  // (the per-op precision --tune chose), "" when it has none.
+  std::string keepFp32Option;
 };
 
 inline constexpr const char* kSignatureChangedCounter = "io-changed";

@@ -666,6 +666,27 @@ TEST_CASE("tunePipeline: a traced model's convs are offered the fused network to
   REQUIRE(network);
   CHECK(network->choice == "fused-network");
   CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("tuned-kernels{fused=*}"));
+  // The layout pass in the form it declares for the whole network
+  // (PassEffects::everywhere): every region, whatever the tuner chose per
+  // region before.
+  CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("channels-last{mode=on}"));
+}
+
+TEST_CASE("tunePipeline: the fused network adds the declared layout pass to a pipeline without one") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer fusedWins({{"fused-network", 0.5}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O1", fusedWins, "");
+  const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+  REQUIRE(network);
+  CHECK(network->choice == "fused-network");
+  const std::string printed = rewriters::printPipeline(t.result.pipeline);
+  CHECK_THAT(printed, Catch::Contains("channels-last{mode=on}"));
+  CHECK(printed.find("channels-last") < printed.find("tuned-kernels{fused=*}"));
 }
 
 TEST_CASE("tunePipeline: the fused network at the tuned precision keeps the fp32 ops off oneDNN") {

@@ -14,7 +14,7 @@
  *   ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
  *     LD_PRELOAD=/tmp/libcpuinfo_avx2_cap.so CPUINFO_CAP_VERBOSE=1 python3 ...
  * ptopt emits no XNNPACK ops, so its own numbers do not depend on this; it
- * was used to measure XNNPACK as a candidate (README, "What the numbers say").
+ * was used to measure XNNPACK as a candidate (docs/benchmarks.md).
  */
 #include <cpuinfo.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 """The ptopt benchmark suite: one command, one run, all numbers.
 
     /usr/bin/python3 bench/harness.py [--ptopt build/tools/ptopt] [--quick]
-                                      [--update-readme] [--out bench/results]
+                                      [--update-docs] [--out bench/results]
                                       [--models resnet18,mobilenet_v2] [--worlds native,avx2]
                                       [--no-scaling]
 
@@ -46,9 +46,10 @@ the cost per layer, by stage and by pass (with one graph walk as the baseline).
 
 Writes OUT/results.md (markdown tables, with the machine described),
 OUT/results.json, and OUT/ratios.png (matplotlib from Debian's
-python3-matplotlib, else gnuplot, else skipped with a note). --update-readme
-replaces the README's block between the `results:begin` and `results:end`
-markers with results.md, so the README's numbers are the harness's.
+python3-matplotlib, else gnuplot, else skipped with a note). --update-docs
+(or --update-readme) replaces the block of docs/benchmarks.md between the
+`results:begin` and `results:end` markers with results.md, so the docs'
+numbers are the harness's.
 """
 import argparse
 import datetime
@@ -71,7 +72,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 
 PRESETS = ["-O1", "-O2", "-O3"]
-# The AVX2 world on an AVX-512 / AMX CPU (README, "Tests on any CPU").
+# The AVX2 world on an AVX-512 / AMX CPU (docs/pytorch-worlds.md).
 # The BLAS libraries too: Debian's OpenBLAS (1.13's BLAS, which runs the 1x1
 # convs ATen sends to _slow_conv2d_forward and every linear) picks its
 # kernels by CPUID, as MKL (the PyPI wheels' BLAS) does.
@@ -646,13 +647,18 @@ def plot(results, path):
     return None
 
 
-def update_readme(markdown, png_rel):
-    readme = os.path.join(ROOT, "README.md")
+DOCS_PAGE = os.path.join(ROOT, "docs", "benchmarks.md")
+
+
+def update_readme(markdown, png):
+    """The results block of docs/benchmarks.md; `png` (a path) linked relative to it."""
+    readme = DOCS_PAGE
+    png_rel = os.path.relpath(png, os.path.dirname(DOCS_PAGE)) if png else None
     with open(readme) as fh:
         text = fh.read()
     begin, end = "<!-- results:begin -->", "<!-- results:end -->"
     if begin not in text or end not in text:
-        raise SystemExit("README.md lacks the %s ... %s markers" % (begin, end))
+        raise SystemExit("docs/benchmarks.md lacks the %s ... %s markers" % (begin, end))
     block = begin + "\n" + markdown + ("\n![latency ratios](%s)\n" % png_rel if png_rel else "") + end
     text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
     with open(readme, "w") as fh:
@@ -665,7 +671,8 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="two models, short scaling run")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--update-readme", action="store_true")
+    ap.add_argument("--update-docs", "--update-readme", dest="update_readme", action="store_true",
+                    help="write the results into docs/benchmarks.md between its results markers")
     ap.add_argument("--from-json", metavar="FILE", help="measure nothing: render FILE (a results.json) again")
     ap.add_argument("--models", help="comma-separated subset, e.g. resnet18,mobilenet_v2 (deep_stack_500 too)")
     ap.add_argument("--worlds", default="native,avx2",
@@ -689,8 +696,8 @@ def main():
             fh.write(markdown)
         print(markdown)
         if args.update_readme:
-            update_readme(markdown, os.path.relpath(png, ROOT) if os.path.exists(png) else None)
-            print("README.md updated")
+            update_readme(markdown, png if os.path.exists(png) else None)
+            print("docs/benchmarks.md updated")
         return
     if not os.path.exists(args.ptopt):
         raise SystemExit("no ptopt at %s: build it first (./scripts/build.sh)" % args.ptopt)
@@ -765,8 +772,8 @@ def main():
         print("no plot: install python3-matplotlib (or gnuplot) from Debian")
     print(markdown)
     if args.update_readme:
-        update_readme(markdown, os.path.relpath(png, ROOT) if how else None)
-        print("README.md updated")
+        update_readme(markdown, png if how else None)
+        print("docs/benchmarks.md updated")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ the ops with the most self CPU time, in ms per inference and as a share of
 the total. optimize_for_inference's prim:: oneDNN ops (prim::mkldnn_convolution,
 prim::MKLDNNHardTanh_ and the like) are not operators the profiler records:
 their time shows as the self time of `forward` and is listed as such.
-Prints markdown (the README's "Profiles" tables).
+Prints markdown (the "Profiles" tables of docs/benchmarks.md).
 """
 import argparse
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A custom pipeline: optimize, verify, benchmark and draw the diff (README, "Python").
+"""A custom pipeline: optimize, verify, benchmark and draw the diff (docs/python.md).
 Usage: examples/python_pipeline.py [IMAGE_SIZE]   (writes resnet18_diff.svg, or .dot without GraphViz)"""
 import sys
 import torch, torchvision, ptopt

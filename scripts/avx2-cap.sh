@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a command in the AVX2 world on any x86 machine (README, "Tests on any
+# Runs a command in the AVX2 world on any x86 machine (docs/pytorch-worlds.md, "Tests on any
 # CPU"): ATen's kernels and oneDNN capped to AVX2, and, where LibTorch reads
 # the shared libcpuinfo (Debian's 1.13), cpuinfo's AVX-512 flags cleared by
 # the preloaded bench/cpuinfo_avx2_cap.c, so that PyTorch's own CPUID checks

@@ -41,7 +41,7 @@ def _pass_on_torchscript_deprecation():
     # From 2.10 on, every torch.jit.script/trace/save/load/freeze call warns
     # (FutureWarning "`torch.jit.X` is deprecated ..."): a script that
     # optimizes a few models gets dozens. ptopt's inputs and outputs are
-    # TorchScript, which this torch still loads and runs (README, "PyTorch
+    # TorchScript, which this torch still loads and runs (docs/pytorch-worlds.md, "PyTorch
     # worlds"): say that once, here, and let torch's per-call warnings go.
     # PTOPT_TORCHSCRIPT_WARNINGS=all keeps them.
     import os

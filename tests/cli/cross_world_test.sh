@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Files cross the two PyTorch worlds (README, "PyTorch worlds"): ResNet-18s
+# Files cross the two PyTorch worlds (docs/pytorch-worlds.md): ResNet-18s
 # scripted and traced by the other world's torch are optimized (-O2, verified)
 # by this build, and the results reload and match the originals in both
 # torches; then the same for files made by this world's torch.

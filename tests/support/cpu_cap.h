@@ -1,4 +1,4 @@
-// The suite on a CPU capped to AVX2 (README, "Tests on any CPU").
+// The suite on a CPU capped to AVX2 (docs/pytorch-worlds.md, "Tests on any CPU").
 //
 // `ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2` caps ATen's kernels and
 // oneDNN, but not PyTorch's choice of bf16 kernels: that one reads CPUID

@@ -1,4 +1,4 @@
-// Low-precision numerics judged by what this CPU computes (README, "Tests on
+// Low-precision numerics judged by what this CPU computes (docs/pytorch-worlds.md, "Tests on
 // any CPU").
 //
 // A bf16 result passes verify's bf16 criterion (cosine >= 0.99, max error

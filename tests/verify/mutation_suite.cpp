@@ -26,7 +26,7 @@
 // Each run prints its error relative to the criterion's bound (err/bound:
 // max over elements of |a-b| / (atol + rtol*|b| + scaleTol*rms(b))) and the
 // test prints the margin: the smallest mutation's err/bound over the largest
-// legitimate one (README, "Verification").
+// legitimate one (docs/verification.md).
 //
 // The third fixture, resnet18_illcond, amplifies rounding (its fp32 run is
 // ~2e-5 from float64, ~300x float32's unit roundoff): its correct -O1 and

@@ -245,19 +245,29 @@ py::dict optimize(const py::object& module, const std::string& path, const std::
 }
 
 py::dict verifyModules(const py::object& a, const py::object& b, const py::object& inputNames,
-                       const py::object& inputValues, const py::object& inputShapes, double rtol, double atol,
-                       const std::map<std::string, double>& rtolFor, const std::map<std::string, double>& atolFor,
-                       const std::string& device, uint64_t seed, int iterations) {
+                       const py::object& inputValues, const py::object& inputShapes, std::optional<double> rtol,
+                       std::optional<double> atol, const std::map<std::string, double>& rtolFor,
+                       const std::map<std::string, double>& atolFor, const std::string& device, uint64_t seed,
+                       int iterations) {
   const torch::jit::Module ma = toModule(a), mb = toModule(b);
   const ptopt::verify::InputRequest req = inputRequest(inputNames, inputValues, inputShapes, seed, iterations);
-  ptopt::verify::ToleranceSet tol{ptopt::verify::Tolerance{}, rtolFor, atolFor, {}};
-  tol.base.rtol = rtol;
-  tol.base.atol = atol;
+  ptopt::driver::ToleranceOverrides given;
+  given.rtol = rtol;
+  given.atol = atol;
+  given.rtolFor = rtolFor;
+  given.atolFor = atolFor;
   return translating("PipelineError", [&] {
     ptopt::verify::VerifyReport report;
+    std::vector<std::string> notes;
     runOnLargeStack([&] {
+      ptopt::FaceWords words;
+      words.candidateName = "b";
+      words.note = [&notes](const std::string& note) { notes.push_back(note); };
+      // b's own precision sets the criterion (a bf16 b is judged as bf16), the arguments' terms over it.
+      const ptopt::verify::ToleranceSet tol = ptopt::candidateTolerances(mb, given, words);
       report = ptopt::compareModules(ma, mb, req, tol, device);
     });
+    report.notes.insert(report.notes.begin(), notes.begin(), notes.end());
     return verifyReportDict(report);
   });
 }

@@ -84,6 +84,22 @@ void requireRunnableOn(const torch::jit::Module& m, c10::Device device, const st
                          ": verify it on a machine with a CUDA GPU (" + words.cudaHint + ")");
 }
 
+verify::ToleranceSet candidateTolerances(const torch::jit::Module& candidate,
+                                         const driver::ToleranceOverrides& overrides, const FaceWords& words) {
+  const std::optional<c10::ScalarType> lowest = verify::lowestPrecisionIn(importModel(candidate));
+  if (!lowest) return overrides.over(verify::Tolerance{});
+  const verify::Tolerance base = verify::Tolerance::forPrecision(*lowest);
+  if (words.note)
+    words.note(words.candidateName + " computes in " +
+               (*lowest == c10::ScalarType::QInt8      ? "int8"
+                : *lowest == c10::ScalarType::BFloat16 ? "bf16"
+                : *lowest == c10::ScalarType::Half     ? "fp16"
+                                                       : ir::dtypeName(*lowest)) +
+               " (its constants or conversions): judged by that precision's criterion (" + base.str() +
+               (overrides.empty() ? "" : ", with the tolerances given") + ")");
+  return overrides.over(base);
+}
+
 verify::VerifyReport compareModules(const torch::jit::Module& a, const torch::jit::Module& b,
                                     const verify::InputRequest& inputs, const verify::ToleranceSet& tolerances,
                                     const std::string& deviceName, const FaceWords& words) {

@@ -110,6 +110,14 @@ PlannedInputs planModelInputs(const torch::jit::Module& reference, const verify:
 void requireRunnableOn(const torch::jit::Module& module, c10::Device device, const std::string& name,
                        const FaceWords& words);
 
+// The tolerances `ptopt verify A B` judges B by: the criterion of the
+// lowest precision B computes in (verify::lowestPrecisionIn: its constants,
+// its conversions, its int8 ops; fp32's when none is lower), with the
+// caller's terms over it. Says which through `words.note` when it is not
+// fp32's.
+verify::ToleranceSet candidateTolerances(const torch::jit::Module& candidate,
+                                         const driver::ToleranceOverrides& overrides, const FaceWords& words = {});
+
 // `ptopt verify A B`: B against the reference A on the planned inputs.
 // Throws like optimizeModule (InputPlanError, InputsDoNotFit naming the
 // reference, ir::InputError for a CUDA-only model on a CPU).

@@ -38,7 +38,6 @@ int runVerify(const VerifyOptions& o) {
   if (const int n = driver::untimedWorkThreads(); n > 0) threads.emplace(n);
   torch::jit::Module a = ir::loadRunnable(o.reference);
   torch::jit::Module b = ir::loadRunnable(o.candidate);
-  const verify::ToleranceSet tolerances = toleranceOverrides(o.verify).over(verify::Tolerance{});
   FaceWords words;
   words.referenceName = o.reference;
   words.candidateName = o.candidate;
@@ -46,6 +45,8 @@ int runVerify(const VerifyOptions& o) {
   words.cudaHint = "--device cuda";
   words.shapesName = "--input-shape";
   words.note = [](const std::string& note) { std::cout << "note: " << note << "\n"; };
+  // B's own precision sets the criterion (a bf16 B is judged as bf16), the flags' terms over it.
+  const verify::ToleranceSet tolerances = candidateTolerances(b, toleranceOverrides(o.verify), words);
   verify::VerifyReport report;
   try {  // the library's session: the same comparison as ptopt.verify in Python
     report = compareModules(a, b, inputRequest(o.verify), tolerances, o.verify.device, words);

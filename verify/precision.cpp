@@ -55,14 +55,21 @@ rewriters::Pipeline withEmulatedPrecision(rewriters::Pipeline pipeline, const re
   return pipeline;
 }
 
+namespace {
+// int8 for every quantized dtype (its criterion is int8's).
+c10::ScalarType asPrecision(c10::ScalarType t) { return c10::isQIntType(t) ? c10::ScalarType::QInt8 : t; }
+}  // namespace
+
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model) {
   std::optional<c10::ScalarType> lowest;
   for (const auto& [name, value] : model.constants->entries())
-    if (value.isTensor()) lowest = lower(lowest, value.toTensor().scalar_type());
+    if (value.isTensor()) lowest = lower(lowest, asPrecision(value.toTensor().scalar_type()));
   for (const auto& [name, graph] : model.methods)
     graph->walk([&](ir::Node* n) {
+      if (n->target().rfind("quantized::", 0) == 0) lowest = lower(lowest, c10::ScalarType::QInt8);
       for (const auto& a : n->args())
-        if (a.isLiteral() && a.literal().is<c10::ScalarType>()) lowest = lower(lowest, a.literal().as<c10::ScalarType>());
+        if (a.isLiteral() && a.literal().is<c10::ScalarType>())
+          lowest = lower(lowest, asPrecision(a.literal().as<c10::ScalarType>()));
     });
   return lowest;
 }

@@ -26,9 +26,10 @@ namespace ptopt::verify {
 std::optional<c10::ScalarType> lowestPrecisionIntroduced(const rewriters::Pipeline& pipeline,
                                                          const rewriters::PassRegistry& registry,
                                                          const rewriters::PassContext& ctx);
-// The lowest floating-point dtype found in a model after the fact: its
-// constants and the dtype literals of its conversions (fp16 below bf16
-// below fp32); nullopt when everything is float32 or wider.
+// The lowest precision found in a model after the fact: its constants, the
+// dtype literals of its conversions and its quantized ops (int8 below fp16
+// below bf16 below fp32; every quantized dtype counts as int8); nullopt when
+// everything is float32 or wider.
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model);
 
 // Why the pipeline's passes chose their precision by the target, one line

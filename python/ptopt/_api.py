@@ -449,8 +449,11 @@ def verify(a: torch.jit.ScriptModule, b: torch.jit.ScriptModule, example_inputs:
     they differ (check ``report.passed``).
 
     Inputs as for :func:`optimize` (``example_inputs``, ``input_shapes``, or
-    assumed when safe). Tolerance: rtol 1e-4, atol 1e-5 (plus a scale term)
-    unless given, a number or a dict by output name.
+    assumed when safe). Tolerance: the criterion of the lowest precision
+    ``b`` computes in (fp32: rtol 1e-4, atol 1e-5 plus a scale term; a bf16,
+    fp16 or int8 ``b`` is judged by that precision's criterion, and the
+    report's notes say so), with ``rtol``/``atol`` over it when given, a
+    number or a dict by output name.
 
     Raises InputShapeError when the reference fails on the inputs.
     """
@@ -461,8 +464,7 @@ def verify(a: torch.jit.ScriptModule, b: torch.jit.ScriptModule, example_inputs:
     rtol_base, rtol_for = _tolerance(rtol, "rtol")
     atol_base, atol_for = _tolerance(atol, "atol")
     r = _C.verify(ca, cb, names, values, list(input_shapes) if input_shapes is not None else None,
-                  1e-4 if rtol_base is None else rtol_base, 1e-5 if atol_base is None else atol_base,
-                  rtol_for, atol_for, device, seed, iterations)
+                  rtol_base, atol_base, rtol_for, atol_for, device, seed, iterations)
     return VerificationReport._from_native(r["json"], r["verdict"], r["failure_report"], r["summary"])
 
 

@@ -67,6 +67,17 @@ expect 2 "--scale-tol '-1'" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a
 # A per-output tolerance for an output that does not exist is named.
 expect 0 "unknown output\(s\) out9" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" --atol out9:1
 
+# A bf16 B is judged by the bf16 criterion (its precision read from its
+# constants and conversions, and said), not refused by fp32's; the flags'
+# terms still apply over it.
+expect 0 "passed" -- "$ptopt" "$fx/resnet18_script.pt" "$work/bf16.pt" --passes "-O1,cast{dtype=bf16}" "${img[@]}"
+expect 0 "computes in bf16 .*judged by that precision's criterion" -- \
+  "$ptopt" verify "$fx/resnet18_script.pt" "$work/bf16.pt" "${img[@]}"
+expect 3 "^FAILED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/bf16.pt" "${img[@]}" --atol 1e-9 --rtol 1e-9
+# An fp32 B says nothing about precision.
+"$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" | grep -q "computes in" &&
+  fail "an fp32 B was said to compute in a lower precision"
+
 # Integer inputs: --int-range; a range the embedding cannot take is bad input naming the input.
 expect 0 "passed" -- "$ptopt" "$fx/embedding_int64.pt" "$work/e.pt" -O1 --input-shape 2,7:int64 --int-range 0,50
 expect 2 "fails on the given inputs \(idx=2,7:int64\)" -- "$ptopt" "$fx/embedding_int64.pt" "$work/e2.pt" -O1 \

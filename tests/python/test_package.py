@@ -510,6 +510,18 @@ def test_verify_report(scripted):
     assert ptopt.verify(scripted, other, X, atol=1e3).passed
 
 
+def test_verify_judges_b_by_its_own_precision(scripted):
+    # A bf16 b is judged by the bf16 criterion (read from its constants and
+    # conversions), and the report's notes say so; given terms still apply.
+    bf16 = ptopt.optimize(scripted, "-O1,cast{dtype=bf16,min-channels=0}", X)
+    report = ptopt.verify(scripted, bf16, X)
+    assert report.passed, str(report)
+    assert any("computes in bf16" in n for n in report.notes), report.notes
+    assert not ptopt.verify(scripted, bf16, X, atol=1e-9, rtol=1e-9).passed
+    fp32 = ptopt.optimize(scripted, "-O1", X)
+    assert not any("computes in" in n for n in ptopt.verify(scripted, fp32, X).notes)
+
+
 def test_bench(scripted):
     fast = ptopt.optimize(scripted, "-O1", X)
     threads = torch.get_num_threads()

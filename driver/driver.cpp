@@ -58,10 +58,8 @@ rewriters::Pipeline planPipeline(const Request& req) {
     rules.push_back(rewriters::ruleTextElement(name));
   }
   rewriters::addExtraPasses(p, rules);
-  if (!req.quantize.empty() && !quant::pipelineQuantizes(p)) {
-    // Like the extra passes: after the rewrites, before the device lowering.
-    rewriters::addExtraPasses(p, {quant::quantizeRequestElement(req.quantize, defaultRegistry())});
-  }
+  // Like the extra passes: after the rewrites and the rules, before the device lowering.
+  if (!req.quantize.empty()) quant::addRequestedPrecision(p, req.quantize, defaultRegistry());
   return p;
 }
 

@@ -72,7 +72,7 @@ struct Request {
   std::string pipelineSource;    // where `pipeline` came from, for messages (a file name); "": the text itself
   std::vector<std::string> ruleFiles;  // --rules FILE
   std::vector<std::string> ruleTexts;  // rule-file syntax in memory (Python rules=...)
-  std::string quantize;          // "int8": quantize{dtype=int8} joins the pipeline unless it has a quantize
+  std::string quantize;          // "int8", "bf16", "fp16", "auto": quant::addRequestedPrecision
 
   // ---- inputs and verification
   verify::InputRequest inputs;   // shapes, a file, or values in memory; none: inferred when safe

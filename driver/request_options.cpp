@@ -1,6 +1,8 @@
 // The request's options by name (the contract is in the header).
 #include "driver/request_options.h"
 
+#include "quant/quantize.h"
+
 #include "driver/driver.h"  // RequestError
 
 #include <fmt/format.h>
@@ -66,8 +68,11 @@ const std::vector<Entry>& table() {
     add("rule_texts", "strings", "rule files' text in memory",
         [](Request& r, const Json& v) { r.ruleTexts = asStrings("rule_texts", v); });
     add("rule_files", "strings", "rule files", [](Request& r, const Json& v) { r.ruleFiles = asStrings("rule_files", v); });
-    add("quantize", "string", "int8: quantize{dtype=int8} joins the pipeline",  // lint: not a pass (the option)
-        [](Request& r, const Json& v) { r.quantize = asString("quantize", v); });  // lint: not a pass (the option)
+    add("quantize", "string", "int8: quantize{dtype=int8} joins the pipeline; bf16, fp16, auto: cast{dtype=...}",  // lint: not a pass (the option)
+        [](Request& r, const Json& v) {
+          r.quantize = asString("quantize", v);  // lint: not a pass (the option)
+          if (!quant::isRequestDtype(r.quantize)) badType("quantize", quant::kRequestDtypes, v);  // lint: not a pass (the option)
+        });
     add("to", "string", "the result's format: torchscript or pt2 (default: the input's)", [](Request& r, const Json& v) {
       const auto format = ir::parseModelFormat(asString("to", v));
       if (!format) badType("to", "'torchscript' or 'pt2'", v);

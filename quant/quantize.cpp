@@ -1,5 +1,7 @@
 #include "quant/quantize.h"
 
+#include "quant/cast.h"
+
 #include "ir/interpreter.h"
 #include "ir/model.h"
 #include "ir/mutation.h"
@@ -246,12 +248,26 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   return r;
 }
 
-rewriters::PipelineElement quantizeRequestElement(const std::string& dtype, const rewriters::PassRegistry& registry) {
-  return rewriters::parsePipeline(QuantizePass().name() + "{dtype=" + dtype + "}", registry, "--quantize").elements.at(0);
+bool isRequestDtype(const std::string& dtype) {
+  return dtype == "int8" || dtype == "bf16" || dtype == "fp16" || dtype == "auto";
 }
 
-bool pipelineQuantizes(const rewriters::Pipeline& pipeline) {
-  return rewriters::pipelineUses(pipeline, QuantizePass().name());
+void addRequestedPrecision(rewriters::Pipeline& pipeline, const std::string& dtype,
+                           const rewriters::PassRegistry& registry) {
+  if (!isRequestDtype(dtype))
+    throw std::invalid_argument("quantize '" + dtype + "': expected " + kRequestDtypes);
+  const std::string pass = dtype == "int8" ? QuantizePass().name() : CastPass().name();
+  if (dtype == "int8" && rewriters::pipelineUses(pipeline, pass)) return;
+  bool set = false;
+  if (dtype != "int8")
+    rewriters::forEachExecution(pipeline, registry, [&](rewriters::PipelineElement& e, const rewriters::PassEffects&) {
+      if (e.name != pass) return;
+      e.setOption("dtype", dtype);
+      set = true;
+    });
+  if (set) return;
+  rewriters::addExtraPasses(pipeline, {rewriters::parsePipeline(pass + "{dtype=" + dtype + "}", registry, "--quantize")
+                                           .elements.at(0)});
 }
 
 }  // namespace ptopt::quant

@@ -81,10 +81,17 @@ class QuantizePass : public rewriters::Pass {
   }
 };
 
-// The request's `--quantize DTYPE` (Python's quantize="int8") as a pipeline
-// element, checked against the pass's options ("--quantize" in errors); and
-// whether a pipeline quantizes already (then the request adds nothing).
-rewriters::PipelineElement quantizeRequestElement(const std::string& dtype, const rewriters::PassRegistry& registry);
-bool pipelineQuantizes(const rewriters::Pipeline& pipeline);
+// The request's `--quantize DTYPE` (Python's quantize=), the one route
+// for both faces: int8 adds quantize{dtype=int8} unless the pipeline
+// quantizes already; bf16, fp16 or auto add cast{dtype=DTYPE}, or set the
+// dtype of the pipeline's cast when it has one. Extra passes go where
+// rewriters::addExtraPasses puts them (after the rewrites and rule files,
+// before the device lowering). Throws std::invalid_argument naming the
+// dtypes for any other.
+inline constexpr const char* kRequestDtypes = "int8, bf16, fp16 or auto";
+void addRequestedPrecision(rewriters::Pipeline& pipeline, const std::string& dtype,
+                           const rewriters::PassRegistry& registry);
+// Whether `dtype` is one addRequestedPrecision takes.
+bool isRequestDtype(const std::string& dtype);
 
 }  // namespace ptopt::quant

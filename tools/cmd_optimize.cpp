@@ -60,8 +60,9 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
                  "(fuse-cudnn), like the passes in -O1,more");
   app.add_option("--quantize", o.quantize,
                  "int8: append quantize{dtype=int8} (static post-training quantization, calibrated on "
-                 "--calibration; an accuracy guard keeps sensitive ops fp32) to the pipeline")
-      ->check(CLI::IsMember({"int8"}));
+                 "--calibration; an accuracy guard keeps sensitive ops fp32) to the pipeline; bf16, fp16, auto: "
+                 "cast{dtype=...} (the pipeline's cast set to it when it has one)")
+      ->check(CLI::IsMember({"int8", "bf16", "fp16", "auto"}));
   app.add_option("--calibration", o.calibration,
                  "Calibration batches for quantize: a file in the --inputs formats holding a list of batches "
                  "(torch.save([x1, x2, ...], FILE), each a tensor or a tuple of inputs)");

@@ -307,9 +307,10 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         quantize: "int8" adds ``quantize{dtype=int8}`` (``--quantize int8``:
             static post-training quantization, calibrated on ``calibration``,
             else on seeded random inputs with a warning that accuracy needs
-            real data); "bf16", "fp16" or "auto" add ``cast{dtype=...}``.
-            Either goes after the pipeline's rewrites (as
-            ``-O1,quantize{dtype=int8}``).
+            real data); "bf16", "fp16" or "auto" add ``cast{dtype=...}``, or
+            set the pipeline's cast to it when it has one. Either goes
+            after the pipeline's rewrites and rules (as
+            ``-O1,quantize{dtype=int8}``; ``--quantize`` the same way).
         calibration: for quantize="int8", the calibration batches
             (``--calibration``): a list whose items are each one call's
             inputs (a tensor for a one-input model, else a tuple).
@@ -365,11 +366,10 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         raise ValueError("measure_threads= must be at least 1")
     pipeline_text = str(Pipeline(pipeline)) if isinstance(pipeline, Pipeline) else str(pipeline)
     Pipeline(pipeline_text)  # PipelineError before anything is loaded
-    if quantize is not None:
-        if quantize not in ("int8", "bf16", "fp16", "auto"):
-            raise ValueError(f"quantize={quantize!r}: expected 'int8', 'bf16', 'fp16' or 'auto'")
-        step = Pipeline.step("quantize", dtype="int8") if quantize == "int8" else Pipeline.step("cast", dtype=quantize)
-        pipeline_text = _C.extend_pipeline(pipeline_text, step)
+    # The precision asked for joins the pipeline in the driver, as --quantize
+    # does (quant::addRequestedPrecision: after the rules, the one route).
+    if quantize is not None and quantize not in ("int8", "bf16", "fp16", "auto"):
+        raise ValueError(f"quantize={quantize!r}: expected 'int8', 'bf16', 'fp16' or 'auto'")
     if calibration is not None and quantize != "int8":
         raise ValueError("calibration= is for quantize='int8'")
     rule_texts = [rules] if isinstance(rules, str) else list(rules or [])
@@ -412,6 +412,7 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         "measure": bool(measure) and not _env_switch("PTOPT_NO_MEASURE"), "force": bool(force),
         "measure_budget": None if measure_budget is None else float(measure_budget),
         "measure_threads": None if measure_threads is None else int(measure_threads), "to": to,
+        "quantize": quantize,
     }
     with saved:
         r = _C.optimize(module, path, json.dumps(options), names, values,

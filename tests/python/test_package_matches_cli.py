@@ -311,3 +311,33 @@ def test_an_unknown_option_is_named(tmp_path):
     fx = os.path.join(FIXTURES, manifest()["resnet18_script"]["file"])
     with pytest.raises(ptopt.InputError, match="unknown option 'measure_budjet'.*'measure_budget'"):
         _C.optimize(None, fx, json.dumps({"measure_budjet": 1.0}), None, None, None)
+
+
+def test_quantize_request_is_one_route(tmp_path):
+    """--quantize and quantize= add the asked precision the same way: after
+    the rule files (the driver's quant::addRequestedPrecision for both), into
+    the pipeline's own cast when it has one; the same pipeline, the same bytes."""
+    path = os.path.join(FIXTURES, "resnet18_script.pt")
+    rules = tmp_path / "noop.rules"
+    rules.write_text("# no rules\n")
+    for pipeline, dtype in [("-O1", "bf16"), ("-O3", "bf16")]:
+        out = tmp_path / f"cli{pipeline}.pt"
+        cli_report = tmp_path / f"cli{pipeline}.json"
+        r = subprocess.run([CLI, path, str(out), pipeline, "--quantize", dtype, "--rules", str(rules), "--no-measure",
+                            "--input-shape", "1,3,64,64", "--report", str(cli_report), "--target", "cpu"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        cli_pipeline = json.loads(cli_report.read_text())["pipeline"]
+        assert cli_pipeline.count("cast{") == 1, cli_pipeline
+        assert f"dtype={dtype}" in cli_pipeline, cli_pipeline
+        if pipeline == "-O1":  # added: after the rules; -O3's own cast stays where the preset has it
+            assert cli_pipeline.index("rules{") < cli_pipeline.index("cast{"), cli_pipeline
+        report = {}
+        fast = ptopt.optimize(path, pipeline, input_shapes=["1,3,64,64"], quantize=dtype, rule_files=[rules],
+                              measure=False, target="cpu", report=report)
+        assert report["pipeline"] == cli_pipeline
+        assert saved(fast) == saved(torch.jit.load(str(out)))
+    with pytest.raises(ValueError, match="quantize='int4'"):
+        ptopt.optimize(path, "-O1", input_shapes=["1,3,64,64"], quantize="int4")
+    r = subprocess.run([CLI, path, str(tmp_path / "x.pt"), "--quantize", "int4"], capture_output=True, text=True)
+    assert r.returncode == 2 and not (tmp_path / "x.pt").exists()

@@ -61,7 +61,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--quantize", o.quantize,
                  "int8: append quantize{dtype=int8} (static post-training quantization, calibrated on "
                  "--calibration; an accuracy guard keeps sensitive ops fp32) to the pipeline; bf16, fp16, auto: "
-                 "cast{dtype=...} (the pipeline's cast set to it when it has one)")
+                 "the pipeline computes in that float precision (its precision pass added, or set to it)")
       ->check(CLI::IsMember({"int8", "bf16", "fp16", "auto"}));
   app.add_option("--calibration", o.calibration,
                  "Calibration batches for quantize: a file in the --inputs formats holding a list of batches "

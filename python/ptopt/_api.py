@@ -631,13 +631,33 @@ def draw(module: torch.jit.ScriptModule, path: PathLike, diff: Optional[torch.ji
 # Loading
 
 
-def load(path: PathLike, load_ops: Sequence[PathLike] = ()) -> torch.jit.ScriptModule:
-    """Loads a TorchScript file with ptopt's checks (``torch.jit.load`` with
-    clear errors): NotTorchScriptError for a state_dict, a pickle or a damaged
-    file; UnknownOperatorError when an operator is missing (``load_ops``)."""
+def _is_pt2_file(path: str) -> bool:
+    """Whether `path` is a torch.export archive (a zip whose archive_format says pt2)."""
+    import zipfile
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if name.rsplit("/", 1)[-1] == "archive_format":
+                return z.read(name).strip() == b"pt2"
+    return False
+
+
+def load(path: PathLike, load_ops: Sequence[PathLike] = ()) -> Any:
+    """Loads a model file with ptopt's checks and clear errors:
+    NotTorchScriptError for a state_dict, a pickle or a damaged file;
+    UnknownOperatorError when an operator is missing (``load_ops``).
+
+    A TorchScript file gives a ScriptModule (``torch.jit.load``); a
+    torch.export ``.pt2`` gives its ExportedProgram (``torch.export.load``),
+    once ptopt has read it without unpickling anything."""
     for lib in load_ops:
         _C.load_ops(os.fspath(lib))
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"'{path}' does not exist")
-    return _wrap(_C.load(path))
+    module = _C.load(path)  # the checks, for either format
+    if _is_pt2_file(path):
+        with open(path, "rb") as f:
+            return _load_program(f.read())
+    return _wrap(module)

@@ -273,6 +273,19 @@ def test_python_optimize_takes_and_returns_programs(programs):
     assert "aten::conv2d" in ptopt.show(ep).op_counts
 
 
+def test_python_load_gives_the_program(programs, tmp_path):
+    import ptopt
+
+    path, inputs = programs[("convbn", "inference")]
+    loaded = ptopt.load(str(path))
+    assert isinstance(loaded, torch.export.ExportedProgram)
+    torch.testing.assert_close(loaded.module()(*inputs), torch.export.load(str(path)).module()(*inputs))
+    damaged = tmp_path / "damaged.pt2"
+    damaged.write_bytes(path.read_bytes()[:2000])
+    with pytest.raises(ptopt.Error):
+        ptopt.load(str(damaged))
+
+
 def test_aoti_compiles_a_result(programs, tmp_path):
     path, inputs = programs[("convT_linear_bn", "training")]
     out = tmp_path / "out.pt2"

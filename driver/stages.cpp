@@ -14,7 +14,6 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <stdexcept>
 #include <system_error>
 

@@ -112,6 +112,29 @@ tune::Candidate fusedLinearCandidate(const ir::Node& linear, c10::Device device)
                                c10::IValue(noScalars), c10::IValue()});
 }
 
+// The conv as tuned-kernels' fused= writes it: mkldnn::_convolution_pointwise
+// with its weight reordered once (not timed) for the input it sees, no
+// post-op (dense and prepacked are timed without the activation too).
+tune::Candidate fusedConvCandidate(const ir::Node& conv, c10::Device device) {
+  std::string why;
+  auto args = tune::benchArguments(conv, device, why);
+  if (!args) throw std::runtime_error(why);
+  const auto view = ir::Conv2dKernelOp::match(&conv);  // conv2d (fusedIneligible checked)
+  std::vector<c10::IValue> mk;  // mkldnn_convolution's order: input, weight, bias, padding, stride, dilation, groups
+  for (size_t i : view->mkldnnConvolutionOrder()) mk.push_back((*args)[i]);
+  const at::Tensor x = mk[0].toTensor();
+  torch::jit::Stack reorder{c10::IValue(mk[1].toTensor().to_mkldnn()), mk[3], mk[4], mk[5], mk[6]};
+  if (c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "").schema().arguments().size() > 5)
+    reorder.emplace_back(x.sizes().vec());
+  c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "").callBoxed(&reorder);
+  mk[1] = reorder.at(0);
+  c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
+  mk.emplace_back(std::string("none"));
+  mk.emplace_back(noScalars);
+  mk.emplace_back(c10::IValue());
+  return tune::boxedCandidate("fused", "mkldnn::_convolution_pointwise", "", std::move(mk));
+}
+
 // The conv (or linear) as XNNPACK runs it: conv2d_clamp_run (linear_clamp_run)
 // with the context packed once (not timed) and its fused clamp, on the dense
 // candidate's input.
@@ -153,6 +176,86 @@ void offerConvKernels(tune::TuningSession& s) {
   if (s.preferOpByOp("conv-kernel", std::nullopt, e)) s.keep(e);
 }
 
+// One conv's or linear's kernel among dense, prepacked, fused and XNNPACK
+// (those it qualifies for; fused only with `offerFused`), or "" when it
+// qualifies for none but dense (recorded as skipped).
+std::string chooseKernel(tune::TuningSession& s, ir::Node* n, bool offerFused) {
+  const bool linear = n->is("aten::linear");
+  const std::string kind = linear ? "linear-prepack" : "conv-prepack";
+  // A .pt2 holds tensors only: no packed op contexts (prepacked, XNNPACK).
+  const bool objects = !s.context().tensorValuesOnly;
+  const std::string notPrepacked = !objects ? std::string("OUT is a .pt2, which holds no packed op contexts")
+                                   : linear ? linearPrepackIneligible(*n)
+                                            : prepackIneligible(*n);
+  // oneDNN's own conv or linear with a packed weight and its activation
+  // fused (mkldnn::_convolution_pointwise, _linear_pointwise: LibTorch 2.x)
+  // is another candidate: it costs less per call than conv2d's oneDNN route
+  // and the prepacked context, which is what small convs spend most of
+  // their time on (bench/kernel_gap.py).
+  const bool withFused =
+      offerFused && (linear ? fusedLinearIneligible(*n).empty() : n->is("aten::conv2d") && fusedIneligible(*n).empty());
+  if (!notPrepacked.empty() && !withFused) {
+    s.skipped(kind, n->output()->name(), "dense", notPrepacked);
+    return "";
+  }
+  // XNNPACK is a candidate too where it runs (its own kernels: only this
+  // machine can say whether they win).
+  const bool withXnnpack = objects && (linear ? xnnpackLinearIneligible(*n) : xnnpackIneligible(*n)).empty();
+  std::vector<std::string> names{"dense"};
+  if (notPrepacked.empty()) names.push_back("prepacked");
+  if (withFused) names.push_back("fused");
+  if (withXnnpack) names.push_back("xnnpack");
+  // The candidates beyond dense and prepacked name the cached decisions'
+  // context: a decision among fewer candidates is not reused.
+  std::string context = withFused ? "fused" : "";
+  if (withXnnpack) context += context.empty() ? "xnnpack" : "+xnnpack";
+  return s.chooseOp(
+      kind, *n, names,
+      [&](std::string& why) -> std::optional<std::vector<tune::Candidate>> {
+        std::optional<std::vector<tune::Candidate>> candidates;
+        if (notPrepacked.empty()) {
+          candidates = linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
+          if (!candidates) return candidates;
+        } else {
+          auto args = tune::benchArguments(*n, s.device(), why);
+          if (!args) return std::nullopt;
+          candidates = std::vector<tune::Candidate>{tune::boxedCandidate("dense", n->target(), "", *args)};
+        }
+        if (withFused) candidates->push_back(linear ? fusedLinearCandidate(*n, s.device()) : fusedConvCandidate(*n, s.device()));
+        if (withXnnpack) candidates->push_back(xnnpackCandidate(*n, s.device()));
+        return candidates;
+      },
+      context);
+}
+
+// The kernels chosen op by op, as the names tuned-kernels' lists take.
+struct KernelChoices {
+  std::set<std::string> prepacked, xnnpack, fused;
+
+  void add(const std::string& name, const std::string& choice) {
+    if (choice == "prepacked") prepacked.insert(name);
+    if (choice == "fused") fused.insert(name);
+    if (choice == "xnnpack") xnnpack.insert(name);
+  }
+  bool empty() const { return prepacked.empty() && xnnpack.empty() && fused.empty(); }
+  bool operator==(const KernelChoices& o) const {
+    return prepacked == o.prepacked && xnnpack == o.xnnpack && fused == o.fused;
+  }
+  rewriters::PipelineElement element() const {
+    rewriters::PipelineElement e;
+    e.name = "tuned-kernels";
+    if (!prepacked.empty()) e.options.emplace_back("prepacked", rewriters::joinNameList(prepacked));
+    if (!xnnpack.empty()) e.options.emplace_back("xnnpack", rewriters::joinNameList(xnnpack));
+    if (!fused.empty()) e.options.emplace_back("fused", rewriters::joinNameList(fused));
+    return e;
+  }
+};
+
+// Per conv and linear, its kernel (chooseKernel); the choices checked
+// together on the whole model, then, when they do not win, the convs'
+// choices without the fused candidate (a fused conv can win alone and
+// not among its neighbours: the blocked layouts oneDNN picks per call),
+// then the linears' alone.
 void offerPrepacked(tune::TuningSession& s) {
   if (!hasPrepackedConvs()) return;
   std::vector<ir::Node*> ops;
@@ -162,71 +265,26 @@ void offerPrepacked(tune::TuningSession& s) {
         rewriters::constantTensor(ir::OpView::of(n).value("weight")))
       ops.push_back(n);
   });
-  std::set<std::string> convs, linears, xnnpack, fusedLinears;
+  KernelChoices best, linearsOnly;
+  std::vector<std::pair<ir::Node*, std::string>> chosen;
   for (ir::Node* n : ops) {
-    const bool linear = n->is("aten::linear");
-    const std::string kind = linear ? "linear-prepack" : "conv-prepack";
-    // A .pt2 holds tensors only: no packed op contexts (prepacked, XNNPACK).
-    const bool objects = !s.context().tensorValuesOnly;
-    const std::string notPrepacked = !objects ? std::string("OUT is a .pt2, which holds no packed op contexts")
-                                     : linear ? linearPrepackIneligible(*n)
-                                              : prepackIneligible(*n);
-    // oneDNN's own linear with a packed weight (mkldnn::_linear_pointwise,
-    // LibTorch 2.x) is another candidate for a linear.
-    const bool withFused = linear && fusedLinearIneligible(*n).empty();
-    if (!notPrepacked.empty() && !withFused) {
-      s.skipped(kind, n->output()->name(), "dense", notPrepacked);
-      continue;
-    }
-    // XNNPACK is a candidate too where it runs (its own kernels: only this
-    // machine can say whether they win).
-    const bool withXnnpack = objects && (linear ? xnnpackLinearIneligible(*n) : xnnpackIneligible(*n)).empty();
-    std::vector<std::string> names{"dense"};
-    if (notPrepacked.empty()) names.push_back("prepacked");
-    if (withFused) names.push_back("fused");
-    if (withXnnpack) names.push_back("xnnpack");
-    // The candidates beyond dense and prepacked name the cached decisions'
-    // context: a decision among fewer candidates is not reused.
-    std::string context = withFused ? "fused" : "";
-    if (withXnnpack) context += context.empty() ? "xnnpack" : "+xnnpack";
-    const std::string choice = s.chooseOp(
-        kind, *n, names,
-        [&](std::string& why) -> std::optional<std::vector<tune::Candidate>> {
-          std::optional<std::vector<tune::Candidate>> candidates;
-          if (notPrepacked.empty()) {
-            candidates = linear ? linearPrepackCandidates(*n, s.device(), why) : convPrepackCandidates(*n, s.device(), why);
-            if (!candidates) return candidates;
-          } else {
-            auto args = tune::benchArguments(*n, s.device(), why);
-            if (!args) return std::nullopt;
-            candidates = std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", *args)};
-          }
-          if (withFused) candidates->push_back(fusedLinearCandidate(*n, s.device()));
-          if (withXnnpack) candidates->push_back(xnnpackCandidate(*n, s.device()));
-          return candidates;
-        },
-        context);
-    if (choice == "prepacked") (linear ? linears : convs).insert(n->output()->name());
-    if (choice == "fused") fusedLinears.insert(n->output()->name());
-    if (choice == "xnnpack") xnnpack.insert(n->output()->name());
+    const std::string choice = chooseKernel(s, n, true);
+    chosen.emplace_back(n, choice);
+    best.add(n->output()->name(), choice);
+    if (n->is("aten::linear") && choice != "xnnpack") linearsOnly.add(n->output()->name(), choice);
   }
-  auto element = [](const std::set<std::string>& packed, const std::set<std::string>& onXnnpack,
-                    const std::set<std::string>& fused) {
-    rewriters::PipelineElement e;
-    e.name = "tuned-kernels";
-    if (!packed.empty()) e.options.emplace_back("prepacked", rewriters::joinNameList(packed));
-    if (!onXnnpack.empty()) e.options.emplace_back("xnnpack", rewriters::joinNameList(onXnnpack));
-    if (!fused.empty()) e.options.emplace_back("fused", rewriters::joinNameList(fused));
-    return e;
-  };
-  std::set<std::string> all = convs;
-  all.insert(linears.begin(), linears.end());
-  if (all.empty() && xnnpack.empty() && fusedLinears.empty()) return;
-  if (s.preferOpByOp("conv-prepack", std::nullopt, element(all, xnnpack, fusedLinears)))
-    return s.keep(element(all, xnnpack, fusedLinears));
-  if (!convs.empty() && (!linears.empty() || !fusedLinears.empty()) &&
-      s.preferOpByOp("linear-prepack", std::nullopt, element(linears, {}, fusedLinears), "op-by-op linears"))
-    s.keep(element(linears, {}, fusedLinears));
+  if (best.empty()) return;
+  if (s.preferOpByOp("conv-prepack", std::nullopt, best.element())) return s.keep(best.element());
+  KernelChoices withoutFusedConvs;  // each fused conv's choice among the others
+  for (const auto& [n, choice] : chosen)
+    withoutFusedConvs.add(n->output()->name(),
+                          choice == "fused" && !n->is("aten::linear") ? chooseKernel(s, n, false) : choice);
+  if (!withoutFusedConvs.empty() && !(withoutFusedConvs == best) &&
+      s.preferOpByOp("conv-prepack", std::nullopt, withoutFusedConvs.element(), "op-by-op without fused convs"))
+    return s.keep(withoutFusedConvs.element());
+  if (!linearsOnly.empty() && !(linearsOnly == best) && !(linearsOnly == withoutFusedConvs) &&
+      s.preferOpByOp("linear-prepack", std::nullopt, linearsOnly.element(), "op-by-op linears"))
+    s.keep(linearsOnly.element());
 }
 
 // A pass that lowers the model to a floating-point precision (bf16, fp16,

@@ -12,9 +12,12 @@
 //                 is vs with its weight packed when the model loads, and for
 //                 a conv2d or a float32 linear where this LibTorch has XNNPACK, vs XNNPACK with
 //                 its relu/relu6 fused (kernels/xnnpack_convs.h), and for a
-//                 linear where this LibTorch has it (2.x), vs oneDNN's own
-//                 linear with its weight packed at load
-//                 (mkldnn::_linear_pointwise, kernels/onednn_fused_convs.h)
+//                 channels-last conv2d or a linear where this LibTorch has
+//                 them (2.x), vs oneDNN's own conv or linear with its weight
+//                 packed at load and its activation fused
+//                 (mkldnn::_convolution_pointwise, _linear_pointwise,
+//                 kernels/onednn_fused_convs.h; the cheapest oneDNN entry
+//                 per call, which is what small convs spend their time on)
 //                 (micro-benchmarks: conv-prepack and linear-prepack); the
 //                 winners checked together on the whole model, and the
 //                 linears alone when the whole set does not win ->

@@ -365,6 +365,78 @@ TEST_CASE("tunePipeline: packs the linears alone when the packed convs and linea
   CHECK(v.passed);
 }
 
+// The whole-model checks of `kind` (preferOpByOp), in order.
+std::vector<const tune::DecisionRecord*> wholeModels(const tune::TuneResult& r, const std::string& kind) {
+  std::vector<const tune::DecisionRecord*> out;
+  for (const auto& d : r.decisions)
+    if (d.kind == kind && d.node == "model") out.push_back(&d);
+  return out;
+}
+
+TEST_CASE("tunePipeline: runs convs on oneDNN's fused kernel where it measures faster than dense and prepacked") {
+  if (!kernels::hasFusedConvs() || !kernels::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer({{"fused", 0.5}, {"prepacked", 0.6}, {"op-by-op", 0.8}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O1,channels-last{mode=on}", timer, "");
+  // Each conv (channels-last, as fused needs) chose fused; the fc, a
+  // linear, chose fused too (oneDNN's linear).
+  CHECK(countKind(t.result, "conv-prepack", true) == 20);
+  for (const auto& d : t.result.decisions)
+    if (d.kind == "conv-prepack" && d.node != "model") {
+      CHECK(d.candidates == std::vector<std::string>{"dense", "prepacked", "fused"});
+      CHECK(d.choice == "fused");
+    }
+  const auto whole = wholeModels(t.result, "conv-prepack");
+  REQUIRE(whole.size() == 1);
+  CHECK(whole[0]->rewrites());
+  const std::string text = rewriters::printPipeline(t.result.pipeline);
+  CHECK_THAT(text, Catch::Contains("tuned-kernels{fused="));
+  CHECK_THAT(text, !Catch::Contains("prepacked="));
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager(defaultRegistry(), t.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
+  // Every conv is a oneDNN conv with its relu (or its residual add and relu) fused.
+  CHECK(test::countOps(opt.model().forward(), "mkldnn::_convolution_pointwise") == 20);
+  CHECK(test::countOps(opt.model().forward(), "aten::conv2d") == 0);
+  CHECK(test::countOps(opt.model().forward(), "aten::relu") + test::countOps(opt.model().forward(), "aten::relu_") == 0);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
+TEST_CASE("tunePipeline: keeps the prepacked convs when the fused ones win alone but lose together") {
+  if (!kernels::hasFusedConvs() || !kernels::hasPrepackedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer(
+      {{"fused", 0.5}, {"prepacked", 0.6}, {"op-by-op", 1.2}, {"op-by-op without fused convs", 0.8}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O1,channels-last{mode=on}", timer, "");
+  const auto whole = wholeModels(t.result, "conv-prepack");
+  REQUIRE(whole.size() == 2);
+  CHECK_FALSE(whole[0]->rewrites());
+  CHECK(whole[1]->rewrites());
+  const std::string text = rewriters::printPipeline(t.result.pipeline);
+  CHECK_THAT(text, Catch::Contains("tuned-kernels{prepacked="));
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  rewriters::PassManager(defaultRegistry(), t.result.pipeline, test::checkedInstrumentation()).run(opt.model(), ctx);
+  // The convs packed (their second choice); the fc stays on oneDNN's linear,
+  // its own choice.
+  CHECK(test::countOps(opt.model().forward(), "mkldnn_prepacked::conv2d_run") == 20);
+  CHECK(test::countOps(opt.model().forward(), "mkldnn::_convolution_pointwise") == 0);
+  CHECK(test::countOps(opt.model().forward(), "mkldnn::_linear_pointwise") == 1);
+  auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 1);
+  INFO(v.summary);
+  CHECK(v.passed);
+}
+
 TEST_CASE("tunePipeline: leaves convs in oneDNN regions to the regions, not to prepacking") {
   if (!kernels::hasPrepackedConvs()) {
     WARN("SKIPPED: this LibTorch has no mkldnn_prepacked operators");

@@ -60,6 +60,16 @@ bool returnsInputDespiteSchema(const std::string& target) {
 
 bool observesIdentity(const std::string& target) { return target == "aten::__is__" || target == "aten::__isnot__"; }
 
+// In-place operators that change their argument's sizes, strides or storage
+// (not only its data): resize_ and set_, as_strided_, the in-place view ops.
+bool changesGeometryInPlace(const std::string& target) {
+  static const std::set<std::string> ops = {
+      "aten::resize_",   "aten::resize_as_",  "aten::_resize_output_", "aten::set_",       "aten::as_strided_",
+      "aten::squeeze_",  "aten::unsqueeze_",  "aten::t_",              "aten::transpose_", "aten::swapaxes_",
+      "aten::swapdims_", "aten::sparse_resize_", "aten::sparse_resize_and_clear_"};
+  return ops.count(target) != 0;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ operators
@@ -222,6 +232,7 @@ MutationAnalysis::MutationAnalysis(const Graph& g) {
   });
   for (const Value* v : written_) writtenRoots_.insert(find(id(v)));
   for (const Value* v : observed_) observedRoots_.insert(find(id(v) + 1));
+  for (const Value* v : reshaped_) reshapedRoots_.insert(find(id(v) + 1));
   for (const Value* v : escaping_) escapingRoots_.insert(find(id(v) + 1));
   g.walk([&](Node* n) {
     if (n->opcode() == Opcode::GetAttr && mayBeWritten(n->output())) writtenConstants_.insert(n->target());
@@ -282,7 +293,10 @@ void MutationAnalysis::joinAll(const Node* n, bool write) {
   if (touchesContainer && !group.empty()) unite(id(group[0]), containers_);
   if (write)
     for (const Arg& a : n->args())
-      if (isMutableValue(a.value())) observed_.push_back(a.value());
+      if (isMutableValue(a.value())) {
+        observed_.push_back(a.value());
+        reshaped_.push_back(a.value());
+      }
 }
 
 void MutationAnalysis::visit(const Node* n) {
@@ -314,7 +328,12 @@ void MutationAnalysis::visit(const Node* n) {
     const c10::AliasInfo* info = i < formals.size() ? formals[i].alias_info() : nullptr;
     if (!info && i < formals.size() && !isContainerOfMutable(v->type())) continue;
     add(v);
-    if (info && info->isWrite()) observed_.push_back(v);
+    if (info && info->isWrite()) {
+      observed_.push_back(v);
+      // An out= argument is resized when its sizes differ.
+      if (changesGeometryInPlace(n->target()) || (i < formals.size() && formals[i].is_out()))
+        reshaped_.push_back(v);
+    }
   }
   const auto& returns = schema->returns();
   for (size_t i = 0; i < n->numOutputs(); ++i) {
@@ -331,7 +350,10 @@ void MutationAnalysis::visit(const Node* n) {
     unite(id(n->arg(0).value()), id(n->output()));
   if (observesIdentity(n->target()))
     for (const Arg& a : n->args())
-      if (isMutableValue(a.value())) observed_.push_back(a.value());
+      if (isMutableValue(a.value())) {
+        observed_.push_back(a.value());
+        reshaped_.push_back(a.value());
+      }
 }
 
 bool MutationAnalysis::mayBeWritten(const Value* v) const {
@@ -343,6 +365,12 @@ bool MutationAnalysis::mayBeMutated(const Value* v) const {
   if (!isMutableValue(v)) return false;
   auto it = ids_.find(v);
   return it != ids_.end() && observedRoots_.count(find(it->second + 1)) != 0;
+}
+
+bool MutationAnalysis::mayBeReshaped(const Value* v) const {
+  if (!isMutableValue(v)) return false;
+  auto it = ids_.find(v);
+  return it != ids_.end() && reshapedRoots_.count(find(it->second + 1)) != 0;
 }
 
 bool MutationAnalysis::mayEscape(const Value* v) const {

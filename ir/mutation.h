@@ -82,6 +82,15 @@ class MutationAnalysis {
   // by an equal value could be seen (cse, canonicalize). False for immutable
   // types.
   bool mayBeMutated(const Value* v) const;
+  // `v`'s merge class may have its geometry changed in place (resize_,
+  // set_, as_strided_, the in-place view ops such as unsqueeze_, an out=
+  // argument, which an operator may resize; an operator of unknown
+  // aliasing) or be compared by identity: a full view of a tensor may then
+  // not stand for the tensor itself (canonicalize's no-op views). Writes of
+  // data alone (add_, relu_, copy_) do not count: a view with the tensor's
+  // sizes, strides and offset sees them as the tensor does. False for
+  // immutable types.
+  bool mayBeReshaped(const Value* v) const;
   // `v` or a value of its merge class is a graph output.
   bool mayEscape(const Value* v) const;
   // The constants (by name) whose get_attr values may be written.
@@ -97,8 +106,8 @@ class MutationAnalysis {
 
   std::unordered_map<const Value*, size_t> ids_;
   mutable std::vector<size_t> parent_;
-  std::vector<const Value*> written_, observed_, escaping_;
-  std::unordered_set<size_t> writtenRoots_, observedRoots_, escapingRoots_;
+  std::vector<const Value*> written_, observed_, reshaped_, escaping_;
+  std::unordered_set<size_t> writtenRoots_, observedRoots_, reshapedRoots_, escapingRoots_;
   size_t containers_ = 0;  // the class of containers with mutable elements
   std::set<std::string> writtenConstants_;
 };

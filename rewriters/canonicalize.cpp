@@ -318,10 +318,13 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
   if (!x) return {};
   const ir::TensorMeta& meta = x->meta();
 
-  // x[:, :] as tracing writes every full dimension of x[:, :k]: a view of
-  // all of x with x's strides, so x itself, unless either may be changed in
-  // place (an in-place view op such as unsqueeze_ would reshape one and not
-  // the other).
+  // x[:, :] as tracing writes every full dimension of x[:, :k], and x[:, :k]
+  // where metadata shows k is all of that dimension (GhostNet's
+  // `out[:, :self.out_chs]` after a cat of exactly that many channels): a
+  // view of all of x with x's sizes, strides and offset, so x itself. Data
+  // written in place through either is seen by both alike; not so a change
+  // of geometry in place (an in-place view op such as unsqueeze_, resize_)
+  // or an identity comparison, which decline.
   if (n->is("aten::slice") && n->overload() == "Tensor") {
     auto isInt = [&](const char* name, int64_t v) {
       const Literal* l = op.literal(name);
@@ -331,10 +334,18 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
       const Literal* l = op.literal(name);
       return !op.has(name) || (l && (l->isNone() || (l->is<int64_t>() && l->as<int64_t>() == v)));
     };
-    if (!isNoneOr("start", 0) || !isNoneOr("end", std::numeric_limits<int64_t>::max()) || !isInt("step", 1))
-      return {};
-    if (mutation.mayBeMutated(n->output()) || mutation.mayBeMutated(x))
-      return decline("the slice or its input may be mutated in place");
+    if (!isNoneOr("start", 0) || !isInt("step", 1)) return {};
+    if (!isNoneOr("end", std::numeric_limits<int64_t>::max())) {
+      // A literal end at or past the dimension's known size.
+      const Literal* end = op.literal("end");
+      const Literal* dim = op.literal("dim");
+      if (!end || !end->is<int64_t>() || !dim || !dim->is<int64_t>() || !meta.shape) return {};
+      const int64_t rank = static_cast<int64_t>(meta.shape->size());
+      const int64_t d = dim->as<int64_t>() < 0 ? dim->as<int64_t>() + rank : dim->as<int64_t>();
+      if (d < 0 || d >= rank || (*meta.shape)[d] < 0 || end->as<int64_t>() < (*meta.shape)[d]) return {};
+    }
+    if (mutation.mayBeReshaped(n->output()) || mutation.mayBeReshaped(x))
+      return decline("the slice or its input may be reshaped in place or compared by identity");
     return {"noop-slice", x};
   }
 
@@ -355,8 +366,8 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
       }
     if (inferred > 1) return {};
     if (sizes != shape) return {};
-    if (mutation.mayBeMutated(n->output()) || mutation.mayBeMutated(x))
-      return decline("the view or its input may be mutated in place");
+    if (mutation.mayBeReshaped(n->output()) || mutation.mayBeReshaped(x))
+      return decline("the view or its input may be reshaped in place or compared by identity");
     return {"noop-view", x};
   }
 

@@ -40,8 +40,12 @@ namespace ptopt::rewriters {
 //                       (GELU written out in elementwise ops becomes
 //                       aten::gelu); before the cleanup, which removes the
 //                       constants it leaves unread;
-//      const-fold, cse, dce to a fixpoint, last: each can expose work for the
-//                       others and the folds leave dead constants behind.
+//      canonicalize, const-fold, cse, dce to a fixpoint, last: each can
+//                       expose work for the others and the folds leave dead
+//                       constants behind; canonicalize again because with
+//                       shape-prop's metadata it proves no-ops it could not
+//                       before (GhostNet's x[:, :k] of a cat of k channels,
+//                       views to the same shape).
 // -O2  -O1, then
 //      channels-last{mode=auto}
 //                       after the folds, so conv weights are folded before
@@ -72,7 +76,7 @@ std::string presetPipeline(int level) {
 }
 
 std::string presetPipelineBody(int level) {
-  const std::string cleanup = "fixpoint{max-iter=4}(const-fold,cse,dce)";
+  const std::string cleanup = "fixpoint{max-iter=4}(canonicalize,const-fold,cse,dce)";
   switch (level) {
     case 0: return "";
     case 1:

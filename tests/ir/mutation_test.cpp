@@ -54,6 +54,31 @@ TEST_CASE("identity comparisons forbid merging, not folding") {
   CHECK(m.mayBeMutated(a));         // merging may not replace it
 }
 
+TEST_CASE("mayBeReshaped: in-place geometry changes, out= arguments and identity, not writes of data") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor, %y : Tensor):\n"
+      "  %a : Tensor = aten::clone(%x, None)\n"
+      "  %va : Tensor = aten::slice.Tensor(%a, 0, 0, 9223372036854775807, 1)\n"
+      "  %w : Tensor = aten::add_.Tensor(%va, %y, 1)\n"
+      "  %b : Tensor = aten::clone(%x, None)\n"
+      "  %vb : Tensor = aten::slice.Tensor(%b, 0, 0, 9223372036854775807, 1)\n"
+      "  %u : Tensor = aten::unsqueeze_(%vb, 0)\n"
+      "  %c : Tensor = aten::clone(%x, None)\n"
+      "  %o : Tensor = aten::relu.out(%y, %c)\n"
+      "  %d : Tensor = aten::clone(%x, None)\n"
+      "  %s : bool = aten::__is__(%d, %y)\n"
+      "  output(%w, %u, %o, %d, %s)\n");
+  const ir::MutationAnalysis m(*g);
+  auto v = [&](const char* name) { return g->findValue(name); };
+  CHECK(m.mayBeMutated(v("a")));
+  CHECK_FALSE(m.mayBeReshaped(v("a")));  // add_ writes data only
+  CHECK_FALSE(m.mayBeReshaped(v("va")));
+  CHECK(m.mayBeReshaped(v("b")));  // unsqueeze_ through the view
+  CHECK(m.mayBeReshaped(v("c")));  // an out= argument may be resized
+  CHECK(m.mayBeReshaped(v("d")));  // compared by identity
+  CHECK_FALSE(m.mayBeReshaped(v("x")));
+}
+
 TEST_CASE("the per-use rule sees direct writes only") {
   auto g = ir::parseGraph(
       "graph(%x : Tensor):\n"

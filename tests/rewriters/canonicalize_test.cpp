@@ -297,7 +297,62 @@ TEST_CASE("CanonicalizeKeepsAFullSliceThatIsMutatedInPlace") {
       "  output(%y, %a)\n");
   Run r = canonicalize(*g);
   CHECK(r.result.counter("noop-slice") == 0);
-  CHECK(r.declined("mutated in place"));
+  CHECK(r.declined("reshaped in place"));
+}
+
+TEST_CASE("canonicalize removes a full slice whose data is written in place, as GhostNet's residual add_ writes it") {
+  // x[:, :k] of a cat, then add_ into it: the slice is all of the cat (k is
+  // its channel count, known from metadata), so add_ may write the cat itself.
+  auto g = ir::parseGraph(
+      "graph(%a : Tensor{float32, [1, 8, 5, 5]}, %b : Tensor{float32, [1, 8, 5, 5]}, %r : Tensor{float32, [1, 16, 5, 5]}):\n"
+      "  %l : List[Tensor] = prim::ListConstruct(%a, %b)\n"
+      "  %c : Tensor{float32, [1, 16, 5, 5]} = aten::cat(%l, 1)\n"
+      "  %s0 : Tensor{float32, [1, 16, 5, 5]} = aten::slice.Tensor(%c, 0, 0, 9223372036854775807, 1)\n"
+      "  %s1 : Tensor{float32, [1, 16, 5, 5]} = aten::slice.Tensor(%s0, 1, 0, 16, 1)\n"
+      "  %s2 : Tensor{float32, [1, 16, 5, 5]} = aten::slice.Tensor(%s1, 1, 0, 12, 1)\n"
+      "  %y : Tensor = aten::add_.Tensor(%s1, %r, 1)\n"
+      "  %o : Tensor = aten::relu(%y)\n"
+      "  output(%o, %c, %s2)\n");
+  const std::vector<c10::IValue> in{torch::randn({1, 8, 5, 5}), torch::randn({1, 8, 5, 5}), torch::randn({1, 16, 5, 5})};
+  const auto expected = test::runGraph(*g, in).toTupleRef().elements().vec();
+  Run r = canonicalize(*g);
+  CHECK(r.result.counter("noop-slice") == 2);  // dim 0's full slice and the 16 of 16 channels; not the 12
+  CHECK(test::countOps(*g, "aten::slice") == 1);
+  test::checkIR(g->str(), R"(
+    # CHECK: = aten::cat(%l, 1)
+    # CHECK: aten::slice.Tensor(%c, 1, 0, 12, 1)
+    # CHECK: aten::add_.Tensor(%c, %r, 1)
+  )");
+  const auto got = test::runGraph(*g, in).toTupleRef().elements().vec();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(torch::equal(got[i].toTensor(), expected[i].toTensor()));
+}
+
+TEST_CASE("CanonicalizeKeepsASliceShorterThanItsDimensionOrWithoutMetadataOrComparedByIdentity") {
+  SECTION("k below the size") {
+    auto g = ir::parseGraph(
+        "graph(%x : Tensor{float32, [1, 17, 5, 5]}):\n"
+        "  %s : Tensor = aten::slice.Tensor(%x, 1, 0, 16, 1)\n"
+        "  output(%s)\n");
+    CHECK(canonicalize(*g).result.counter("noop-slice") == 0);
+  }
+  SECTION("no shape") {
+    auto g = ir::parseGraph(
+        "graph(%x : Tensor):\n"
+        "  %s : Tensor = aten::slice.Tensor(%x, 1, 0, 16, 1)\n"
+        "  output(%s)\n");
+    CHECK(canonicalize(*g).result.counter("noop-slice") == 0);
+  }
+  SECTION("compared by identity") {
+    auto g = ir::parseGraph(
+        "graph(%x : Tensor{float32, [1, 16, 5, 5]}):\n"
+        "  %s : Tensor = aten::slice.Tensor(%x, 1, 0, 16, 1)\n"
+        "  %same : bool = aten::__is__(%s, %x)\n"
+        "  output(%same)\n");
+    Run r = canonicalize(*g);
+    CHECK(r.result.counter("noop-slice") == 0);
+    CHECK(r.declined("compared by identity"));
+  }
 }
 
 TEST_CASE("CanonicalizeNoopRemovalNeedsMetadata") {
@@ -355,7 +410,7 @@ TEST_CASE("CanonicalizeNoopRemovalNeedsMetadata") {
         "  output(%y, %v)\n");
     Run r = canonicalize(*g);
     CHECK_FALSE(r.result.changed);
-    CHECK(r.declined("mutated in place"));
+    CHECK(r.declined("reshaped in place"));
   }
 }
 

@@ -48,9 +48,11 @@ LABELS = {
     "ptopt-int8": "ptopt --quantize int8",
     "compile": "torch.compile (Inductor)",
     "compile-max": "torch.compile max-autotune",
+    "compile-bf16": "torch.compile under autocast bf16",
     "ort": "ONNX Runtime",
     "ort-int8": "ONNX Runtime int8",
     "openvino": "OpenVINO",
+    "openvino-fp32": "OpenVINO f32",
     "openvino-int8": "OpenVINO int8",
     "freeze": "torch.jit.freeze",
     "ofi": "optimize_for_inference",
@@ -65,9 +67,9 @@ COLORS = {
     "ptopt-O3": "#5b8fd9", "-O3": "#5b8fd9",
     "ptopt-O2": "#9dbbe8", "-O2": "#9dbbe8", "-O1": "#c9daf3",
     "ptopt-int8": "#0b3a80",
-    "compile": "#e07b39", "compile-max": "#f2a772",
+    "compile": "#e07b39", "compile-max": "#f2a772", "compile-bf16": "#b85a1f",
     "ort": "#7a7a7a", "ort-int8": "#b0b0b0",
-    "openvino": "#3b9c5a", "openvino-int8": "#8ccc9e",
+    "openvino": "#3b9c5a", "openvino-fp32": "#2a6e40", "openvino-int8": "#8ccc9e",
     "freeze": "#b8860b", "ofi": "#c0504d", "eager": "#999999",
 }
 # Models in this order (then any others, as the file lists them).
@@ -156,7 +158,14 @@ def peers_table(data, variants, threads):
         "freeze": "fp32", "ofi": "fp32",
         "openvino": "bf16" if bf16 else "fp32",  # its default inference precision on this CPU
         "ptopt-int8": "int8", "ort-int8": "int8", "openvino-int8": "int8",
+        "compile-bf16": "bf16", "openvino-fp32": "fp32",
     }
+    # What each variant recorded it ran (bench/peers.py since the precision
+    # columns: openvino's compiled INFERENCE_PRECISION_HINT, ptopt's report).
+    for v in variants:
+        recorded = {row.get("variants", {}).get(v, {}).get("precision") for row in data["results"]} - {None}
+        if recorded:
+            precision_of[v] = "/".join(sorted(recorded))
     labels = {v: f"{LABELS.get(v, v)} ({precision_of.get(v, '?')})" for v in variants}
     precs = sorted({precision_of.get(v, "?") for v in variants})
     tv = torch_version(meta.get("versions", {}).get("torch"))

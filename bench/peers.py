@@ -29,13 +29,20 @@ Variants, per model (a variant that cannot be built says why in the tables):
   ofi          torch.jit.optimize_for_inference of it
   compile      torch.compile(eager), Inductor with freezing=True (default mode)
   compile-max  the same with mode="max-autotune"
+  compile-bf16 torch.compile of the eager model run under
+               torch.autocast("cpu", dtype=torch.bfloat16), otherwise as
+               compile; built only on a CPU with native bf16 (below)
   ort          ONNX Runtime, CPU EP, ORT_ENABLE_ALL, from torch.onnx.export of
                the eager model
   ort-int8     ONNX Runtime on its own int8 model: quantize_static (QDQ,
                per-channel s8 weights, u8 activations, 16 calibration batches
                drawn like the inputs) for the vision models, quantize_dynamic
                for the text models
-  openvino     OpenVINO's CPU plugin on the ONNX file
+  openvino     OpenVINO's CPU plugin on the ONNX file, at its default inference
+               precision (bf16 on a CPU with bf16 instructions; the notes
+               give the compiled model's INFERENCE_PRECISION_HINT)
+  openvino-fp32  the same with INFERENCE_PRECISION_HINT=f32, built where
+               OpenVINO's default is not f32
   openvino-int8  OpenVINO on ORT's QDQ int8 file (OpenVINO's own int8 needs
                NNCF, a separate training-tools package)
   ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at 1 thread, a fresh
@@ -55,6 +62,24 @@ ratio and its 95% confidence interval (order statistics of the rounds'
 ratios). ORT's intra-op threads do not spin between runs at all threads
 (allow_spinning=0), so that one runtime's spinning threads do not slow the
 next variant in the round.
+
+Precision, like with like: a CPU has native bf16 when /proc/cpuinfo lists
+avx512_bf16 or amx_bf16 and oneDNN is not capped below them
+(ONEDNN_MAX_CPU_ISA, which scripts/avx2-cap.sh sets to AVX2). ptopt -O3
+computes in bf16 there and in fp32 elsewhere; the precision it chose is read
+from its report (a `--tune` that kept every op in fp32, or a written
+fallback, counts as fp32). Two columns per thread count compare ptopt with
+peers at its own precision:
+  tune / best peer   ptopt-tune's ratio over the fastest peer that ran at
+                     ptopt-tune's precision: bf16: openvino (when it ran
+                     bf16), compile-bf16; fp32: ort, openvino-fp32,
+                     openvino (when it ran f32); the cell names the precision
+                     and the peer
+  int8 / ORT int8    ptopt-int8's ratio over ort-int8's; not counted (the
+                     cell says why) where ORT's int8 outputs have a cosine
+                     below 0.99 against the original's
+and a line under each table counts the models within 1.15x on each. The JSON
+carries them per model (`comparisons`, by thread count) and as a `summary`.
 
 Numerics: every variant's outputs on the first input against the original's
 (max abs error, cosine of all outputs flattened). Files: whether the variant
@@ -90,9 +115,21 @@ VISION = ["resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b
 TEXT = ["bert_base", "gpt2_small"]
 TIMM = ["levit_128s", "ghostnet_100"]
 ALL_MODELS = VISION + TEXT + TIMM
-VARIANTS = ["original", "eager", "freeze", "ofi", "compile", "compile-max", "ort", "ort-int8", "openvino",
-            "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-int8"]
-PEERS = ["eager", "freeze", "ofi", "compile", "compile-max", "ort", "ort-int8", "openvino", "openvino-int8"]
+VARIANTS = ["original", "eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8",
+            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-int8"]
+PEERS = ["eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8", "openvino",
+         "openvino-fp32", "openvino-int8"]
+# The peers `tune / best peer` may compare with: those whose precision (the
+# variant's "precision" in the JSON) is ptopt-tune's.
+SAME_PRECISION_PEERS = ["ort", "openvino", "openvino-fp32", "compile-bf16"]
+# Each variant's precision where it is fixed; openvino, openvino-fp32 and
+# ptopt's -O2/-O3/--tune record what they ran (the compiled model's
+# INFERENCE_PRECISION_HINT, ptopt's report).
+FIXED_PRECISION = {"original": "fp32", "eager": "fp32", "freeze": "fp32", "ofi": "fp32", "compile": "fp32",
+                   "compile-max": "fp32", "compile-bf16": "bf16", "ort": "fp32", "ort-int8": "int8",
+                   "openvino-int8": "int8", "ptopt-int8": "int8"}
+WITHIN = 1.15       # the target: within this factor of the peer
+MIN_COSINE = 0.99   # an int8 peer whose outputs are further from the original's does not count
 SEQ = 128
 
 
@@ -110,6 +147,33 @@ def optional(module):
 def first_line(text):
     lines = [l for l in str(text).strip().splitlines() if l.strip()]
     return (lines[0] if lines else "").strip()[:160]
+
+
+# Values of ONEDNN_MAX_CPU_ISA below bf16 instructions (oneDNN's names).
+ISA_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
+def native_bf16():
+    """(True or False, why): does this CPU compute bf16 natively, as oneDNN
+    sees it? avx512_bf16 or amx_bf16 in /proc/cpuinfo, and oneDNN not capped
+    below them (scripts/avx2-cap.sh sets ONEDNN_MAX_CPU_ISA=AVX2)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = set()
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        flags = set()
+    have = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    if not have:
+        return False, "no native bf16 on this CPU (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo)"
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap in ISA_WITHOUT_BF16:
+        return False, "no native bf16 on this CPU as capped (ONEDNN_MAX_CPU_ISA=%s; the CPU has %s)" % (
+            cap, ", ".join(have))
+    return True, "native bf16 (%s)" % ", ".join(have)
 
 
 # ---------------------------------------------------------------- models ---
@@ -308,13 +372,29 @@ def build_torchscript(ctx, name, threads):
     return torch_runner(ofi), "TorchScript, " + saved_reloads(ofi, ctx.work, "ofi")
 
 
+class AutocastBf16(torch.nn.Module):
+    """The eager model run under torch.autocast("cpu", bf16): compile-bf16."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *inputs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.model(*inputs)
+
+
 def build_compile(ctx, name, threads):
+    if name == "compile-bf16":
+        ok, why = native_bf16()
+        if not ok:
+            raise Unavailable("not built: " + why)
     import torch._dynamo
     import torch._inductor.config as inductor_config
     torch._dynamo.reset()
     inductor_config.freezing = True
     mode = "max-autotune" if name == "compile-max" else None
-    compiled = torch.compile(ctx.eager, mode=mode)
+    compiled = torch.compile(AutocastBf16(ctx.eager).eval() if name == "compile-bf16" else ctx.eager, mode=mode)
     run = torch_runner(compiled)
     t0 = time.perf_counter()
     run(ctx.inputs)  # compiles now, for this thread count
@@ -341,16 +421,17 @@ def build_ort(ctx, name, threads):
 
 
 OPENVINO_CANARY = r'''
-import sys, numpy as np, openvino as ov
+import json, sys, numpy as np, openvino as ov
 path, npz, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+extra = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
 core = ov.Core()
 compiled = core.compile_model(core.read_model(path), "CPU",
-                              {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+                              dict({"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}, **extra))
 compiled.create_infer_request().infer(dict(np.load(npz)))
 '''
 
 
-def survives_in_a_child(ctx, name, code, path, threads):
+def survives_in_a_child(ctx, name, code, path, threads, *extra):
     """Compiles and runs `path` once in a child process first: a runtime that
     crashes the process (OpenVINO's int8 GhostNet: SIGSEGV) would otherwise
     end the whole benchmark. Raises Unavailable, naming the signal."""
@@ -358,7 +439,7 @@ def survives_in_a_child(ctx, name, code, path, threads):
     if not os.path.exists(npz):
         import numpy as np
         np.savez(npz, **ctx.feeds(ctx.inputs))
-    proc = subprocess.run([sys.executable, "-c", code, path, npz, str(threads)], stdout=subprocess.PIPE,
+    proc = subprocess.run([sys.executable, "-c", code, path, npz, str(threads)] + list(extra), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=ctx.args.build_timeout or None)
     if proc.returncode < 0:
         import signal
@@ -369,13 +450,44 @@ def survives_in_a_child(ctx, name, code, path, threads):
         raise Unavailable("%s failed in a child process: %s" % (name, lines[-1] if lines else "exit %d" % proc.returncode))
 
 
+def openvino_precision(value):
+    """OpenVINO's element type (INFERENCE_PRECISION_HINT) as this file names
+    precisions: bf16, fp32, fp16."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}.get(name, name)
+
+
+def openvino_default_precision():
+    ov = optional("openvino")
+    return openvino_precision(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+
+
 def build_openvino(ctx, name, threads):
     ov = optional("openvino")
     path = ctx.qdq_path() if name == "openvino-int8" else ctx.onnx_path()
-    survives_in_a_child(ctx, name, OPENVINO_CANARY, path, threads)
+    config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    extra = {}
+    if name == "openvino-fp32":
+        default = openvino_default_precision()
+        if default == "fp32":
+            raise Unavailable("not built: OpenVINO's default is f32 here (the openvino column)")
+        extra = {"INFERENCE_PRECISION_HINT": "f32"}
+    try:
+        survives_in_a_child(ctx, name, OPENVINO_CANARY, path, threads, json.dumps(extra))
+    except Unavailable as e:
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        if cap and name != "openvino-fp32":
+            # OpenVINO reads CPUID itself: under the cap it still picks bf16, which its capped oneDNN cannot
+            # build. On a CPU that really has only AVX2 its default is f32: openvino-fp32 stands for it.
+            raise Unavailable("%s (default precision %s, ONEDNN_MAX_CPU_ISA=%s; openvino-fp32 stands for OpenVINO "
+                              "on such a CPU)" % (e, openvino_default_precision(), cap))
+        raise
     core = ov.Core()
     model = core.read_model(path)
-    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+    compiled = core.compile_model(model, "CPU", dict(config, **extra))
+    precision = openvino_precision(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    if name == "openvino-int8":
+        precision = "int8"  # QDQ; what is not quantized runs at `precision`
     request = compiled.create_infer_request()
 
     def run(inputs):
@@ -389,7 +501,7 @@ def build_openvino(ctx, name, threads):
         file = "OpenVINO IR file, reloads in OpenVINO"
     except Exception as e:  # noqa: BLE001
         file = "OpenVINO IR does not reload (%s)" % first_line(e)
-    return run, file
+    return run, file, precision
 
 
 def ptopt_args(ctx, name):
@@ -404,16 +516,52 @@ def ptopt_args(ctx, name):
     return ["--quantize", "int8", "--calibration", ctx.calibration_path]
 
 
-def make_ptopt_file(ctx, name):
+TUNED_DTYPES = {"fp32": "fp32", "float32": "fp32", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
+                "half": "fp16", "fp16": "fp16"}
+
+
+def ptopt_precision(info):
+    """The precision a ptopt file computes in, from what make_ptopt_file
+    kept of its report: bf16, fp16 or fp32 (int8 for --quantize's files is
+    FIXED_PRECISION's). The file written is a fallback (never slower:
+    "input", "fp32 structure"): fp32. --tune chose op by op over the
+    preset's precision (its whole-model "precision" decision): the lowest
+    precision any op it timed kept (the file's numerics are that
+    precision's, as ptopt's own criterion has it; a GhostNet with 19 of 96
+    ops in bf16 is compared with bf16 peers). Otherwise -O3's cast decision
+    (`precision`: "bf16 (cast{dtype=auto}): ...", "fp32 kept ...")."""
+    if not info:
+        return None
+    written = (info.get("measurement") or {}).get("written")
+    if written in ("input", "fp32 structure"):
+        return "fp32"
+    note = (info.get("precision") or "").strip()
+    word = note.split()[0].rstrip(":;,") if note else "fp32"
+    if word not in ("bf16", "fp16", "fp32"):
+        word = "fp32"
+    ops = info.get("precision_ops") or {}
+    model = info.get("precision_model")
+    if ops and (model or "").startswith("op-by-op"):
+        kept = {TUNED_DTYPES.get(choice, choice) for choice, n in ops.items() if n}
+        for d in ("fp16", "bf16"):
+            if d in kept:
+                return d
+        return "fp32"
+    return word
+
+
+def make_ptopt_file(ctx, name, args=None):
     """Runs the ptopt CLI once per model and variant (at 1 thread, as the
-    README's `--tune` does on a 1-thread target); its verdict is kept."""
+    README's `--tune` does on a 1-thread target); its verdict is kept.
+    `args` replaces the variant's arguments (bench/kernel_gap.py's
+    --ptopt-args)."""
     if name in ctx.ptopt_files:
         return ctx.ptopt_files[name]
     if not ctx.args.ptopt or not os.path.exists(ctx.args.ptopt):
         raise Unavailable("no ptopt binary (--ptopt)")
     out = os.path.join(ctx.work, "%s.%s.pt" % (ctx.spec.name, name))
     report = out + ".json"
-    cmd = [ctx.args.ptopt, ctx.original_path, out] + ptopt_args(ctx, name) + [
+    cmd = [ctx.args.ptopt, ctx.original_path, out] + (ptopt_args(ctx, name) if args is None else list(args)) + [
         "--inputs", ctx.inputs_path, "--overwrite", "-q", "--report", report]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
@@ -424,22 +572,46 @@ def make_ptopt_file(ctx, name):
         raise Unavailable("ptopt exit %d: %s" % (proc.returncode, first_line(lines[0] if lines else proc.stdout)))
     with open(report) as fh:
         rep = json.load(fh)
-    info = {"seconds": round(seconds, 1), "outcome": rep.get("outcome"), "precision": rep.get("precision"),
-            "measurement": rep.get("measurement")}
+    info = report_info(rep)
+    info["seconds"] = round(seconds, 1)
     ctx.ptopt_files[name] = (out, info)
     return out, info
+
+
+def report_info(rep):
+    """What the tables keep of a ptopt report (--report): outcome, the cast
+    decision, the never-slower measurement, how many ops --tune kept in each
+    precision, and the precision the file computes in."""
+    ops, model = {}, None
+    for d in (rep.get("tuning") or {}).get("decisions") or []:
+        if d.get("kind") != "precision" or not d.get("choice"):
+            continue
+        if d.get("node") == "model":  # the whole model: the preset's precision or op by op
+            model = d["choice"]
+        else:
+            ops[d["choice"]] = ops.get(d["choice"], 0) + 1
+    info = {"outcome": rep.get("outcome"), "precision": rep.get("precision"), "measurement": rep.get("measurement")}
+    if ops:
+        info["precision_ops"] = ops
+    if model:
+        info["precision_model"] = model
+    info["precision_chosen"] = ptopt_precision(info)
+    return info
 
 
 def build_ptopt(ctx, name, threads):
     out, info = make_ptopt_file(ctx, name)
     module = torch.jit.load(out).eval()  # stock PyTorch reloads it, or this throws
-    return torch_runner(module), "TorchScript file, reloads (ptopt %s, %.0f s)" % (info["outcome"], info["seconds"])
+    precision = FIXED_PRECISION.get(name) or info.get("precision_chosen") or ptopt_precision(info)
+    return (torch_runner(module), "TorchScript file, reloads (ptopt %s, %.0f s)" % (info["outcome"], info["seconds"]),
+            precision)
 
 
 BUILDERS = {"original": build_torchscript, "freeze": build_torchscript, "ofi": build_torchscript,
             "eager": lambda ctx, name, threads: (torch_runner(ctx.eager), "no file (the Python module)"),
-            "compile": build_compile, "compile-max": build_compile,
-            "ort": build_ort, "ort-int8": build_ort, "openvino": build_openvino, "openvino-int8": build_openvino,
+            "compile": build_compile, "compile-max": build_compile, "compile-bf16": build_compile,
+            "ort": build_ort, "ort-int8": build_ort, "openvino": build_openvino, "openvino-fp32": build_openvino,
+            "openvino-int8": build_openvino,
             "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-int8": build_ptopt}
 
 
@@ -521,10 +693,12 @@ def run_model(args, spec, threads_list):
             entry = result["variants"].setdefault(name, {})
             try:
                 with build_deadline(args.build_timeout, name):
-                    run, file = BUILDERS[name](ctx, name, threads)
+                    built = BUILDERS[name](ctx, name, threads)
+                run, file = built[0], built[1]
                 got = flat_outputs(run(ctx.inputs))
                 entry.setdefault("numerics", numerics(reference, got))
                 entry["file"] = file
+                entry["precision"] = built[2] if len(built) > 2 else FIXED_PRECISION.get(name)
                 runners[name] = run
             except Exception as e:  # noqa: BLE001 - a variant that fails here is reported, not fatal
                 entry["error"] = first_line(e) if isinstance(e, Unavailable) else "%s: %s" % (
@@ -585,6 +759,104 @@ def cell(entry, threads):
     return "%.3f <sub>[%.2f, %.2f]</sub>" % (t["ratio"], t["ci"][0], t["ci"][1])
 
 
+def timing(res, name, threads):
+    return res["variants"].get(name, {}).get("timing", {}).get(str(threads))
+
+
+def variant_precision(res, name):
+    """What the variant computed in: recorded when it was built; for a JSON
+    from before that, ptopt's report or the fixed ones (openvino's: unknown)."""
+    entry = res["variants"].get(name, {})
+    if entry.get("precision"):
+        return entry["precision"]
+    if name in FIXED_PRECISION:
+        return FIXED_PRECISION[name]
+    info = entry.get("ptopt") or {}
+    if name.startswith("ptopt-") and ("precision_chosen" in info or info.get("precision")):
+        return info.get("precision_chosen") or ptopt_precision(info)
+    return None  # a JSON from before precisions were recorded
+
+
+def comparisons(res, threads):
+    """The two like-with-like columns of one model at one thread count:
+    ptopt-tune over the fastest peer at its precision, ptopt-int8 over
+    ort-int8 (counted only where ORT's int8 cosine is >= MIN_COSINE)."""
+    tune = timing(res, "ptopt-tune", threads)
+    prec = variant_precision(res, "ptopt-tune") or "unknown"
+    c = {"precision": prec}
+    if not tune:
+        c["missing"] = "no ptopt-tune timing (%s)" % res["variants"].get("ptopt-tune", {}).get("error", "not run")
+    else:
+        peers = [(n, timing(res, n, threads)["ratio"]) for n in SAME_PRECISION_PEERS
+                 if timing(res, n, threads) and prec != "unknown" and variant_precision(res, n) == prec]
+        c["peers"] = [n for n, _ in peers]
+        if not peers:
+            c["missing"] = "no %s peer timed" % prec
+        else:
+            best = min(peers, key=lambda p: p[1])
+            c.update({"peer": best[0], "peer_ratio": best[1], "tune_ratio": tune["ratio"],
+                      "ratio": tune["ratio"] / best[1]})
+            c["within"] = c["ratio"] <= WITHIN
+    int8, ort8 = timing(res, "ptopt-int8", threads), timing(res, "ort-int8", threads)
+    d = {}
+    if not int8 or not ort8:
+        d["missing"] = "no %s timing" % " and ".join(
+            n for n, t in (("ptopt-int8", int8), ("ort-int8", ort8)) if not t)
+    else:
+        cos = res["variants"]["ort-int8"].get("numerics", {}).get("cosine")
+        d.update({"int8_ratio": int8["ratio"], "ort_int8_ratio": ort8["ratio"], "ratio": int8["ratio"] / ort8["ratio"],
+                  "ort_int8_cosine": cos, "counts": cos is not None and cos >= MIN_COSINE})
+        d["within"] = d["counts"] and d["ratio"] <= WITHIN
+    return {"tune_vs_best_peer": c, "int8_vs_ort_int8": d}
+
+
+def summary(results, threads):
+    """Per thread count: how many models are within WITHIN on each column."""
+    comps = [r.get("comparisons", {}).get(str(threads)) or comparisons(r, threads)
+             for r in results if not r.get("skip")]
+    tune = [c["tune_vs_best_peer"] for c in comps if "ratio" in c["tune_vs_best_peer"]]
+    int8 = [c["int8_vs_ort_int8"] for c in comps if "ratio" in c["int8_vs_ort_int8"]]
+    by_prec = {}
+    for c in tune:
+        p = by_prec.setdefault(c["precision"], {"models": 0, "within": 0, "peers": []})
+        p["models"] += 1
+        p["within"] += c["within"]
+        p["peers"] += [n for n in c["peers"] if n not in p["peers"]]
+    counted = [c for c in int8 if c["counts"]]
+    return {"tune_vs_best_peer": {"within": sum(c["within"] for c in tune), "of": len(tune),
+                                  "by_precision": by_prec},
+            "int8_vs_ort_int8": {"within": sum(c["within"] for c in counted), "of": len(counted),
+                                 "not_counted": len(int8) - len(counted)}}
+
+
+def tune_cell(c):
+    if "ratio" in c:
+        return (("**%.2fx**" if c["within"] else "%.2fx") + " (%s: %s)") % (c["ratio"], c["precision"], c["peer"])
+    if c["precision"] == "unknown":
+        return "— (precision not recorded)"
+    if c.get("missing", "").startswith("no ") and c.get("missing", "").endswith(" peer timed"):
+        return "— (no %s peer)" % c["precision"]
+    return "—"
+
+
+def int8_cell(d):
+    if "ratio" not in d:
+        return "—"
+    if not d["counts"]:
+        return "— (ORT int8 cos %s)" % ("%.2f" % d["ort_int8_cosine"] if d["ort_int8_cosine"] is not None else "?")
+    return ("**%.2fx**" if d["within"] else "%.2fx") % d["ratio"]
+
+
+def summary_line(s, threads):
+    t, i = s["tune_vs_best_peer"], s["int8_vs_ort_int8"]
+    precs = "; ".join("%s on %d, against %s" % (p, v["models"], ", ".join(v["peers"]) or "none")
+                      for p, v in sorted(t["by_precision"].items()))
+    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; `int8 / ORT int8` on %d of %d%s." % (
+        WITHIN, threads, "" if threads == 1 else "s", t["within"], t["of"], " (%s)" % precs if precs else "",
+        i["within"], i["of"], " (%d more not counted: ORT int8's cosine below %.2f)" % (i["not_counted"], MIN_COSINE)
+        if i["not_counted"] else ""))
+
+
 def fastest(res, threads, names):
     best = None
     for n in names:
@@ -602,10 +874,22 @@ def render(results, args, threads_list, meta):
                  meta["machine"], ", ".join("%s %s" % kv for kv in meta["versions"].items()),
                  meta["cap"], args.rounds), ""]
     variants = [v for v in args.variants if v != "original"]
+    lines += ["`tune / best peer`: ptopt-tune's ratio over the fastest peer that ran at ptopt-tune's precision "
+              "(bf16: openvino where it ran bf16, compile-bf16; fp32: ort, openvino-fp32, openvino where it ran "
+              "f32); each cell names the precision and the peer. `int8 / ORT int8`: ptopt-int8's ratio over "
+              "ort-int8's, not counted where ORT's int8 cosine to the original is below %.2f. Bold: within "
+              "%.2fx. `fastest peer`: "
+              "the fastest of all peers, at any precision. This CPU: %s." % (
+                  MIN_COSINE, WITHIN, meta.get("native_bf16", "?")), ""]
     for threads in threads_list:
+        comps = {r["model"]: r.get("comparisons", {}).get(str(threads)) or comparisons(r, threads)
+                 for r in results if not r.get("skip")}
+        precs = sorted({c["tune_vs_best_peer"]["precision"] for c in comps.values()
+                        if "ratio" in c["tune_vs_best_peer"]})
         lines += ["## %d thread%s" % (threads, "" if threads == 1 else "s"), "",
-                  "| model | original (ms) | " + " | ".join(variants) + " | fastest peer | ptopt-tune vs it |",
-                  "|---|---:|" + "---:|" * len(variants) + "---|---:|"]
+                  "| model | original (ms) | " + " | ".join(variants) + " | fastest peer | ptopt-tune vs it "
+                  "| tune / best peer (%s: peer) | int8 / ORT int8 |" % ("/".join(precs) or "precision"),
+                  "|---|---:|" + "---:|" * len(variants) + "---|---:|---:|---:|"]
         for r in results:
             if r.get("skip"):
                 lines.append("| %s | %s |" % (r["model"], "skipped: " + r["skip"]))
@@ -614,10 +898,12 @@ def render(results, args, threads_list, meta):
             best = fastest(r, threads, PEERS)
             tune = r["variants"].get("ptopt-tune", {}).get("timing", {}).get(str(threads))
             vs = "%.2fx" % (tune["ratio"] / best[1]) if best and tune else "—"
-            lines.append("| %s | %.1f | %s | %s | %s |" % (
+            c = comps[r["model"]]
+            lines.append("| %s | %.1f | %s | %s | %s | %s | %s |" % (
                 r["model"], orig, " | ".join(cell(r["variants"].get(v, {}), threads) for v in variants),
-                "%s %.3f" % best if best else "—", vs))
-        lines.append("")
+                "%s %.3f" % best if best else "—", vs, tune_cell(c["tune_vs_best_peer"]),
+                int8_cell(c["int8_vs_ort_int8"])))
+        lines += ["", summary_line(summary(results, threads), threads), ""]
     lines += ["## Numerics against the original (max abs error / cosine) and files", "",
               "| model | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
     for r in results:
@@ -632,6 +918,10 @@ def render(results, args, threads_list, meta):
     for v in variants:
         lines.append("- **%s**: %s" % (v, files_line([r["variants"].get(v, {}).get("file", "")
                                                        for r in results if not r.get("skip")])))
+    lines += ["", "Precision each variant ran (%s; OpenVINO's default INFERENCE_PRECISION_HINT here: %s):" % (
+        meta.get("native_bf16", "?"), meta.get("openvino_default_precision", "?")), ""]
+    for v in variants:
+        lines.append("- **%s**: %s" % (v, precision_line(results, v)))
     errors = [(r["model"], v, r["variants"][v]["error"]) for r in results if not r.get("skip")
               for v in variants if "error" in r["variants"].get(v, {})]
     if errors:
@@ -640,6 +930,34 @@ def render(results, args, threads_list, meta):
     lines += ["", "## Targets (issue 34)", ""]
     lines += targets(results)
     return "\n".join(lines) + "\n"
+
+
+def precision_line(results, v):
+    """'bf16 on resnet50, mobilenet_v2; fp32 on gpt2_small', from each model's
+    recorded precision (openvino: the compiled model's
+    INFERENCE_PRECISION_HINT; ptopt: its report, with --tune's op counts)."""
+    by = {}
+    for r in results:
+        if r.get("skip") or v not in r["variants"] or "timing" not in r["variants"][v]:
+            continue
+        p = variant_precision(r, v) or "unknown"
+        label = r["model"]
+        info = r["variants"][v].get("ptopt") or {}
+        ops, model = info.get("precision_ops"), info.get("precision_model")
+        written = (info.get("measurement") or {}).get("written")
+        if written and written != "output":
+            label += " (written: %s)" % written
+        elif model == "preset":
+            label += " (--tune: the preset's precision won over op by op)"
+        elif model and ops:
+            label += " (--tune %s: %s)" % (model, ", ".join(
+                "%d ops %s" % (n, TUNED_DTYPES.get(c, c)) for c, n in sorted(ops.items())))
+        by.setdefault(p, []).append(label)
+    if not by:
+        return "not built"
+    if v in FIXED_PRECISION:
+        return FIXED_PRECISION[v] + (" (QDQ; the rest at the runtime's precision)" if v == "openvino-int8" else "")
+    return "; ".join("%s on %s" % (p, ", ".join(models)) for p, models in sorted(by.items()))
 
 
 def files_line(files):
@@ -663,7 +981,7 @@ def files_line(files):
 
 def targets(results):
     out = []
-    within, ahead, counted = 0, 0, 0
+    within, ahead, counted, compiled = 0, 0, 0, 0
     for r in results:
         if r.get("skip"):
             continue
@@ -678,13 +996,14 @@ def targets(results):
         gap = tune["ratio"] / best[1]
         within += gap <= 1.15
         if comp:
+            compiled += 1
             ahead += tune["ratio"] < comp["ratio"]
         out.append("- %s: ptopt-tune %.3f, fastest peer %s %.3f (%.2fx)%s%s" % (
             r["model"], tune["ratio"], best[0], best[1], gap, "" if gap <= 1.15 else " **beyond 1.15x**",
             "; torch.compile %.3f" % comp["ratio"] if comp else ""))
     out.append("")
     out.append("Within 1.15x of the fastest peer at 1 thread: %d of %d models; ahead of torch.compile's "
-               "default mode: %d of %d." % (within, counted, ahead, counted))
+               "default mode: %s." % (within, counted, "%d of %d" % (ahead, compiled) if compiled else "not run"))
     return out
 
 
@@ -708,8 +1027,14 @@ def merge(args):
 def write_outputs(args, meta, threads_list, results, markdown):
     """OUT.json (after every model, so a run cut short keeps what it timed);
     with markdown, OUT.md too, printed."""
+    for r in results:
+        if not r.get("skip"):
+            r["comparisons"] = {str(t): comparisons(r, t) for t in threads_list
+                                if timing(r, "original", t)}
+    summaries = {str(t): summary(results, t) for t in threads_list}
     with open(args.out + ".json", "w") as fh:
-        json.dump({"meta": meta, "threads": threads_list, "results": results, "rounds": args.rounds}, fh, indent=1)
+        json.dump({"meta": meta, "threads": threads_list, "results": results, "rounds": args.rounds,
+                   "summary": summaries}, fh, indent=1)
     if markdown:
         text = render(results, args, threads_list, meta)
         with open(args.out + ".md", "w") as fh:
@@ -753,7 +1078,12 @@ def main():
     cap = ("CPU capped: ATEN_CPU_CAPABILITY=%s ONEDNN_MAX_CPU_ISA=%s" % (
         os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("ONEDNN_MAX_CPU_ISA"))
            if os.environ.get("ATEN_CPU_CAPABILITY") else "native ISA")
-    meta = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "versions": versions(), "cap": cap}
+    meta = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "versions": versions(), "cap": cap,
+            "native_bf16": native_bf16()[1]}
+    try:
+        meta["openvino_default_precision"] = openvino_default_precision()
+    except Exception as e:  # noqa: BLE001 - not installed, or no CPU plugin
+        meta["openvino_default_precision"] = "unknown (%s)" % first_line(e)
     results = []
     for m in models:
         print("peers: %s" % m, file=sys.stderr)

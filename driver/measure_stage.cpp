@@ -10,6 +10,7 @@
 #include "driver/stages.h"
 
 #include "driver/measure_cache.h"
+#include "driver/op_costs.h"
 #include "driver/op_table.h"
 #include "driver/util.h"
 
@@ -40,6 +41,26 @@ void checkFp32(const driver::Request& req, verify::ReferenceRunner& runner, cons
   runner.setTolerances(saved);
   runner.inputAdapter = std::move(adapter);
   if (!v.passed) throw std::runtime_error("fails verification: " + v.verdict());
+}
+
+// When an int8 OUT lost: which ops cost the time (driver/op_costs.h), IN's
+// and OUT's ops timed on the same inputs, and the float ops that put
+// conversions between its int8 regions; said and recorded (loss).
+void explainInt8Loss(const RunSettings& s, const MeasureInputs& m, const Optimizer& opt,
+                     const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outInputs,
+                     const MeasureOptions& mo, nlohmann::json& rec) {
+  const std::map<std::string, size_t> boundaries = driver::precisionBoundaries(m.out.module);
+  if (boundaries.empty() || !s.device.is_cpu()) return;
+  try {
+    ScopedThreads threads(mo.threads, {opt.original(), m.out.module}, m.out.packedThreads);
+    const driver::OpKindCosts in = driver::timeOpKinds(opt.original(), inputs, 5);
+    const driver::OpKindCosts out = driver::timeOpKinds(m.out.module, outInputs, 5);
+    const std::vector<std::string> lines = driver::lossLines(in, out, boundaries);
+    for (const std::string& line : lines) s.say("  " + line + "\n");
+    rec["loss"] = lines;
+  } catch (const std::exception& e) {
+    s.notice(std::string("could not time OUT's ops: ") + ir::torchErrorMessage(e));
+  }
 }
 
 // The never-slower verdict in the tuning cache (with tune only): keyed by the
@@ -190,6 +211,8 @@ MeasureOutcome measureStage(const MeasureInputs& m, bool ok, driver::RunRecord& 
   s.notice("OUT was measurably slower than IN" + std::string(first.error.empty() ? "" : " (it cannot run here)") +
            ", so ptopt writes " + outcome.written + " (" + chosen.description +
            ") instead; --force (Python: force=True) keeps the slower OUT");
+  explainInt8Loss(s, m, opt, inputs, outInputs, mo, rec);
+  record.sections["measurement"] = rec;
   if (chosen.name == "fp32 structure") {
     outcome.replacement = std::move(built->result);
     outcome.counts = countModel(*built->model);

@@ -95,6 +95,42 @@ else:
     assert open(sys.argv[1], "rb").read() == open(sys.argv[2], "rb").read()
 PY
 [ -z "$(ls -A "$work/slow" | grep -v '^o\.pt$')" ] || fail "files left behind: $(ls -A "$work/slow")"
+# An int8 OUT that loses says which ops cost it and which float ops forced
+# its conversions: 1x1 convs on an 8x8 image, each gated by a sigmoid that
+# has no int8 kernel (quantized convs cost far more per call than these
+# tiny fp32 ones: OUT is several times slower on any CPU).
+"$py" - "$work/gated.pt" "$work/gated_in.pt" "$work/gated_cal.pt" <<'PY' || fail "gated model"
+import sys, torch
+class Gated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.convs = torch.nn.ModuleList([torch.nn.Conv2d(8, 8, 1) for _ in range(8)])
+    def forward(self, x):
+        x = self.stem(x)
+        for c in self.convs:
+            x = torch.sigmoid(c(x)) * x
+        return x
+torch.manual_seed(0)
+torch.jit.trace(Gated().eval(), torch.randn(1, 3, 8, 8)).save(sys.argv[1])  # traced: scripting needs the source file
+torch.save(torch.randn(1, 3, 8, 8), sys.argv[2])
+torch.save([torch.randn(1, 3, 8, 8) for _ in range(8)], sys.argv[3])
+PY
+mkdir "$work/gated"
+expect 0 "where OUT's time went" -- "$ptopt" "$work/gated.pt" "$work/gated/o.pt" --quantize int8 \
+  --calibration "$work/gated_cal.pt" --inputs "$work/gated_in.pt" --measure-budget 2 --report "$work/gated.json"
+grep -qE "quantized::conv2d +[0-9]+x [0-9.]+ +-" <<<"$last_output" || fail "the int8 loss does not name quantized::conv2d"
+grep -qE "aten::(_convolution|conv2d) +- +[0-9]+x" <<<"$last_output" || fail "the int8 loss does not show what quantized::conv2d replaced"
+grep -q "sit at these ops, which run in float32 here: aten::mul (8), aten::sigmoid (8)" <<<"$last_output" \
+  || fail "the int8 loss does not name the float ops that forced its conversions"
+"$py" - "$work/gated/o.pt" "$work/gated.json" <<'PY' || fail "int8 loss record"
+import json, sys, torch
+r = json.load(open(sys.argv[2]))["measurement"]
+assert r["written"] in ("fp32 structure", "input"), r
+assert any("quantized::conv2d" in l for l in r["loss"]), r["loss"]
+m = torch.jit.load(sys.argv[1])
+assert not [n for n in m.graph.nodes() if n.kind().startswith("quantized::")], "int8 left in the fallback"
+PY
 # --force writes the slower OUT anyway; --no-measure writes it untimed.
 expect 0 "PASSED" -- "$ptopt" "$m" "$work/slow/forced.pt" --passes 'fold-conv-bn,cast{dtype=fp16}' \
   --input-shape $shape --measure-budget 0.5 --force

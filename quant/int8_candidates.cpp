@@ -107,6 +107,17 @@ std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, PassCo
       if (add->inPlace() && !isOnlyUser(a, n)) { decline(n, "in-place add whose target has other users"); continue; }
       c.kind = Int8Kind::Add;
       c.kindName = add->fusedRelu() ? "add_relu" : "add";
+    } else if (n->is("aten::mul") && n->overload() == "Tensor" && n->numArgs() == 2) {
+      // A squeeze-excite gate, x * hardsigmoid(s): quantized::mul broadcasts.
+      ir::Value* a = n->argValue(0);
+      ir::Value* b = n->argValue(1);
+      if (!a || !b || !a->isTensor() || !b->isTensor() || !isFloatTensor(a) || !isFloatTensor(b)) continue;
+      if (!a->meta().shape || !b->meta().shape || a->meta().shape->size() != b->meta().shape->size()) {
+        decline(n, "operand shapes are unknown or of different ranks");
+        continue;
+      }
+      c.kind = Int8Kind::Mul;
+      c.kindName = "mul";
     } else if (auto cat = ir::CatOp::match(n)) {
       if (n->numArgs() != 2 || !cat->tensors() || !cat->dimArg().isLiteral()) continue;
       ir::Value* list = cat->tensors();
@@ -140,6 +151,7 @@ std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, PassCo
 
 std::vector<ir::Value*> addOrCatInputs(ir::Node* n) {
   if (auto add = ir::AddOp::match(n)) return {add->self(), add->other()};
+  if (n->is("aten::mul")) return {n->argValue(0), n->argValue(1)};
   std::vector<ir::Value*> xs;
   for (const auto& a : ir::CatOp::match(n)->tensors()->node()->args()) xs.push_back(a.value());
   return xs;

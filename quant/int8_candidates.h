@@ -3,7 +3,8 @@
 // Contract. findInt8Candidates lists the quantizable ops of the top-level
 // block in program order (the conditions are QuantizePass::kContract's:
 // convs and linears with constant float weights, adds of equal known shapes
-// with alpha 1, cats of a list built for them alone, LSTM/GRU per
+// with alpha 1, cats of a list built for them alone, muls of two float
+// tensors whose shapes broadcast (a squeeze-excite gate), LSTM/GRU per
 // quant/quantize_rnn.h; in dynamic mode linears, LSTMs and GRUs only), each
 // with the relu / relu6 its int8 kernel fuses, and declines the others with a
 // reason on `ctx` (null: silently, for a copy being evaluated). It only reads
@@ -18,9 +19,9 @@
 
 namespace ptopt::quant {
 
-enum class Int8Kind { Conv, Linear, Add, Cat, LinearDynamic, Rnn };
+enum class Int8Kind { Conv, Linear, Add, Cat, Mul, LinearDynamic, Rnn };
 
-// Ops that compute (worth quantizing on their own); adds and cats only join regions.
+// Ops that compute (worth quantizing on their own); adds, cats and muls only join regions.
 inline bool isCompute(Int8Kind k) { return k == Int8Kind::Conv || k == Int8Kind::Linear || k == Int8Kind::LinearDynamic || k == Int8Kind::Rnn; }
 
 struct Int8Candidate {
@@ -38,7 +39,7 @@ bool isOnlyUser(const ir::Value* v, const ir::Node* n);
 std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, rewriters::PassContext* ctx,
                                           const std::string& pass);
 
-// The tensors an add (self, other) or a cat (its list's elements) reads.
+// The tensors an add or mul (self, other) or a cat (its list's elements) reads.
 std::vector<ir::Value*> addOrCatInputs(ir::Node* n);
 // The float tensors a candidate reads (its quantization entries).
 std::vector<ir::Value*> tensorInputs(const Int8Candidate& c);

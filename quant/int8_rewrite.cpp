@@ -17,13 +17,21 @@ using namespace rewriters;
 
 namespace {
 
-// Ops that run on a quantized tensor and keep its quantization.
+// Ops that run on a quantized tensor and give a quantized one: with its
+// quantization, or (hardsigmoid) the kernel's fixed [0, 1] one.
 bool isPassThrough(const ir::Node* n) {
   static const std::set<std::string> ops = {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
                                             "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d",
-                                            "aten::flatten", "aten::reshape", "aten::contiguous"};
-  return n->isCall() && ops.count(n->target()) && ir::OpView::of(const_cast<ir::Node*>(n)).value("self") &&
-         n->numOutputs() == 1;
+                                            "aten::flatten", "aten::reshape", "aten::contiguous",
+                                            "aten::hardsigmoid", "aten::hardsigmoid_"};
+  if (!n->isCall() || n->numOutputs() != 1 || !ir::OpView::of(const_cast<ir::Node*>(n)).value("self")) return false;
+  if (ops.count(n->target())) return true;
+  // A squeeze-excite's pooling: mean over dims, no dtype change.
+  if (n->is("aten::mean") && n->overload() == "dim") {
+    const ir::Literal* dtype = ir::OpView::of(const_cast<ir::Node*>(n)).literal("dtype");
+    return !ir::OpView::of(const_cast<ir::Node*>(n)).has("dtype") || (dtype && dtype->isNone());
+  }
+  return false;
 }
 
 std::string baseName(ir::Value* weight, const std::string& fallback) {
@@ -91,11 +99,14 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
       const size_t idx = ci->second;
       const Int8Candidate& c = cands[idx];
       if (fp32.count(idx)) continue;
-      // An add or cat is worth int8 only inside a region: when an input is int8 already.
-      if (c.kind == Int8Kind::Add || c.kind == Int8Kind::Cat) {
+      // An add or cat is worth int8 only inside a region: when an input is
+      // int8 already; a mul (a gate) when both are.
+      if (c.kind == Int8Kind::Add || c.kind == Int8Kind::Cat || c.kind == Int8Kind::Mul) {
         const std::vector<ir::Value*> xs = addOrCatInputs(n);
-        const bool anyQuantized = std::any_of(xs.begin(), xs.end(), [&](ir::Value* x) { return qOf.count(x) != 0; });
-        if (!anyQuantized) continue;
+        auto isQuantized = [&](ir::Value* x) { return qOf.count(x) != 0; };
+        if (c.kind == Int8Kind::Mul ? !std::all_of(xs.begin(), xs.end(), isQuantized)
+                                    : !std::any_of(xs.begin(), xs.end(), isQuantized))
+          continue;
       }
       if (c.kind == Int8Kind::Rnn) {  // float in, float out: no region boundary
         res.quantizedOut[idx] = buildDynamicRnn(rw, n, reduceRange, rnnWeights);
@@ -159,6 +170,10 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
         ir::Value* qb = quantized(add->other(), before);
         const bool relu = c.kindName == "add_relu";
         qv = rw.call(before, relu ? "quantized::add_relu" : "quantized::add", {qa, qb, q.scale, q.zeroPoint});
+      } else if (c.kind == Int8Kind::Mul) {
+        const QParams q = qp(c.out);
+        qv = rw.call(before, "quantized::mul", {quantized(n->argValue(0), before), quantized(n->argValue(1), before),
+                                                 q.scale, q.zeroPoint});
       } else if (c.kind == Int8Kind::Cat) {
         const QParams q = qp(c.out);
         const auto cat = ir::CatOp::match(n);

@@ -1,5 +1,7 @@
 #include "fusion/fuse_gelu.h"
 
+#include "fusion/scalar_match.h"
+
 #include "ir/literal.h"
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
@@ -22,54 +24,6 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kTanhCubic = 0.044715;
 constexpr double kSqrt2 = 1.4142135623730951;
 constexpr double kInvSqrt2 = 0.7071067811865476;
-constexpr double kRelativeTolerance = 1e-6;  // float32 roundings of the constants pass
-
-// A number literal, or a 0-dim constant tensor (tracing turns `0.5 * x` into
-// mul.Tensor with one): its value.
-std::optional<double> scalarValue(const ir::Arg& a) {
-  if (a.isLiteral()) {
-    const ir::Literal& l = a.literal();
-    if (l.is<double>()) return l.as<double>();
-    if (l.is<int64_t>()) return static_cast<double>(l.as<int64_t>());
-    return std::nullopt;
-  }
-  std::optional<at::Tensor> t = constantTensor(a.value());
-  if (!t || t->dim() != 0 || t->is_complex()) return std::nullopt;
-  return t->item<double>();
-}
-
-bool near(double value, double wanted) { return std::abs(value - wanted) <= kRelativeTolerance * std::abs(wanted); }
-
-bool isOp(const ir::Node* n, const char* target) {
-  return n && n->isCall() && n->blocks().empty() && n->is(target) &&
-         (n->overload() == "Tensor" || n->overload() == "Scalar");
-}
-
-// alpha of add(self, other, alpha) is the literal 1.
-bool unitAlpha(const ir::Node* add) {
-  const ir::OpView op = ir::OpView::of(const_cast<ir::Node*>(add));
-  if (!op.has("alpha")) return true;  // defaulted: 1
-  const std::optional<double> alpha = op.arg("alpha").isLiteral() ? scalarValue(op.arg("alpha")) : std::nullopt;
-  return alpha && *alpha == 1.0;
-}
-
-// `op(t, c)` or `op(c, t)` (for div only `t / c`) with the scalar c near
-// `wanted`: the tensor operand t, or null.
-ir::Value* tensorTimesScalar(const ir::Node* n, const char* op, double wanted) {
-  if (!isOp(n, op) || n->numArgs() < 2) return nullptr;
-  if (std::string(op) == "aten::add" && !unitAlpha(n)) return nullptr;
-  const bool commutes = std::string(op) != "aten::div";
-  for (size_t tensor : {0, 1}) {
-    if (tensor == 1 && !commutes) break;
-    ir::Value* t = n->arg(tensor).value();
-    const std::optional<double> c = scalarValue(n->arg(1 - tensor));
-    if (t && t->isTensor() && c && near(*c, wanted)) return t;
-  }
-  return nullptr;
-}
-
-const ir::Node* producer(const ir::Value* v) { return v ? v->node() : nullptr; }
-
 // One spelled-out GELU: its input x, its result, and the nodes to erase
 // once the result is replaced, each list users first: the product's inner
 // mul, the `1 + ...` add, the core (tanh or erf and what computes its
@@ -94,7 +48,7 @@ struct GeluMatch {
 bool matchProduct(ir::Value* x, ir::Value* factor, GeluMatch& m) {
   if (factor->uses().size() != 1) return false;
   ir::Node* user = factor->uses()[0].user;
-  if (!isOp(user, "aten::mul") || user->numArgs() != 2) return false;
+  if (!isElementwiseOp(user, "aten::mul") || user->numArgs() != 2) return false;
   const size_t at = factor->uses()[0].argIndex;
   ir::Value* other = user->arg(1 - at).value();
   if (const std::optional<double> c = scalarValue(user->arg(1 - at)); c && near(*c, kHalf)) {
@@ -102,7 +56,7 @@ bool matchProduct(ir::Value* x, ir::Value* factor, GeluMatch& m) {
     ir::Value* half = user->output();
     if (half->uses().size() != 1) return false;
     ir::Node* outer = half->uses()[0].user;
-    if (!isOp(outer, "aten::mul") || outer->numArgs() != 2) return false;
+    if (!isElementwiseOp(outer, "aten::mul") || outer->numArgs() != 2) return false;
     if (outer->arg(1 - half->uses()[0].argIndex).value() != x) return false;
     m.result = outer;
     m.product = {user};
@@ -133,7 +87,7 @@ std::optional<GeluMatch> matchTanhCore(ir::Node* tanh) {
   ir::Value* scaled = ir::OpView::of(tanh).value("self");
   ir::Value* inner = tensorTimesScalar(producer(scaled), "aten::mul", kSqrt2OverPi);
   const ir::Node* sum = producer(inner);
-  if (!inner || !isOp(sum, "aten::add") || sum->overload() != "Tensor" || !unitAlpha(sum)) return std::nullopt;
+  if (!inner || !isElementwiseOp(sum, "aten::add") || sum->overload() != "Tensor" || !unitAlpha(sum)) return std::nullopt;
   for (size_t cubicAt : {0, 1}) {
     ir::Value* x = sum->arg(1 - cubicAt).value();
     ir::Value* cubicTerm = sum->arg(cubicAt).value();

@@ -9,6 +9,7 @@
 #include "fusion/fold_linear_bn.h"
 #include "fusion/fuse_add_relu.h"
 #include "fusion/fuse_gelu.h"
+#include "fusion/fuse_hardswish.h"
 #include "fusion/fuse_cudnn.h"
 #include "fusion/fuse_cudnn_tuning.h"
 
@@ -20,6 +21,7 @@ void registerFusionPasses(rewriters::PassRegistry& registry) {
   registry.add([] { return std::make_unique<FoldConvAffinePass>(); });
   registry.add([] { return std::make_unique<FuseAddReluPass>(); });
   registry.add([] { return std::make_unique<FuseGeluPass>(); });
+  registry.add([] { return std::make_unique<FuseHardswishPass>(); });
   registry.add([] { return std::make_unique<DropZeroBiasPass>(); });
   registry.add([] { return std::make_unique<BnToAffinePass>(); });
   registry.add([] { return std::make_unique<FuseCudnnPass>(); });

@@ -22,6 +22,11 @@ namespace ptopt::rewriters {
 //      shape-prop       before the folds that need ranks (fold-linear-bn,
 //                       fold-conv-affine with [1, C, 1, 1] constants); it does
 //                       nothing without --input-shape;
+//      fuse-hardswish   after shape-prop, whose dtypes and ranks it needs:
+//                       hardswish / hardsigmoid written as x + 3, clamps and
+//                       / 6 (torch.export's inference IR) become one op;
+//                       before the folds, which would take a conv's `+ 3`
+//                       into its bias and hide the pattern;
 //      fixpoint{max-iter=8}(fold-conv-bn, fold-linear-bn, fold-conv-affine,
 //                       drop-zero-bias)
 //                       the folds repeat until none changes the graph: each
@@ -80,7 +85,7 @@ std::string presetPipelineBody(int level) {
   switch (level) {
     case 0: return "";
     case 1:
-      return "canonicalize,remove-dropout,bn-inference,shape-prop,"
+      return "canonicalize,remove-dropout,bn-inference,shape-prop,fuse-hardswish,"
              "fixpoint{max-iter=8}(fold-conv-bn,fold-linear-bn,fold-conv-affine,drop-zero-bias),"
              "bn-to-affine,fuse-add-relu,fuse-gelu," + cleanup;
     case 2: return presetPipelineBody(1) + ",channels-last{mode=auto}";

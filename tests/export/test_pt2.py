@@ -163,6 +163,28 @@ def test_o1_folds_batchnorm_and_drops_dropout(programs, tmp_path, name, ir):
     assert result.module()(*inputs) is not None  # reloads and runs again
 
 
+def test_o1_gives_the_decomposed_hardswish_and_hardsigmoid_back_their_kernels(programs, tmp_path):
+    """MobileNetV3's inference IR spells hardswish and hardsigmoid out (add 3,
+    two clamps, div 6, mul x): -O1 makes each one op again, as in the
+    training IR, and the result matches."""
+    path, inputs = programs[("mobilenet_v3_small", "inference")]
+    training = call_targets(torch.export.load(str(programs[("mobilenet_v3_small", "training")][0])))
+    out, report = tmp_path / "out.pt2", tmp_path / "report.json"
+    run_ptopt(path, out, "-O1", "--no-measure", "--report", report)
+    original, result = torch.export.load(str(path)), torch.export.load(str(out))
+    before, after = call_targets(original), call_targets(result)
+    assert not [t for t in before if "hardswish" in t or "hardsigmoid" in t]
+    swishes = sum("hardswish" in t for t in training)
+    sigmoids = sum("hardsigmoid" in t for t in training)
+    assert sum(t == "aten.hardswish.default" for t in after) == swishes, after
+    assert sum(t == "aten.hardsigmoid.default" for t in after) == sigmoids, after
+    assert not [t for t in after if "clamp" in t], after
+    fired = {p["pass"] for p in json.loads(report.read_text())["passes"] if p["changed"]}
+    assert "fuse-hardswish" in fired, fired
+    for a, b in zip(outputs(original, inputs), outputs(result, inputs)):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
 def test_bn_without_producer_is_not_folded(programs, tmp_path):
     path, inputs = programs[("convbn", "training")]
     out = tmp_path / "out.pt2"

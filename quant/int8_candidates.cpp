@@ -109,8 +109,9 @@ std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, PassCo
       c.kindName = add->fusedRelu() ? "add_relu" : "add";
     } else if (n->is("aten::mul") && n->overload() == "Tensor" && n->numArgs() == 2) {
       // A squeeze-excite gate, x * hardsigmoid(s): quantized::mul broadcasts.
-      ir::Value* a = n->argValue(0);
-      ir::Value* b = n->argValue(1);
+      const ir::OpView mul = ir::OpView::of(n);
+      ir::Value* a = mul.value("self");
+      ir::Value* b = mul.value("other");
       if (!a || !b || !a->isTensor() || !b->isTensor() || !isFloatTensor(a) || !isFloatTensor(b)) continue;
       if (!a->meta().shape || !b->meta().shape || a->meta().shape->size() != b->meta().shape->size()) {
         decline(n, "operand shapes are unknown or of different ranks");
@@ -151,7 +152,7 @@ std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, PassCo
 
 std::vector<ir::Value*> addOrCatInputs(ir::Node* n) {
   if (auto add = ir::AddOp::match(n)) return {add->self(), add->other()};
-  if (n->is("aten::mul")) return {n->argValue(0), n->argValue(1)};
+  if (n->is("aten::mul")) return {ir::OpView::of(n).value("self"), ir::OpView::of(n).value("other")};
   std::vector<ir::Value*> xs;
   for (const auto& a : ir::CatOp::match(n)->tensors()->node()->args()) xs.push_back(a.value());
   return xs;

@@ -172,8 +172,9 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
         qv = rw.call(before, relu ? "quantized::add_relu" : "quantized::add", {qa, qb, q.scale, q.zeroPoint});
       } else if (c.kind == Int8Kind::Mul) {
         const QParams q = qp(c.out);
-        qv = rw.call(before, "quantized::mul", {quantized(n->argValue(0), before), quantized(n->argValue(1), before),
-                                                 q.scale, q.zeroPoint});
+        const ir::OpView mul = ir::OpView::of(n);
+        qv = rw.call(before, "quantized::mul", {quantized(mul.value("self"), before),
+                                                 quantized(mul.value("other"), before), q.scale, q.zeroPoint});
       } else if (c.kind == Int8Kind::Cat) {
         const QParams q = qp(c.out);
         const auto cat = ir::CatOp::match(n);

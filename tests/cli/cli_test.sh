@@ -102,7 +102,7 @@ expect 2 "unknown pass 'quantise'" -- "$ptopt" --passes '-O2,quantise' --print-p
 # after the preset's rewrites and before its closing fuse-cudnn, in order;
 # after everything when the pipeline does not close with fuse-cudnn.
 printf 'x' > "$work/a.rules"; printf 'x' > "$work/b.rules"
-expect 0 "\(const-fold,cse,dce\),channels-last\{mode=auto\},rules\{file=[^}]*/a\.rules\},rules\{file=[^}]*/b\.rules\},fuse-cudnn$" \
+expect 0 "\(canonicalize,const-fold,cse,dce\),channels-last\{mode=auto\},rules\{file=[^}]*/a\.rules\},rules\{file=[^}]*/b\.rules\},fuse-cudnn$" \
   -- "$ptopt" -O2 --rules "$work/a.rules" --rules "$work/b.rules" --print-pipeline
 expect 0 "^cse,rules\{file=[^}]*/a\.rules\},fuse-cudnn$" -- "$ptopt" --passes 'cse,fuse-cudnn' --rules "$work/a.rules" --print-pipeline
 expect 0 "^fuse-cudnn,cse,rules\{file=[^}]*/a\.rules\}$" -- "$ptopt" --passes 'fuse-cudnn,cse' --rules "$work/a.rules" --print-pipeline

@@ -53,6 +53,7 @@ void explainInt8Loss(const RunSettings& s, const MeasureInputs& m, const Optimiz
   if (boundaries.empty() || !s.device.is_cpu()) return;
   try {
     ScopedThreads threads(mo.threads, {opt.original(), m.out.module}, m.out.packedThreads);
+    torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);  // as the verdict ran them
     const driver::OpKindCosts in = driver::timeOpKinds(opt.original(), inputs, 5);
     const driver::OpKindCosts out = driver::timeOpKinds(m.out.module, outInputs, 5);
     const std::vector<std::string> lines = driver::lossLines(in, out, boundaries);
@@ -211,7 +212,7 @@ MeasureOutcome measureStage(const MeasureInputs& m, bool ok, driver::RunRecord& 
   s.notice("OUT was measurably slower than IN" + std::string(first.error.empty() ? "" : " (it cannot run here)") +
            ", so ptopt writes " + outcome.written + " (" + chosen.description +
            ") instead; --force (Python: force=True) keeps the slower OUT");
-  explainInt8Loss(s, m, opt, inputs, outInputs, mo, rec);
+  if (first.error.empty()) explainInt8Loss(s, m, opt, inputs, outInputs, mo, rec);
   record.sections["measurement"] = rec;
   if (chosen.name == "fp32 structure") {
     outcome.replacement = std::move(built->result);

@@ -50,11 +50,12 @@ class ScopedCollector {
  public:
   explicit ScopedCollector(Collector& c) : previous_(tCollector) {
     tCollector = &c;
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(onStart, onEnd).scopes({at::RecordScope::FUNCTION}));
+    if (!previous_)  // one callback per thread; a nested collector takes it over
+      handle_ = at::addThreadLocalCallback(
+          at::RecordFunctionCallback(onStart, onEnd).scopes({at::RecordScope::FUNCTION}));
   }
   ~ScopedCollector() {
-    at::removeCallback(handle_);
+    if (!previous_) at::removeCallback(handle_);
     tCollector = previous_;
   }
   ScopedCollector(const ScopedCollector&) = delete;
@@ -62,7 +63,7 @@ class ScopedCollector {
 
  private:
   Collector* previous_;
-  at::CallbackHandle handle_;
+  at::CallbackHandle handle_ = 0;
 };
 
 bool isBoundary(const torch::jit::Node* n) {
@@ -70,9 +71,14 @@ bool isBoundary(const torch::jit::Node* n) {
   return kind == "aten::quantize_per_tensor" || kind == "aten::quantize_per_channel" || kind == "aten::dequantize";
 }
 
-// The op that reads or produces a boundary, skipping list and tuple plumbing.
-void countNeighbour(const torch::jit::Node* n, std::map<std::string, size_t>& out) {
+// The op that reads or produces a boundary; a list or tuple a dequantized
+// value is put into is followed to its readers (a float cat).
+void countNeighbour(const torch::jit::Node* n, std::map<std::string, size_t>& out, bool reader) {
   const std::string kind = n->kind().toQualString();
+  if (reader && (kind == "prim::ListConstruct" || kind == "prim::TupleConstruct")) {
+    for (const torch::jit::Use& u : n->output()->uses()) countNeighbour(u.user, out, true);
+    return;
+  }
   if (kind.rfind("prim::", 0) == 0 || isBoundary(n)) return;
   if (kind.rfind("quantized::", 0) == 0) return;  // the int8 side
   ++out[kind];
@@ -103,9 +109,9 @@ std::map<std::string, size_t> precisionBoundaries(const torch::jit::Module& modu
     if (!isBoundary(n)) continue;
     const std::string kind = n->kind().toQualString();
     if (kind == "aten::dequantize") {
-      for (const torch::jit::Use& u : n->output()->uses()) countNeighbour(u.user, out);
+      for (const torch::jit::Use& u : n->output()->uses()) countNeighbour(u.user, out, true);
     }
-    if (kind != "aten::dequantize" && !n->inputs().empty()) countNeighbour(n->input(0)->node(), out);
+    if (kind != "aten::dequantize" && !n->inputs().empty()) countNeighbour(n->input(0)->node(), out, false);
   }
   return out;
 }

@@ -16,8 +16,8 @@
 //   precisionBoundaries reads the module's forward graph and counts, per
 //   operator kind, the ops that a quantize_per_tensor reads from or a
 //   dequantize feeds (the float ops between int8 regions: each costs an
-//   exit and an entry); list and tuple plumbing is looked through, not
-//   counted.
+//   exit and an entry); a list or tuple a dequantized value goes into is
+//   followed to its readers; ops inside nested blocks are not counted.
 //   lossLines formats both as the lines the stage prints: the op kinds whose
 //   time grew most from IN to OUT, with calls and milliseconds on each side,
 //   then the float ops that forced the boundaries.

@@ -80,8 +80,9 @@ ir::Node* sixth(const ir::Value* v) {
 ir::Node* timesX(const ir::Value* v, const ir::Value* x) {
   ir::Node* u = onlyUser(v);
   if (!isElementwiseOp(u, "aten::mul") || u->overload() != "Tensor" || u->numArgs() != 2) return nullptr;
-  const size_t at = v->uses()[0].argIndex;
-  return u->arg(1 - at).value() == x ? u : nullptr;
+  const ir::OpView mul = ir::OpView::of(u);
+  const ir::Value* other = mul.value("self") == v ? mul.value("other") : mul.value("self");
+  return other == x ? u : nullptr;
 }
 
 struct Match {

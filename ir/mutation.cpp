@@ -66,9 +66,13 @@ bool changesGeometryInPlace(const std::string& target) {
   static const std::set<std::string> ops = {
       "aten::resize_",   "aten::resize_as_",  "aten::_resize_output_", "aten::set_",       "aten::as_strided_",
       "aten::squeeze_",  "aten::unsqueeze_",  "aten::t_",              "aten::transpose_", "aten::swapaxes_",
-      "aten::swapdims_", "aten::sparse_resize_", "aten::sparse_resize_and_clear_"};
+      "aten::swapdims_", "aten::sparse_resize_", "aten::sparse_resize_and_clear_", "aten::set_data",
+      "aten::_coalesced_"};
   return ops.count(target) != 0;
 }
+
+// Operators that tell a view from its base (identity in all but name).
+bool observesViewness(const std::string& target) { return target == "aten::_is_view" || target == "aten::_base"; }
 
 }  // namespace
 
@@ -330,8 +334,10 @@ void MutationAnalysis::visit(const Node* n) {
     add(v);
     if (info && info->isWrite()) {
       observed_.push_back(v);
-      // An out= argument is resized when its sizes differ.
-      if (changesGeometryInPlace(n->target()) || (i < formals.size() && formals[i].is_out()))
+      // An out= argument is resized when its sizes differ; an operator
+      // outside aten is not known to write data only.
+      if (changesGeometryInPlace(n->target()) || (i < formals.size() && formals[i].is_out()) ||
+          n->target().rfind("aten::", 0) != 0)
         reshaped_.push_back(v);
     }
   }
@@ -354,6 +360,9 @@ void MutationAnalysis::visit(const Node* n) {
         observed_.push_back(a.value());
         reshaped_.push_back(a.value());
       }
+  if (observesViewness(n->target()))
+    for (const Arg& a : n->args())
+      if (isMutableValue(a.value())) reshaped_.push_back(a.value());
 }
 
 bool MutationAnalysis::mayBeWritten(const Value* v) const {

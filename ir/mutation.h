@@ -70,8 +70,9 @@ bool anyUseMayWrite(const Value* v);
 // objects) share one class, since elements can be taken out of them
 // anywhere. A class is mutated when a value is passed to a writing argument,
 // to a side-effecting operator of unknown aliasing, or compared by identity
-// (aten::__is__); it escapes when a value is an output of the top-level
-// block.
+// (aten::__is__); it is reshaped (mayBeReshaped) when the write may change
+// its geometry or the comparison tell a view from its base; it escapes when
+// a value is an output of the top-level block.
 class MutationAnalysis {
  public:
   explicit MutationAnalysis(const Graph& g);
@@ -83,9 +84,10 @@ class MutationAnalysis {
   // types.
   bool mayBeMutated(const Value* v) const;
   // `v`'s merge class may have its geometry changed in place (resize_,
-  // set_, as_strided_, the in-place view ops such as unsqueeze_, an out=
-  // argument, which an operator may resize; an operator of unknown
-  // aliasing) or be compared by identity: a full view of a tensor may then
+  // set_, set_data, as_strided_, the in-place view ops such as unsqueeze_,
+  // an out= argument, which an operator may resize; a write by an operator
+  // outside aten or of unknown aliasing) or be compared by identity
+  // (__is__, _is_view, _base): a full view of a tensor may then
   // not stand for the tensor itself (canonicalize's no-op views). Writes of
   // data alone (add_, relu_, copy_) do not count: a view with the tensor's
   // sizes, strides and offset sees them as the tensor does. False for

@@ -123,10 +123,13 @@ tune::Candidate fusedConvCandidate(const ir::Node& conv, c10::Device device) {
   std::vector<c10::IValue> mk;  // mkldnn_convolution's order: input, weight, bias, padding, stride, dilation, groups
   for (size_t i : view->mkldnnConvolutionOrder()) mk.push_back((*args)[i]);
   const at::Tensor x = mk[0].toTensor();
+  // As the rewrite packs it (ir::Conv2dKernelOp::reorderGeometry): 2.x's
+  // reorder takes the input's size.
+  const c10::OperatorHandle reorderOp =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "");
   torch::jit::Stack reorder{c10::IValue(mk[1].toTensor().to_mkldnn()), mk[3], mk[4], mk[5], mk[6]};
-  if (c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "").schema().arguments().size() > 5)
-    reorder.emplace_back(x.sizes().vec());
-  c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "").callBoxed(&reorder);
+  if (reorderOp.schema().arguments().size() > 5) reorder.emplace_back(x.sizes().vec());
+  reorderOp.callBoxed(&reorder);
   mk[1] = reorder.at(0);
   c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
   mk.emplace_back(std::string("none"));
@@ -195,7 +198,9 @@ std::string chooseKernel(tune::TuningSession& s, ir::Node* n, bool offerFused) {
   const bool withFused =
       offerFused && (linear ? fusedLinearIneligible(*n).empty() : n->is("aten::conv2d") && fusedIneligible(*n).empty());
   if (!notPrepacked.empty() && !withFused) {
-    s.skipped(kind, n->output()->name(), "dense", notPrepacked);
+    // Recorded once, when offered everything; as a fallback for a conv that
+    // chose fused, it is dense.
+    if (offerFused) s.skipped(kind, n->output()->name(), "dense", notPrepacked);
     return "";
   }
   // XNNPACK is a candidate too where it runs (its own kernels: only this

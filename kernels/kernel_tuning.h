@@ -19,8 +19,10 @@
 //                 kernels/onednn_fused_convs.h; the cheapest oneDNN entry
 //                 per call, which is what small convs spend their time on)
 //                 (micro-benchmarks: conv-prepack and linear-prepack); the
-//                 winners checked together on the whole model, and the
-//                 linears alone when the whole set does not win ->
+//                 winners checked together on the whole model, then, when
+//                 the whole set does not win, each fused conv's choice
+//                 among the others (op-by-op without fused convs), then the
+//                 linears alone ->
 //                 tuned-kernels{prepacked=...,xnnpack=...,fused=...}.
 // And the whole networks it proposes instead of the tuned pipeline
 // (Tunable::alternatives; kind kernel-network, one whole-model A/B against

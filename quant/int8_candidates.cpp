@@ -113,10 +113,8 @@ std::vector<Int8Candidate> findInt8Candidates(ir::Graph& g, bool dynamic, PassCo
       ir::Value* a = mul.value("self");
       ir::Value* b = mul.value("other");
       if (!a || !b || !a->isTensor() || !b->isTensor() || !isFloatTensor(a) || !isFloatTensor(b)) continue;
-      if (!a->meta().shape || !b->meta().shape || a->meta().shape->size() != b->meta().shape->size()) {
-        decline(n, "operand shapes are unknown or of different ranks");
-        continue;
-      }
+      // Others (a scale by a 0-dim tensor) are not gates: left alone, unsaid.
+      if (!a->meta().shape || !b->meta().shape || a->meta().shape->size() != b->meta().shape->size()) continue;
       c.kind = Int8Kind::Mul;
       c.kindName = "mul";
     } else if (auto cat = ir::CatOp::match(n)) {

@@ -4,7 +4,8 @@
 // block in program order (the conditions are QuantizePass::kContract's:
 // convs and linears with constant float weights, adds of equal known shapes
 // with alpha 1, cats of a list built for them alone, muls of two float
-// tensors whose shapes broadcast (a squeeze-excite gate), LSTM/GRU per
+// tensors of known shapes of one rank (a squeeze-excite gate: quantized::mul
+// broadcasts), LSTM/GRU per
 // quant/quantize_rnn.h; in dynamic mode linears, LSTMs and GRUs only), each
 // with the relu / relu6 its int8 kernel fuses, and declines the others with a
 // reason on `ctx` (null: silently, for a copy being evaluated). It only reads

@@ -18,7 +18,7 @@ using namespace rewriters;
 namespace {
 
 // Ops that run on a quantized tensor and give a quantized one: with its
-// quantization, or (hardsigmoid) the kernel's fixed [0, 1] one.
+// quantization, or (hardsigmoid) the kernel's fixed one (scale 1/256).
 bool isPassThrough(const ir::Node* n) {
   static const std::set<std::string> ops = {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
                                             "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d",

@@ -33,7 +33,7 @@ class QuantizePass : public rewriters::Pass {
       "calibration set through the IR interpreter (observer=minmax|histogram|percentile). "
       "aten::quantize_per_tensor is inserted where a float value enters an int8 op (once per value); relu, "
       "hardtanh, max_pool2d, avg_pool2d, adaptive_avg_pool2d, flatten, reshape, contiguous, mean over dims and "
-      "hardsigmoid (its kernel's fixed [0, 1] quantization) of a quantized value run on the quantized tensor; aten::dequantize is inserted before every other user (graph outputs, ops "
+      "hardsigmoid (its kernel's fixed quantization, scale 1/256: [0, 255/256]) of a quantized value run on the quantized tensor; aten::dequantize is inserted before every other user (graph outputs, ops "
       "without int8 kernels, nested blocks). In-place forms are converted only when the value they write has no "
       "other user. The original ops and their fp32 weights are erased. "
       "Accuracy guard: the result is compared with the fp32 graph on held-out batches (the last quarter of the "

@@ -319,8 +319,8 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
   const ir::TensorMeta& meta = x->meta();
 
   // x[:, :] as tracing writes every full dimension of x[:, :k], and x[:, :k]
-  // where metadata shows k is all of that dimension (GhostNet's
-  // `out[:, :self.out_chs]` after a cat of exactly that many channels): a
+  // on a 4-D feature map's channels where metadata shows k is all of them
+  // (GhostNet's `out[:, :self.out_chs]` after a cat of that many): a
   // view of all of x with x's sizes, strides and offset, so x itself. Data
   // written in place through either is seen by both alike; not so a change
   // of geometry in place (an in-place view op such as unsqueeze_, resize_)
@@ -336,14 +336,18 @@ Noop noopKind(Node* n, const ir::MutationAnalysis& mutation, PassContext& ctx, c
     };
     if (!isNoneOr("start", 0) || !isInt("step", 1)) return {};
     if (!isNoneOr("end", std::numeric_limits<int64_t>::max())) {
-      // A literal end at or past the dimension's known size.
+      // A literal end at or past the known size of a 4-D feature map's
+      // channel dimension: the weights fix it, where a batch or sequence
+      // length (x[:, :max_len]) would vary with the input.
       const Literal* end = op.literal("end");
       const Literal* dim = op.literal("dim");
-      if (!end || !end->is<int64_t>() || !dim || !dim->is<int64_t>() || !meta.shape) return {};
-      const int64_t rank = static_cast<int64_t>(meta.shape->size());
-      const int64_t d = dim->as<int64_t>() < 0 ? dim->as<int64_t>() + rank : dim->as<int64_t>();
-      if (d < 0 || d >= rank || (*meta.shape)[d] < 0 || end->as<int64_t>() < (*meta.shape)[d]) return {};
+      if (!end || !end->is<int64_t>() || !dim || !dim->is<int64_t>() || !meta.shape || meta.shape->size() != 4)
+        return {};
+      if (dim->as<int64_t>() != 1 && dim->as<int64_t>() != -3) return {};
+      if ((*meta.shape)[1] < 0 || end->as<int64_t>() < (*meta.shape)[1]) return {};
     }
+    if (meta.dtype && c10::isQIntType(*meta.dtype))
+      return decline("a quantized tensor: an in-place op may give the view its own quantizer");
     if (mutation.mayBeReshaped(n->output()) || mutation.mayBeReshaped(x))
       return decline("the slice or its input may be reshaped in place or compared by identity");
     return {"noop-slice", x};

@@ -121,19 +121,7 @@ std::optional<GeluMatch> matchErfCore(ir::Node* erf) {
 }
 
 // Why the matched GELU cannot be replaced, or "".
-std::string whyNot(const GeluMatch& m) {
-  // Every interior value has its one user inside the pattern (the product's
-  // nodes were only matched through single uses).
-  for (const ir::Node* n : m.interior()) {
-    if (n->output()->uses().size() != 1) return "an intermediate value (" + ir::valueRef(n->output()) + ") has another user";
-    if (n->owningBlock() != m.result->owningBlock()) return "its ops lie in different blocks";
-  }
-  const ir::TensorMeta& meta = m.x->meta();
-  if (!meta.dtype) return "the dtype of its input is unknown (run shape-prop with --input-shape or --inputs)";
-  if (!c10::isFloatingType(*meta.dtype)) return "its input is " + ir::dtypeName(*meta.dtype) + ", not floating point";
-  if (!meta.shape || meta.shape->empty()) return "its input is not known to have rank 1 or more";
-  return "";
-}
+std::string whyNot(const GeluMatch& m) { return patternIneligible(m.interior(), m.result, m.x); }
 
 }  // namespace
 

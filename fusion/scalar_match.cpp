@@ -50,4 +50,17 @@ ir::Value* tensorTimesScalar(const ir::Node* n, const char* op, double wanted) {
   return nullptr;
 }
 
+std::string patternIneligible(const std::vector<ir::Node*>& interior, const ir::Node* result, const ir::Value* x) {
+  for (const ir::Node* n : interior) {
+    if (n->output()->uses().size() != 1)
+      return "an intermediate value (" + ir::valueRef(n->output()) + ") has another user";
+    if (n->owningBlock() != result->owningBlock()) return "its ops lie in different blocks";
+  }
+  const ir::TensorMeta& meta = x->meta();
+  if (!meta.dtype) return "the dtype of its input is unknown (run shape-prop with --input-shape or --inputs)";
+  if (!c10::isFloatingType(*meta.dtype)) return "its input is " + ir::dtypeName(*meta.dtype) + ", not floating point";
+  if (!meta.shape || meta.shape->empty()) return "its input is not known to have rank 1 or more";
+  return "";
+}
+
 }  // namespace ptopt::fusion

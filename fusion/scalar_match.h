@@ -6,6 +6,8 @@
 #include "ir/ir.h"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace ptopt::fusion {
 
@@ -29,5 +31,11 @@ ir::Value* tensorTimesScalar(const ir::Node* n, const char* op, double wanted);
 
 // The node computing `v`, or null.
 inline const ir::Node* producer(const ir::Value* v) { return v ? v->node() : nullptr; }
+
+// Why an elementwise pattern on `x` ending at `result` cannot become one
+// op, or "": an interior node's value has another user or lies in another
+// block, or x is not known to be a floating-point tensor of rank 1 or more
+// (a 0-dim x could be widened by a 0-dim float64 constant).
+std::string patternIneligible(const std::vector<ir::Node*>& interior, const ir::Node* result, const ir::Value* x);
 
 }  // namespace ptopt::fusion

@@ -95,6 +95,10 @@ struct Request {
   bool tune = false;
   double tuneBudgetSeconds = 0;  // <= 0: tune::kDefaultBudgetSeconds
   std::string tuningCache;       // "": tune::TuningCache::defaultPath()
+  // The intra-op thread counts OUT is tuned for (--tune-threads 1,all): the
+  // decisions are timed at the first, and whole-model ones confirmed at the
+  // others (tune::TuneOptions::alsoAtThreads). Empty: LibTorch's count.
+  std::vector<int> tuneThreads;
   // Decide on measure::ReproducibleClock (times that are a hash of each
   // candidate's name: the output depends on the request alone), nothing
   // cached: the CLI's --reproducible-clock, for before/after comparisons.

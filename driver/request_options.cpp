@@ -4,6 +4,7 @@
 #include "quant/quantize.h"
 
 #include "driver/driver.h"  // RequestError
+#include "driver/util.h"    // availablePhysicalCores
 
 #include <fmt/format.h>
 
@@ -38,6 +39,41 @@ double asNumber(const std::string& name, const Json& v) {
 int64_t asInteger(const std::string& name, const Json& v) {
   if (!v.is_number_integer()) badType(name, "an integer", v);
   return v.get<int64_t>();
+}
+// Thread counts: a list of positive integers, or a string of them and
+// "all" (the physical cores available), comma-separated; each once, in the
+// order given.
+std::vector<int> asThreadCounts(const std::string& name, const Json& v) {
+  const char* expected = "thread counts: positive integers or \"all\", as a list or comma-separated";
+  std::vector<Json> items;
+  if (v.is_array()) {
+    items.assign(v.begin(), v.end());
+  } else if (v.is_string()) {
+    std::string text = v.get<std::string>(), item;
+    for (size_t start = 0; start <= text.size();) {
+      const size_t comma = std::min(text.find(',', start), text.size());
+      item = text.substr(start, comma - start);
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      if (item == "all") items.emplace_back("all");
+      else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos && item.size() < 6)
+        items.emplace_back(std::stoi(item));
+      else badType(name, expected, v);
+      start = comma + 1;
+    }
+  } else {
+    badType(name, expected, v);
+  }
+  std::vector<int> out;
+  for (const Json& item : items) {
+    int n = 0;
+    if (item.is_string() && item.get<std::string>() == "all") n = availablePhysicalCores();
+    else if (item.is_number_integer() && item.get<int64_t>() >= 1 && item.get<int64_t>() <= 4096) n = item.get<int>();
+    else badType(name, expected, v);
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  if (out.empty()) badType(name, expected, v);
+  return out;
 }
 std::string asString(const std::string& name, const Json& v) {
   if (!v.is_string()) badType(name, "a string", v);
@@ -117,6 +153,8 @@ const std::vector<Entry>& table() {
     add("tune", "bool", "decide machine-dependent rewrites by timing", [](Request& r, const Json& v) { r.tune = asBool("tune", v); });
     add("tune_budget", "number", "seconds for --tune",
         [](Request& r, const Json& v) { r.tuneBudgetSeconds = asNumber("tune_budget", v); });
+    add("tune_threads", "thread counts", "intra-op thread counts --tune decides for: \"1,all\" or [1, 4]",
+        [](Request& r, const Json& v) { r.tuneThreads = asThreadCounts("tune_threads", v); });
     add("tuning_cache", "string", "the tuning cache's file",
         [](Request& r, const Json& v) { r.tuningCache = asString("tuning_cache", v); });
     add("reproducible_clock", "bool", "decide on times that depend on the candidates' names only",

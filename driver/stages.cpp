@@ -160,8 +160,15 @@ tune::TuneResult tuneStage(const RunSettings& s, Optimizer& opt, const rewriters
     t.cachePath.clear();
     s.note("--tune decides on a reproducible clock (--reproducible-clock): nothing is timed");
   }
+  // Timed at the first of --tune-threads, confirmed at the others.
+  std::optional<ScopedThreads> threads;
+  if (!s.req->tuneThreads.empty()) {
+    threads.emplace(s.req->tuneThreads.front());
+    t.alsoAtThreads.assign(s.req->tuneThreads.begin() + 1, s.req->tuneThreads.end());
+  }
   Stopwatch sw;
   tune::TuneResult tuned = tune::tunePipeline(opt.model(), pipeline, defaultRegistry(), ref.ctx, t);
+  threads.reset();
   record.stageMs["tune"] = sw.ms();
   record.pipeline = rewriters::printPipeline(tuned.pipeline);
   record.tuning = tuned.toJson();

@@ -197,6 +197,7 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   if (o.target) given["target"] = *o.target;
   if (o.measureBudget) given["measure_budget"] = *o.measureBudget;
   if (o.measureThreads) given["measure_threads"] = *o.measureThreads;
+  if (!o.tune.threads.empty()) given["tune_threads"] = o.tune.threads;
   driver::setRequestOptions(req, given);
   req.keepTraining = o.keepTraining;
   req.tune = o.tune.tune;

@@ -20,6 +20,10 @@ void registerTuneOptions(CLI::App& app, TuneCliOptions& o) {
                  fmt::format("Seconds --tune may spend timing (default {:.0f}); decisions left when it runs out keep "
                              "the unrewritten op", tune::kDefaultBudgetSeconds))
       ->check(CLI::PositiveNumber);
+  app.add_option("--tune-threads", o.threads,
+                 "The intra-op thread counts OUT will run at, comma-separated, 'all' for the physical cores "
+                 "(1,all): decisions are timed at the first, and each whole-model choice that keeps a rewrite is timed "
+                 "again at the others and dropped where it is slower there (default: LibTorch's count alone)");
   app.add_option("--tuning-cache", o.cachePath,
                  "JSON file of measured decisions, reused by later --tune runs (default "
                  "$XDG_CACHE_HOME/ptopt/tuning.json, else ~/.cache/ptopt/tuning.json)");

@@ -46,6 +46,7 @@ struct TuneCliOptions {
   double budgetSeconds = -1;  // -1: tune::kDefaultBudgetSeconds
   std::string cachePath;      // "": tune::TuningCache::defaultPath()
   bool reproducibleClock = false;  // --reproducible-clock (or PTOPT_REPRODUCIBLE_CLOCK=1)
+  std::string threads;             // --tune-threads 1,all (request option tune_threads)
 };
 void registerTuneOptions(CLI::App& app, TuneCliOptions& o);
 

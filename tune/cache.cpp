@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -47,7 +48,9 @@ std::optional<nlohmann::json> readCacheFile(const std::string& path) {
 }  // namespace
 
 std::string CacheContext::key() const {
-  return fmt::format("{} | libtorch {} | ptopt {} | {} threads", device, libtorch, ptopt, threads);
+  const std::string confirmed =
+      confirmedAt.empty() ? "" : fmt::format(", confirmed at {} threads", fmt::join(confirmedAt, ","));
+  return fmt::format("{} | libtorch {} | ptopt {} | {} threads{}", device, libtorch, ptopt, threads, confirmed);
 }
 
 CacheContext CacheContext::current(const std::string& device) {
@@ -113,6 +116,7 @@ void TuningCache::store(const CacheContext& ctx, const std::string& signature, c
   auto& c = j_["contexts"][ctx.key()];
   if (!c.contains("device")) c = {{"device", ctx.device}, {"libtorch", ctx.libtorch}, {"ptopt", ctx.ptopt}, {"threads", ctx.threads},
                                   {"decisions", nlohmann::json::object()}};
+  if (!ctx.confirmedAt.empty()) c["confirmed_at_threads"] = ctx.confirmedAt;
   c["decisions"][signature] = d.toJson();
 }
 

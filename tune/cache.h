@@ -41,7 +41,9 @@ struct CacheContext {
   std::string libtorch;  // "1.13.0"
   std::string ptopt;     // ptoptVersion(): a newer ptopt re-tunes
   int threads = 1;
-  std::string key() const;  // "<device> | libtorch <v> | ptopt <v> | <n> threads"
+  std::vector<int> confirmedAt;  // TuneOptions::alsoAtThreads: other counts whole-model choices hold at
+  // "<device> | libtorch <v> | ptopt <v> | <n> threads[, confirmed at <m>[,<k>] threads]"
+  std::string key() const;
   // The context of this process on `device` (MeasuringDevice::str()): this LibTorch and ptopt, at::get_num_threads().
   static CacheContext current(const std::string& device);
 };

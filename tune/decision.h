@@ -2,6 +2,8 @@
 // and its result lists it (tune/tune_model.h).
 #pragma once
 
+#include "tune/tuner.h"
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -33,9 +35,13 @@ struct DecisionRecord {
   // timed: a kernel this CPU lacks), each with its first error line. They
   // are out of the decision, never an error of the run.
   std::vector<std::pair<std::string, std::string>> out;
+  // A whole-model decision's checks at the other thread counts
+  // (TuneOptions::alsoAtThreads; Choice::atThreads).
+  std::vector<ThreadCheck> atThreads;
   bool rewrites() const { return !candidates.empty() && choice != candidates.front(); }
   nlohmann::json toJson() const;
   std::string line() const;  // one line for progress and --explain-like output
+  std::string lineAtOneCount() const;  // the same without the thread checks
 };
 
 }  // namespace ptopt::tune

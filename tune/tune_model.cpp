@@ -9,6 +9,7 @@
 #include "tune/signature.h"
 #include "tune/tunable.h"
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -33,17 +34,27 @@ nlohmann::json DecisionRecord::toJson() const {
                       {"rounds", rounds}, {"seconds", seconds}, {"source", src}, {"challenger", challenger}};
   if (!note.empty()) j["note"] = note;
   for (const auto& [name, why] : out) j["out"][name] = why;
+  for (const ThreadCheck& c : atThreads) j["at_threads"].push_back(c.toJson());
   return j;
 }
 
 std::string DecisionRecord::line() const {
+  std::string checks;
+  for (const ThreadCheck& c : atThreads) checks += "; " + c.line();
+  return lineAtOneCount() + checks;
+}
+
+std::string DecisionRecord::lineAtOneCount() const {
   const std::string what = fmt::format("{} {}", kind, node == "model" ? "(whole model)" : "%" + node);
   if (source == Source::Skipped) return fmt::format("{}: kept {} ({})", what, choice, note);
   const std::string how = source == Source::Cached ? "cached" : fmt::format("{} rounds, {:.2f} s", rounds, seconds);
   if (candidates.size() < 2 || challenger.empty()) return fmt::format("{}: {} ({})", what, choice, how);
   if (choice == candidates.front())
     return fmt::format("{}: {} kept ({} {:.2f}x [{:.2f}, {:.2f}], {}; {})", what, choice, challenger, ratio, low, high,
-                       low > 1.0 ? "slower" : "no win beyond noise", how);
+                       low > 1.0                          ? "slower"
+                       : high < 1.0 && !atThreads.empty() ? "faster at this count, not at another"
+                                                          : "no win beyond noise",
+                       how);
   return fmt::format("{}: {} {:.2f}x [{:.2f}, {:.2f}] of {} ({})", what, choice, ratio, low, high, candidates.front(),
                      how);
 }
@@ -152,6 +163,7 @@ class PipelineTuning final : public TuningSession {
     result_.budgetSeconds = o.budgetSeconds;
     result_.cachePath = o.cachePath;
     context_ = CacheContext::current(measuringDevice(o.device, target::assumedIsa(base.assumedIsa)).str());
+    context_.confirmedAt = o.alsoAtThreads;
     result_.context = context_.key();
     try {
       cache_ = TuningCache::open(o.cachePath);
@@ -283,7 +295,7 @@ class PipelineTuning final : public TuningSession {
     } catch (const std::exception& ex) {
       return skipped(kind, "model", names.front(), std::string("cannot export the variants: ") + ex.what());
     }
-    return measureDecision(kind, "model", signature, candidates, kWholeModelWeight);
+    return measureDecision(kind, "model", signature, candidates, kWholeModelWeight, &variants);
   }
 
   bool preferOpByOp(const std::string& kind, const std::optional<PipelineElement>& preset,
@@ -353,6 +365,8 @@ class PipelineTuning final : public TuningSession {
     d.choice = hit->choice;
     d.ratio = hit->ratio, d.low = hit->low, d.high = hit->high, d.rounds = hit->rounds;
     d.challenger = hit->challenger.empty() ? hit->choice : hit->challenger;
+    if (hit->detail.is_object() && hit->detail.contains("at_threads"))
+      for (const auto& c : hit->detail["at_threads"]) d.atThreads.push_back(ThreadCheck::fromJson(c));
     ++result_.cached;
     return record(std::move(d));
   }
@@ -381,6 +395,8 @@ class PipelineTuning final : public TuningSession {
     if (!c) why = "the --tune-budget is spent";
     else if (c->baselineFailed) why = "the baseline failed: " + c->results[0].error;
     if (!c || c->baselineFailed) return std::nullopt;
+    candidates.clear();  // their packs are for this count; the checks make their own
+    confirmElsewhere(*c, variants);
     return c;
   }
   DecisionRecord recordMeasured(DecisionRecord d, bool cache) override {
@@ -481,15 +497,79 @@ class PipelineTuning final : public TuningSession {
     return Tuner(*timer_).choose(candidates, limits);
   }
 
-  // Times `candidates` (if the budget allows) and caches the choice.
+  // A whole-model choice that keeps a rewrite, at the other thread counts
+  // (TuneOptions::alsoAtThreads): its winners, fastest first, each against
+  // the baseline at every other count until one is slower nowhere; that one
+  // is chosen, else the baseline. The checks are kept in `c`.
+  void confirmElsewhere(Choice& c, const ModelVariants& variants) {
+    if (o_.alsoAtThreads.empty() || c.index == 0) return;
+    std::vector<size_t> winners;
+    for (size_t i = 1; i < c.results.size(); ++i)
+      if (c.results[i].verdict == CandidateResult::Verdict::Won) winners.push_back(i);
+    std::stable_sort(winners.begin(), winners.end(),
+                     [&](size_t a, size_t b) { return c.results[a].ratio < c.results[b].ratio; });
+    for (size_t w : winners) {
+      bool holds = true;
+      for (int threads : o_.alsoAtThreads) {
+        c.atThreads.push_back(checkAt(threads, variants.front(), variants[w]));
+        if (c.atThreads.back().slower) {
+          holds = false;
+          break;
+        }
+      }
+      if (holds) {
+        c.index = w;
+        c.name = c.results[w].name;
+        return;
+      }
+    }
+    c.index = 0;
+    c.name = c.results[0].name;
+  }
+  // `challenger` against `baseline` at `threads` intra-op threads, both
+  // exported there (load-time packs are made for the count in effect).
+  ThreadCheck checkAt(int threads, const ModelVariants::value_type& baseline,
+                      const ModelVariants::value_type& challenger) {
+    ThreadCheck failed;
+    failed.threads = threads;
+    failed.challenger = challenger.first;
+    failed.slower = true;
+    const double left = remaining();
+    if (left <= 0) {
+      result_.budgetSpent = true;
+      failed.error = "the --tune-budget is spent";
+      return failed;
+    }
+    TuneLimits limits = o_.limits;
+    limits.maxSeconds = std::min(left, std::max(0.05, kWholeModelWeight * left /
+                                                          static_cast<double>(std::max<size_t>(1, expected_))));
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    ThreadCheck check;
+    try {
+      const std::vector<Candidate> pair = wholeModelCandidates({baseline, challenger}, *ctx_.exampleInputs, o_.device);
+      check = Tuner(*timer_).confirm(pair[0], pair[1], threads, limits);
+    } catch (const std::exception& ex) {
+      failed.error = firstLine(ex.what());
+      check = failed;
+    }
+    at::set_num_threads(before);
+    return check;
+  }
+
+  // Times `candidates` (if the budget allows) and caches the choice; a
+  // whole-model decision (`variants`: what the candidates run) is confirmed
+  // at the other thread counts.
   DecisionRecord measureDecision(const std::string& kind, const std::string& node, const std::string& signature,
-                                 const std::vector<Candidate>& candidates, double weight) {
+                                 const std::vector<Candidate>& candidates, double weight,
+                                 const ModelVariants* variants = nullptr) {
     std::vector<std::string> names;
     for (const auto& c : candidates) names.push_back(c.name);
     DecisionRecord d = baselineRecord(kind, node, names);
     d.signature = kind + "|" + signature;
-    const auto timed = timeCandidates(candidates, weight);
+    auto timed = timeCandidates(candidates, weight);
     if (!timed) return skip(std::move(d), "the --tune-budget is spent");
+    if (variants && !timed->baselineFailed) confirmElsewhere(*timed, *variants);
     const Choice& c = *timed;
     d.rounds = c.rounds;
     d.seconds = c.seconds;
@@ -507,6 +587,7 @@ class PipelineTuning final : public TuningSession {
     d.low = c.results[shown].low;
     d.high = c.results[shown].high;
     d.note = c.summary();
+    d.atThreads = c.atThreads;
     for (size_t i = 1; i < c.results.size(); ++i)
       if (c.results[i].verdict == CandidateResult::Verdict::Failed) d.out.emplace_back(c.results[i].name, c.results[i].error);
     return recordMeasured(std::move(d), true);
@@ -518,6 +599,7 @@ class PipelineTuning final : public TuningSession {
     cd.candidates = d.candidates;
     cd.ratio = d.ratio, cd.low = d.low, cd.high = d.high, cd.rounds = d.rounds, cd.seconds = d.seconds;
     cd.challenger = d.challenger;
+    for (const ThreadCheck& c : d.atThreads) cd.detail["at_threads"].push_back(c.toJson());
     cache_.store(context_, d.signature, cd);
   }
   static DecisionRecord baselineRecord(const std::string& kind, const std::string& node,

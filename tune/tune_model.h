@@ -58,6 +58,15 @@ struct TuneOptions {
   c10::Device device = c10::kCPU;
   std::ostream* progress = nullptr;
   TuneLimits limits;        // per decision; maxSeconds is set from the budget
+  // Other intra-op thread counts the tuned model will run at: every
+  // whole-model decision (the op-by-op checks, region and pipeline A/Bs) is
+  // timed at LibTorch's current count, and a rewrite it keeps is then timed
+  // against its baseline at each of these (re-exported there: packs follow
+  // the count); one measurably slower at any of them is not kept, the next
+  // winner is tried, else the baseline stays. Per-op decisions are timed at
+  // the current count only; their assignment reaches the model through a
+  // whole-model check. The cache context names these counts.
+  std::vector<int> alsoAtThreads;
   Timer* timer = nullptr;   // nullptr: a measure::DeviceClock on `device`
 };
 

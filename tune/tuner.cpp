@@ -22,6 +22,30 @@ const char* verdictName(CandidateResult::Verdict v) {
   return "?";
 }
 
+std::string ThreadCheck::line() const {
+  if (!error.empty()) return fmt::format("at {} thread{}: {} failed ({})", threads, threads == 1 ? "" : "s", challenger, error);
+  return fmt::format("at {} thread{}: {} {:.2f}x [{:.2f}, {:.2f}]{}", threads, threads == 1 ? "" : "s", challenger, ratio,
+                     low, high, slower ? ", slower: not kept" : ", not slower");
+}
+
+nlohmann::json ThreadCheck::toJson() const {
+  nlohmann::json j = {{"threads", threads}, {"challenger", challenger}, {"ratio", ratio}, {"low", low},
+                      {"high", high},       {"rounds", rounds},         {"slower", slower}};
+  if (!error.empty()) j["error"] = error;
+  return j;
+}
+
+ThreadCheck ThreadCheck::fromJson(const nlohmann::json& j) {
+  ThreadCheck c;
+  c.threads = j.value("threads", 0);
+  c.challenger = j.value("challenger", std::string());
+  c.ratio = j.value("ratio", 1.0), c.low = j.value("low", 1.0), c.high = j.value("high", 1.0);
+  c.rounds = j.value("rounds", 0);
+  c.slower = j.value("slower", false);
+  c.error = j.value("error", std::string());
+  return c;
+}
+
 std::string Choice::summary() const {
   if (baselineFailed) return "the baseline failed: " + (results.empty() ? std::string() : results[0].error);
   std::string s;
@@ -31,9 +55,11 @@ std::string Choice::summary() const {
     if (c.verdict == CandidateResult::Verdict::Failed) s += c.name + " failed";
     else s += fmt::format("{} {:.2f}x [{:.2f}, {:.2f}] {}", c.name, c.ratio, c.low, c.high, verdictName(c.verdict));
   }
-  return fmt::format("{}: {} ({} over {}, {} rounds{})", name, s.empty() ? "no alternative" : s,
+  std::string checks;
+  for (const ThreadCheck& c : atThreads) checks += "; " + c.line();
+  return fmt::format("{}: {} ({} over {}, {} rounds{}){}", name, s.empty() ? "no alternative" : s,
                      results.empty() ? "" : fmt::format("{:.3f} ms", results[0].medianMs),
-                     results.empty() ? "" : results[0].name, rounds, outOfTime ? ", out of time" : "");
+                     results.empty() ? "" : results[0].name, rounds, outOfTime ? ", out of time" : "", checks);
 }
 
 Choice Tuner::choose(const std::vector<Candidate>& candidates, const TuneLimits& limits) const {
@@ -116,6 +142,44 @@ Choice Tuner::choose(const std::vector<Candidate>& candidates, const TuneLimits&
   choice.index = best;
   choice.name = candidates[best].name;
   return choice;
+}
+
+ThreadCheck Tuner::confirm(const Candidate& baseline, const Candidate& challenger, int threads,
+                           const TuneLimits& limits) const {
+  ThreadCheck check;
+  check.threads = threads;
+  check.challenger = challenger.name;
+  measure::RatioEstimate last;
+  auto settled = [&](const measure::Sampling& s) {
+    if (s.failed(1)) return true;
+    last = measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 1000, 11);
+    return measure::slowerSettled(last, limits.margin);
+  };
+  measure::SamplingPlan plan;
+  plan.warmupRounds = 2;
+  plan.minSampleMs = limits.minSampleMs;
+  plan.maxCallsPerSample = limits.maxCallsPerSample;
+  plan.maxRounds = limits.maxRounds;
+  plan.budgetSeconds = limits.maxSeconds;
+  plan.rotate = true;
+  plan.keepGoingOnFailure = true;
+  plan.checkFrom = limits.minRounds;
+  const measure::Sampling s = measure::sampleInterleaved(timer_, {baseline, challenger}, plan, settled);
+  check.rounds = s.rounds;
+  if (s.baselineFailed || s.failed(1)) {
+    check.error = s.baselineFailed ? "the baseline failed: " + s.errors[0] : s.errors[1];
+    check.slower = true;
+    return check;
+  }
+  if (s.rounds < 2) {  // no interval: nothing shows it slower, nor that it is not
+    check.error = "too few rounds to tell";
+    check.slower = true;
+    return check;
+  }
+  last = measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 1000, 11);
+  check.ratio = last.median, check.low = last.low, check.high = last.high;
+  check.slower = measure::judge(last, limits.margin) == measure::Verdict::Slower;
+  return check;
 }
 
 }  // namespace ptopt::tune

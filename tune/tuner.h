@@ -26,6 +26,8 @@
 
 #include "measure/clock.h"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -58,6 +60,22 @@ struct CandidateResult {
 };
 const char* verdictName(CandidateResult::Verdict v);
 
+// A whole-model choice checked again at another intra-op thread count
+// (TuneOptions::alsoAtThreads): the challenger against the baseline there,
+// by the never-slower question (measure/verdict.h slowerSettled).
+struct ThreadCheck {
+  int threads = 0;
+  std::string challenger;
+  double ratio = 1, low = 1, high = 1;  // challenger / baseline at `threads`
+  int rounds = 0;
+  bool slower = false;  // Slower beyond noise: the challenger is not kept
+  std::string error;    // it could not be timed there (then not kept either)
+  // "at 2 threads: fused 1.31x [1.22, 1.40], slower".
+  std::string line() const;
+  nlohmann::json toJson() const;
+  static ThreadCheck fromJson(const nlohmann::json& j);
+};
+
 struct Choice {
   size_t index = 0;  // into the candidates; 0 (the baseline) unless one won
   std::string name;
@@ -67,6 +85,9 @@ struct Choice {
   double seconds = 0;     // on the Timer's clock
   bool outOfTime = false;  // the slice ran out before every alternative was decided
   bool baselineFailed = false;
+  // The winners' checks at the other thread counts, in the order made (a
+  // winner slower at one of them gave way to the next, or to the baseline).
+  std::vector<ThreadCheck> atThreads;
   // One line: "mkldnn 0.82x [0.79, 0.85] over conv2d, 12 rounds".
   std::string summary() const;
   // The chosen candidate's ratio to the baseline (1 when the baseline stays).
@@ -77,6 +98,12 @@ class Tuner {
  public:
   explicit Tuner(Timer& timer) : timer_(timer) {}
   Choice choose(const std::vector<Candidate>& candidates, const TuneLimits& limits) const;
+  // Whether `challenger` is slower than `baseline`, the never-slower
+  // question: the pair interleaved (warm-up and calls per sample as
+  // choose) until it is judged Slower, or can no longer be, within the
+  // limits. `threads` is recorded, not set: the caller runs it there.
+  ThreadCheck confirm(const Candidate& baseline, const Candidate& challenger, int threads,
+                      const TuneLimits& limits) const;
 
  private:
   Timer& timer_;

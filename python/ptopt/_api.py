@@ -245,7 +245,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
              rtol: Optional[Tolerance] = None, atol: Optional[Tolerance] = None, tune: bool = False,
              quantize: Optional[str] = None, report: Union[None, PathLike, Dict[str, Any]] = None,
              calibration: Optional[Sequence[Any]] = None, tune_budget: Optional[float] = None,
-             tuning_cache: Optional[PathLike] = None, measure: bool = True, force: bool = False,
+             tuning_cache: Optional[PathLike] = None, tune_threads: Union[None, str, Sequence[Any]] = None,
+             measure: bool = True, force: bool = False,
              measure_budget: Optional[float] = None, measure_threads: Optional[int] = None,
              rules: Union[None, str, Sequence[str]] = None, rule_files: Sequence[PathLike] = (),
              input_shapes: Optional[Sequence[str]] = None, seed: Optional[int] = None,
@@ -289,6 +290,11 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         tune_budget: seconds the tuning may take (``--tune-budget``,
             default 90).
         tuning_cache: the tuning cache file (``--tuning-cache``).
+        tune_threads: the intra-op thread counts the result will run at
+            (``--tune-threads``): ``[1, "all"]`` or ``"1,all"`` ("all": the
+            physical cores). Decisions are timed at the first; a whole-model
+            choice that keeps a rewrite is timed again at the others and
+            dropped where it is slower there. Default: the current count.
         measure: time the result against the input after verification, as
             ``ptopt IN OUT`` does (interleaved runs, ``measure_budget``
             seconds, default 2, at ``measure_threads`` intra-op threads).
@@ -358,8 +364,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         VerificationError: the result is not within tolerance (``e.report``:
             per-output metrics). Nothing is returned.
     """
-    if (tune_budget is not None or tuning_cache is not None) and not tune:
-        raise ValueError("tune_budget= and tuning_cache= are for tune=True")
+    if (tune_budget is not None or tuning_cache is not None or tune_threads is not None) and not tune:
+        raise ValueError("tune_budget=, tuning_cache= and tune_threads= are for tune=True")
     if measure_budget is not None and float(measure_budget) < 0:
         raise ValueError("measure_budget= must not be negative")
     if measure_threads is not None and int(measure_threads) < 1:
@@ -408,6 +414,7 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
         "seed": None if seed is None else int(seed), "iterations": None if iterations is None else int(iterations),
         "tune": bool(tune), "tune_budget": None if tune_budget is None else float(tune_budget),
         "tuning_cache": os.fspath(tuning_cache) if tuning_cache is not None else None,
+        "tune_threads": tune_threads if tune_threads is None or isinstance(tune_threads, str) else list(tune_threads),
         "reproducible_clock": bool(reproducible_clock) or _env_switch("PTOPT_REPRODUCIBLE_CLOCK"),
         "measure": bool(measure) and not _env_switch("PTOPT_NO_MEASURE"), "force": bool(force),
         "measure_budget": None if measure_budget is None else float(measure_budget),

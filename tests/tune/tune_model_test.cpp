@@ -40,13 +40,14 @@ struct Tuned {
 };
 
 Tuned tuneFixture(Optimizer& opt, const test::Fixture& f, const std::string& preset, test::FakeTimer& timer,
-                  const std::string& cache, double budget = 1000) {
+                  const std::string& cache, double budget = 1000, std::vector<int> alsoAtThreads = {}) {
   rewriters::PassContext ctx;
   ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
   tune::TuneOptions o;
   o.timer = &timer;
   o.cachePath = cache;
   o.budgetSeconds = budget;
+  o.alsoAtThreads = std::move(alsoAtThreads);
   Tuned t{tune::tunePipeline(opt.model(), parsePipelineOrPreset(preset), defaultRegistry(), ctx, o), 0};
   t.samples = timer.samples();
   return t;
@@ -130,6 +131,77 @@ TEST_CASE("tunePipeline: turns a measured kernel win into tuned-kernels and the 
   at::set_num_threads(threads);
   CHECK(other.result.measured == first.result.measured);
   CHECK(other.samples > 0);
+}
+
+// The fake timer's prices by LibTorch's thread count when it times: the
+// op-by-op kernels (mkldnn) win at 1 thread; at 2 the whole op-by-op model
+// is `atTwo` (the preset's costs 1).
+test::FakeTimer threadDependentTimer(double atTwo) {
+  test::FakeTimer timer({{"mkldnn", 0.5}, {"op-by-op", 0.5}}, 0.01);
+  timer.setRule([atTwo](const std::string& name) -> std::optional<double> {
+    if (at::get_num_threads() == 2 && name.rfind("op-by-op", 0) == 0) return atTwo;
+    return std::nullopt;
+  });
+  return timer;
+}
+
+TEST_CASE("tunePipeline: a whole-model choice that is slower at another thread count is not kept") {
+  const auto& f = test::fixture("resnet18_script");
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const std::string cache = tempCache("threads.json");
+  Optimizer opt = Optimizer::load(f.path);
+
+  SECTION("slower at 2 threads: the preset's kernels stay, and the record says why") {
+    test::FakeTimer timer = threadDependentTimer(2.0);
+    const Tuned t = tuneFixture(opt, f, "-O1", timer, cache, 1000, {2});
+    CHECK(countKind(t.result, "conv-kernel", true) == 20);  // each conv's kernel won at 1 thread
+    const tune::DecisionRecord* whole = wholeModel(t.result, "conv-kernel");
+    REQUIRE(whole);
+    CHECK_FALSE(whole->rewrites());
+    REQUIRE(whole->atThreads.size() == 1);
+    CHECK(whole->atThreads[0].threads == 2);
+    CHECK(whole->atThreads[0].challenger == "op-by-op");
+    CHECK(whole->atThreads[0].slower);
+    CHECK(whole->atThreads[0].ratio > 1.5);
+    CHECK_THAT(whole->line(), Catch::Contains("faster at this count, not at another"));
+    CHECK_THAT(whole->line(), Catch::Contains("; at 2 threads: op-by-op 1.9"));
+    CHECK_THAT(whole->toJson().dump(), Catch::Contains("\"at_threads\""));
+    CHECK_THAT(rewriters::printPipeline(t.result.pipeline), !Catch::Contains("mkldnn"));
+    CHECK_THAT(t.result.context, Catch::Contains("1 threads, confirmed at 2 threads"));
+    CHECK(at::get_num_threads() == 1);  // the count is restored after each check
+
+    // The cache keeps the confirmed choice and its check: a second run times nothing.
+    test::FakeTimer again = threadDependentTimer(2.0);
+    const Tuned warm = tuneFixture(opt, f, "-O1", again, cache, 1000, {2});
+    CHECK(warm.samples == 0);
+    const tune::DecisionRecord* cached = wholeModel(warm.result, "conv-kernel");
+    REQUIRE(cached);
+    CHECK_FALSE(cached->rewrites());
+    REQUIRE(cached->atThreads.size() == 1);
+    CHECK(cached->atThreads[0].slower);
+
+    // Without the second count, the same prices keep the kernels (another
+    // cache context: timed again).
+    test::FakeTimer alone = threadDependentTimer(2.0);
+    const Tuned one = tuneFixture(opt, f, "-O1", alone, cache);
+    CHECK(one.samples > 0);
+    const tune::DecisionRecord* oneWhole = wholeModel(one.result, "conv-kernel");
+    REQUIRE(oneWhole);
+    CHECK(oneWhole->rewrites());
+    CHECK(oneWhole->atThreads.empty());
+  }
+  SECTION("as fast at 2 threads: kept, with the check recorded") {
+    test::FakeTimer timer = threadDependentTimer(1.0);
+    const Tuned t = tuneFixture(opt, f, "-O1", timer, "", 1000, {2});
+    const tune::DecisionRecord* whole = wholeModel(t.result, "conv-kernel");
+    REQUIRE(whole);
+    CHECK(whole->rewrites());
+    REQUIRE(whole->atThreads.size() == 1);
+    CHECK_FALSE(whole->atThreads[0].slower);
+    CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("tuned-kernels{mkldnn="));
+  }
+  at::set_num_threads(threads);
 }
 
 TEST_CASE("tunePipeline: keeps the graph when the rewrite loses or ties") {

@@ -133,3 +133,35 @@ TEST_CASE("tiny ops are timed over several calls per sample") {
   CHECK(c.callsPerSample <= 101);
   CHECK(c.name == "b");
 }
+
+TEST_CASE("confirm: the never-slower question about a challenger, as the other thread counts ask it") {
+  const auto c = candidates({"preset", "op-by-op", "equal"});
+  test::FakeTimer timer({{"preset", 10.0}, {"op-by-op", 13.0}, {"equal", 10.0}}, 0.02);
+  const tune::ThreadCheck slower = tune::Tuner(timer).confirm(c[0], c[1], 4, {});
+  CHECK(slower.threads == 4);
+  CHECK(slower.challenger == "op-by-op");
+  CHECK(slower.slower);
+  CHECK(slower.ratio == Approx(1.3).epsilon(0.03));
+  CHECK(slower.low > 1.02);
+  CHECK(slower.rounds == tune::TuneLimits{}.minRounds);  // settled as soon as allowed
+  CHECK_THAT(slower.line(), Catch::Contains("at 4 threads: op-by-op 1.3") && Catch::Contains("slower: not kept"));
+
+  const tune::ThreadCheck same = tune::Tuner(timer).confirm(c[0], c[2], 1, {});
+  CHECK_FALSE(same.slower);
+  CHECK(same.high < 1.02);  // settled: no more samples could make it slower
+  CHECK_THAT(same.line(), Catch::Contains("at 1 thread: equal") && Catch::Contains("not slower"));
+
+  // One that throws there, or too little time to tell, is not kept either.
+  const tune::Candidate throws{"broken", [] { throw std::runtime_error("no kernel at this count"); }};
+  const tune::ThreadCheck failed = tune::Tuner(timer).confirm(c[0], throws, 2, {});
+  CHECK(failed.slower);
+  CHECK_THAT(failed.error, Catch::Contains("no kernel at this count"));
+  tune::TuneLimits none;
+  none.maxSeconds = 0;
+  const tune::ThreadCheck unseen = tune::Tuner(timer).confirm(c[0], c[2], 2, none);
+  CHECK(unseen.slower);
+  CHECK_THAT(unseen.error, Catch::Contains("too few rounds"));
+
+  const tune::ThreadCheck back = tune::ThreadCheck::fromJson(slower.toJson());
+  CHECK(back.line() == slower.line());
+}

@@ -198,9 +198,14 @@ driver::Request requestFrom(const OptimizeOptions& o) {
   if (o.measureBudget) given["measure_budget"] = *o.measureBudget;
   if (o.measureThreads) given["measure_threads"] = *o.measureThreads;
   if (!o.tune.threads.empty()) given["tune_threads"] = o.tune.threads;
-  driver::setRequestOptions(req, given);
+  try {
+    driver::setRequestOptions(req, given);
+  } catch (const driver::RequestError& e) {  // a flag's value the option table refuses (--tune-threads 0)
+    throw UsageError(e.what());
+  }
   req.keepTraining = o.keepTraining;
   req.tune = o.tune.tune;
+  if (!req.tune && !req.tuneThreads.empty()) throw UsageError("--tune-threads is for --tune: add --tune, or drop it");
   req.tuneBudgetSeconds = o.tune.budgetSeconds;
   req.tuningCache = o.tune.cachePath;
   // The two environment switches, read here by the front end only (the

@@ -95,6 +95,32 @@ expect 2 "" -- "$ptopt" tuning frobnicate --tuning-cache "$cache"
 expect 2 "--input-shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune --tuning-cache "$cache"
 [ ! -e "$work/u.pt" ] || fail "a usage error wrote OUT"
 expect 2 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune --tune-budget -1 "${img[@]}"
+# --tune-threads: decisions timed at the first count; each whole-model choice
+# that keeps a rewrite timed again at the others (recorded per decision), the
+# cache context naming them. Bad counts are usage errors.
+expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/th.pt" -O2 --tune --tune-budget 6 --tune-threads 1,2 \
+  "${img[@]}" --tuning-cache "$work/threads.json" --report "$work/th.json"
+"$py" - "$work/th.json" <<'PY' || fail "--tune-threads 1,2: the report does not show the 2-thread checks"
+import json, sys
+t = json.load(open(sys.argv[1]))["tuning"]
+assert t["context"].endswith("| 1 threads, confirmed at 2 threads"), t["context"]
+whole = [d for d in t["decisions"] if d["node"] == "model" and d["source"] == "measured"]
+assert whole, t["decisions"]
+for d in t["decisions"]:
+    checks = d.get("at_threads", [])
+    assert all(c["threads"] == 2 for c in checks), d
+    if d["node"] != "model":
+        assert not checks, d  # per-op decisions are timed at the first count only
+    elif d["choice"] != d["candidates"][0] and d["source"] == "measured":
+        assert checks and not checks[-1]["slower"], d  # a kept rewrite held at 2 threads
+print(len(whole), "whole-model decisions,", sum(bool(d.get("at_threads")) for d in whole), "checked at 2 threads")
+PY
+expect 2 "tune_threads: expected thread counts" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune \
+  --tune-threads 1,0 "${img[@]}"
+expect 2 "tune_threads: expected thread counts" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune \
+  --tune-threads 1,many "${img[@]}"
+expect 2 "--tune-threads is for --tune" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune-threads 1,2 "${img[@]}"
+[ ! -e "$work/u.pt" ] || fail "a usage error wrote OUT"
 echo "{ damaged" > "$cache"
 expect 0 "not valid JSON" -- "$ptopt" "$fx/resnet18_script.pt" "$work/t4.pt" -O1 --tune --tune-budget 2 "${img[@]}" \
   --tuning-cache "$cache"

@@ -308,6 +308,7 @@ def test_optimize_tune_decides_by_measurement_and_caches(scripted, tmp_path):
     """tune=True (--tune): decisions timed on this machine, recorded in report["tuning"], cached in tuning_cache
     (a second call times nothing); the result is verified like any other."""
     cache = tmp_path / "tuning.json"
+    before_threads = torch.get_num_threads()
     report = {}
     fast = ptopt.optimize(scripted, "-O2", X, tune=True, tune_budget=5, tuning_cache=cache, report=report)
     torch.testing.assert_close(fast(*X), scripted(*X), rtol=1e-4, atol=1e-4)
@@ -318,6 +319,16 @@ def test_optimize_tune_decides_by_measurement_and_caches(scripted, tmp_path):
     assert again["tuning"]["measured"] == 0
     with pytest.raises(ValueError, match="tune=True"):
         ptopt.optimize(scripted, "-O2", X, tune_budget=5)
+    # tune_threads= (--tune-threads): whole-model choices confirmed at the other counts, the context names them.
+    threads = {}
+    ptopt.optimize(scripted, "-O2", X, tune=True, tune_budget=5, tuning_cache=cache, tune_threads=[1, 2],
+                   report=threads)
+    assert threads["tuning"]["context"].endswith("1 threads, confirmed at 2 threads"), threads["tuning"]["context"]
+    assert torch.get_num_threads() == before_threads  # the count the caller set is back
+    with pytest.raises(ValueError, match="tune=True"):
+        ptopt.optimize(scripted, "-O2", X, tune_threads="1,all")
+    with pytest.raises(ValueError, match="tune_threads"):
+        ptopt.optimize(scripted, "-O2", X, tune=True, tune_threads=[0])
 
 
 def test_optimize_never_slower_stage_reports_its_verdict(scripted, tmp_path, monkeypatch):

@@ -45,8 +45,9 @@ Variants, per model (a variant that cannot be built says why in the tables):
                OpenVINO's default is not f32
   openvino-int8  OpenVINO on ORT's QDQ int8 file (OpenVINO's own int8 needs
                NNCF, a separate training-tools package)
-  ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at 1 thread, a fresh
-               cache), ptopt-int8 (--quantize int8 with the same calibration
+  ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at the first thread
+               count, with --tune-threads naming every count of the run, so
+               that one file serves them all; a fresh cache), ptopt-int8 (--quantize int8 with the same calibration
                batches for the vision models; -O1,quantize{mode=dynamic} for
                the text models): the ptopt CLI's output files, verified by
                ptopt and loaded with torch.jit.load
@@ -510,7 +511,11 @@ def ptopt_args(ctx, name):
     if name == "ptopt-O3":
         return ["-O3"]
     if name == "ptopt-tune":
-        return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")]
+        # One file for every thread count of the run: timed at the first,
+        # whole-model choices confirmed at the others (--tune-threads).
+        counts = getattr(ctx.args, "threads_list", None) or [1]
+        extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
+        return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")] + extra
     if ctx.spec.text:
         return ["--passes", "-O1,quantize{mode=dynamic}"]
     return ["--quantize", "int8", "--calibration", ctx.calibration_path]
@@ -1075,6 +1080,7 @@ def main():
         n = os.cpu_count() if t == "all" else int(t)
         if n not in threads_list:
             threads_list.append(n)
+    args.threads_list = threads_list
     cap = ("CPU capped: ATEN_CPU_CAPABILITY=%s ONEDNN_MAX_CPU_ISA=%s" % (
         os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("ONEDNN_MAX_CPU_ISA"))
            if os.environ.get("ATEN_CPU_CAPABILITY") else "native ISA")

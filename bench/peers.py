@@ -540,6 +540,14 @@ def ptopt_precision(info):
     written = (info.get("measurement") or {}).get("written")
     if written in ("input", "fp32 structure"):
         return "fp32"
+    # The pipeline that ran: --tune writes the cast it kept with its dtype
+    # spelled out (no dtype=auto note then), and drops it when every op
+    # stayed fp32 (a --quantize file's int8 is FIXED_PRECISION's).
+    cast = re.search(r"(?:^|,)cast\{[^}]*dtype=(bf16|fp16|bfloat16|float16)", info.get("pipeline") or "")
+    if cast:
+        return TUNED_DTYPES[cast.group(1)]
+    if info.get("pipeline") and not re.search(r"(?:^|,)cast\b", info["pipeline"]):
+        return "fp32"
     note = (info.get("precision") or "").strip()
     word = note.split()[0].rstrip(":;,") if note else "fp32"
     if word not in ("bf16", "fp16", "fp32"):
@@ -595,7 +603,8 @@ def report_info(rep):
             model = d["choice"]
         else:
             ops[d["choice"]] = ops.get(d["choice"], 0) + 1
-    info = {"outcome": rep.get("outcome"), "precision": rep.get("precision"), "measurement": rep.get("measurement")}
+    info = {"outcome": rep.get("outcome"), "precision": rep.get("precision"), "measurement": rep.get("measurement"),
+            "pipeline": rep.get("pipeline")}
     if ops:
         info["precision_ops"] = ops
     if model:

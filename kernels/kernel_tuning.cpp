@@ -97,25 +97,49 @@ std::optional<std::vector<tune::Candidate>> linearPrepackCandidates(const ir::No
   return std::vector<tune::Candidate>{tune::boxedCandidate("dense", "aten::linear", "", a), std::move(packed)};
 }
 
+// A candidate that calls `op` boxed on `args` with argument `packedAt` the
+// result of `pack`: packed once, untimed, where OUT computes its packs when
+// it loads (a TorchScript file); in every timed call where OUT runs them on
+// every call (`eachCall`: a .pt2 program, as ep.module() runs it).
+tune::Candidate packedCandidate(std::string name, std::function<c10::IValue()> pack, const std::string& op,
+                                std::vector<c10::IValue> args, size_t packedAt, bool eachCall) {
+  if (!eachCall) {
+    args.at(packedAt) = pack();
+    return tune::boxedCandidate(std::move(name), op, "", std::move(args));
+  }
+  auto handle = std::make_shared<c10::OperatorHandle>(c10::Dispatcher::singleton().findSchemaOrThrow(op.c_str(), ""));
+  auto fixed = std::make_shared<std::vector<c10::IValue>>(std::move(args));
+  return {std::move(name), [handle, fixed, pack = std::move(pack), packedAt] {
+            torch::jit::Stack stack(fixed->begin(), fixed->end());
+            stack.at(packedAt) = pack();
+            handle->callBoxed(&stack);
+          }};
+}
+
 // The linear as tuned-kernels' fused= writes it: mkldnn::_linear_pointwise
-// with its weight packed once (not timed) for the rows it sees, no post-op.
-tune::Candidate fusedLinearCandidate(const ir::Node& linear, c10::Device device) {
+// with its weight packed for the rows it sees (packedCandidate), no post-op.
+tune::Candidate fusedLinearCandidate(const ir::Node& linear, c10::Device device, bool packEachCall) {
   std::string why;
   auto args = tune::benchArguments(linear, device, why);  // input, weight, bias
   if (!args) throw std::runtime_error(why);
   const at::Tensor x = (*args)[0].toTensor();
-  torch::jit::Stack pack{(*args)[1], c10::IValue(x.numel() / std::max<int64_t>(1, x.size(-1)))};
-  c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_reorder_linear_weight", "").callBoxed(&pack);
+  const c10::IValue weight = (*args)[1], rows(x.numel() / std::max<int64_t>(1, x.size(-1)));
+  auto pack = [weight, rows] {
+    torch::jit::Stack stack{weight, rows};
+    c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_reorder_linear_weight", "").callBoxed(&stack);
+    return stack.at(0);
+  };
   c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
-  return tune::boxedCandidate("fused", "mkldnn::_linear_pointwise", "",
-                              {(*args)[0], pack.at(0), (*args)[2], c10::IValue(std::string("none")),
-                               c10::IValue(noScalars), c10::IValue()});
+  return packedCandidate("fused", pack, "mkldnn::_linear_pointwise",
+                         {(*args)[0], c10::IValue(), (*args)[2], c10::IValue(std::string("none")),
+                          c10::IValue(noScalars), c10::IValue()},
+                         1, packEachCall);
 }
 
 // The conv as tuned-kernels' fused= writes it: mkldnn::_convolution_pointwise
-// with its weight reordered once (not timed) for the input it sees, no
+// with its weight reordered for the input it sees (packedCandidate), no
 // post-op (dense and prepacked are timed without the activation too).
-tune::Candidate fusedConvCandidate(const ir::Node& conv, c10::Device device) {
+tune::Candidate fusedConvCandidate(const ir::Node& conv, c10::Device device, bool packEachCall) {
   std::string why;
   auto args = tune::benchArguments(conv, device, why);
   if (!args) throw std::runtime_error(why);
@@ -125,17 +149,21 @@ tune::Candidate fusedConvCandidate(const ir::Node& conv, c10::Device device) {
   const at::Tensor x = mk[0].toTensor();
   // As the rewrite packs it (ir::Conv2dKernelOp::reorderGeometry): 2.x's
   // reorder takes the input's size.
-  const c10::OperatorHandle reorderOp =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "");
-  torch::jit::Stack reorder{c10::IValue(mk[1].toTensor().to_mkldnn()), mk[3], mk[4], mk[5], mk[6]};
-  if (reorderOp.schema().arguments().size() > 5) reorder.emplace_back(x.sizes().vec());
-  reorderOp.callBoxed(&reorder);
-  mk[1] = reorder.at(0);
+  const c10::IValue weight = mk[1], padding = mk[3], stride = mk[4], dilation = mk[5], groups = mk[6];
+  const std::vector<int64_t> inputSize = x.sizes().vec();
+  auto pack = [=] {
+    const c10::OperatorHandle reorderOp =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_reorder_conv2d_weight", "");
+    torch::jit::Stack reorder{c10::IValue(weight.toTensor().to_mkldnn()), padding, stride, dilation, groups};
+    if (reorderOp.schema().arguments().size() > 5) reorder.emplace_back(inputSize);
+    reorderOp.callBoxed(&reorder);
+    return reorder.at(0);
+  };
   c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
   mk.emplace_back(std::string("none"));
   mk.emplace_back(noScalars);
   mk.emplace_back(c10::IValue());
-  return tune::boxedCandidate("fused", "mkldnn::_convolution_pointwise", "", std::move(mk));
+  return packedCandidate("fused", pack, "mkldnn::_convolution_pointwise", std::move(mk), 1, packEachCall);
 }
 
 // The conv (or linear) as XNNPACK runs it: conv2d_clamp_run (linear_clamp_run)
@@ -226,7 +254,11 @@ std::string chooseKernel(tune::TuningSession& s, ir::Node* n, bool offerFused) {
           if (!args) return std::nullopt;
           candidates = std::vector<tune::Candidate>{tune::boxedCandidate("dense", n->target(), "", *args)};
         }
-        if (withFused) candidates->push_back(linear ? fusedLinearCandidate(*n, s.device()) : fusedConvCandidate(*n, s.device()));
+        // A .pt2 runs the fused op's weight reorder on every call.
+        const bool packEachCall = s.context().tensorValuesOnly;
+        if (withFused)
+          candidates->push_back(linear ? fusedLinearCandidate(*n, s.device(), packEachCall)
+                                       : fusedConvCandidate(*n, s.device(), packEachCall));
         if (withXnnpack) candidates->push_back(xnnpackCandidate(*n, s.device()));
         return candidates;
       },

@@ -50,7 +50,8 @@ std::optional<nlohmann::json> readCacheFile(const std::string& path) {
 std::string CacheContext::key() const {
   const std::string confirmed =
       confirmedAt.empty() ? "" : fmt::format(", confirmed at {} threads", fmt::join(confirmedAt, ","));
-  return fmt::format("{} | libtorch {} | ptopt {} | {} threads{}", device, libtorch, ptopt, threads, confirmed);
+  return fmt::format("{} | libtorch {} | ptopt {} | {} threads{}{}", device, libtorch, ptopt, threads, confirmed,
+                     packsEachCall ? " | packs on every call (.pt2)" : "");
 }
 
 CacheContext CacheContext::current(const std::string& device) {

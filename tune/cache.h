@@ -42,7 +42,10 @@ struct CacheContext {
   std::string ptopt;     // ptoptVersion(): a newer ptopt re-tunes
   int threads = 1;
   std::vector<int> confirmedAt;  // TuneOptions::alsoAtThreads: other counts whole-model choices hold at
-  // "<device> | libtorch <v> | ptopt <v> | <n> threads[, confirmed at <m>[,<k>] threads]"
+  // OUT is a program (.pt2): packed weights are computed on every call, not
+  // at load, and timed so (the same graph times differently).
+  bool packsEachCall = false;
+  // "<device> | libtorch <v> | ptopt <v> | <n> threads[, confirmed at <m>[,<k>] threads][ | packs on every call]"
   std::string key() const;
   // The context of this process on `device` (MeasuringDevice::str()): this LibTorch and ptopt, at::get_num_threads().
   static CacheContext current(const std::string& device);

@@ -69,13 +69,15 @@ Candidate boxedCandidate(std::string name, const std::string& op, const std::str
 }
 
 std::vector<Candidate> wholeModelCandidates(const ModelVariants& models, const std::vector<c10::IValue>& inputs,
-                                            c10::Device device) {
+                                            c10::Device device, bool loadTimeOnce) {
+  ir::ExportOptions options;
+  options.hoistLoadTimeValues = loadTimeOnce;
   std::vector<c10::IValue> onDevice;
   for (const c10::IValue& v : inputs) onDevice.push_back(v.isTensor() ? c10::IValue(v.toTensor().to(device)) : v);
   auto shared = std::make_shared<std::vector<c10::IValue>>(std::move(onDevice));
   std::vector<Candidate> out;
   for (const auto& [name, model] : models) {
-    auto module = std::make_shared<torch::jit::Module>(ir::moduleOnDevice(ir::exportModel(*model), device));
+    auto module = std::make_shared<torch::jit::Module>(ir::moduleOnDevice(ir::exportModel(*model, options), device));
     module->eval();
     out.push_back({name, [module, shared] { (void)module->forward(*shared); }});
   }

@@ -211,8 +211,11 @@ Candidate boxedCandidate(std::string name, const std::string& op, const std::str
                          std::vector<c10::IValue> args);
 
 // One candidate per (name, model): each exported (ir::exportModel), moved to
-// `device` and called on `inputs`.
+// `device` and called on `inputs`. `loadTimeOnce`: as a TorchScript OUT runs
+// (load-time values, ir/load_time.h, computed once when it loads); false: as
+// a program (.pt2) runs, whose packed weights are computed on every call
+// (ir::runnableProgram), so that --tune times what OUT will do.
 std::vector<Candidate> wholeModelCandidates(const ModelVariants& models, const std::vector<c10::IValue>& inputs,
-                                            c10::Device device);
+                                            c10::Device device, bool loadTimeOnce = true);
 
 }  // namespace ptopt::tune

@@ -164,6 +164,7 @@ class PipelineTuning final : public TuningSession {
     result_.cachePath = o.cachePath;
     context_ = CacheContext::current(measuringDevice(o.device, target::assumedIsa(base.assumedIsa)).str());
     context_.confirmedAt = o.alsoAtThreads;
+    context_.packsEachCall = ctx_.tensorValuesOnly;
     result_.context = context_.key();
     try {
       cache_ = TuningCache::open(o.cachePath);
@@ -291,7 +292,7 @@ class PipelineTuning final : public TuningSession {
     if (auto hit = fromCache(kind, "model", signature, names)) return *hit;
     std::vector<Candidate> candidates;
     try {
-      candidates = wholeModelCandidates(variants, *ctx_.exampleInputs, o_.device);
+      candidates = wholeModelCandidates(variants, *ctx_.exampleInputs, o_.device, !ctx_.tensorValuesOnly);
     } catch (const std::exception& ex) {
       return skipped(kind, "model", names.front(), std::string("cannot export the variants: ") + ex.what());
     }
@@ -386,7 +387,7 @@ class PipelineTuning final : public TuningSession {
   std::optional<Choice> timeModels(const ModelVariants& variants, std::string& why) override {
     std::vector<Candidate> candidates;
     try {
-      candidates = wholeModelCandidates(variants, *ctx_.exampleInputs, o_.device);
+      candidates = wholeModelCandidates(variants, *ctx_.exampleInputs, o_.device, !ctx_.tensorValuesOnly);
     } catch (const std::exception& ex) {
       why = std::string("cannot export the variants: ") + ex.what();
       return std::nullopt;
@@ -547,7 +548,8 @@ class PipelineTuning final : public TuningSession {
     at::set_num_threads(threads);
     ThreadCheck check;
     try {
-      const std::vector<Candidate> pair = wholeModelCandidates({baseline, challenger}, *ctx_.exampleInputs, o_.device);
+      const std::vector<Candidate> pair = wholeModelCandidates({baseline, challenger}, *ctx_.exampleInputs, o_.device,
+                                                          !ctx_.tensorValuesOnly);
       check = Tuner(*timer_).confirm(pair[0], pair[1], threads, limits);
     } catch (const std::exception& ex) {
       failed.error = firstLine(ex.what());

@@ -20,6 +20,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <catch2/catch.hpp>
 
@@ -478,6 +479,63 @@ TEST_CASE("tunePipeline: runs convs on oneDNN's fused kernel where it measures f
   auto v = opt.verify(f.inputs, {1e-4, 1e-5}, 2);
   INFO(v.summary);
   CHECK(v.passed);
+}
+
+namespace tune_pt2 {
+// Calls of the fused conv's weight reorder on this thread, while alive.
+thread_local size_t tReorders = 0;
+class CountReorders {
+ public:
+  CountReorders() {
+    tReorders = 0;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          if (std::string(fn.name()) == "aten::mkldnn_reorder_conv2d_weight") ++tReorders;
+          return nullptr;
+        }).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~CountReorders() { at::removeCallback(handle_); }
+  size_t count() const { return tReorders; }
+
+ private:
+  at::CallbackHandle handle_ = 0;
+};
+}  // namespace tune_pt2
+
+TEST_CASE("tunePipeline: for a .pt2 OUT, the fused kernels' weight reorders are timed on every call, as it runs them") {
+  if (!kernels::hasFusedConvs()) {
+    WARN("SKIPPED: this LibTorch has no mkldnn::_convolution_pointwise (LibTorch 2.x has it)");
+    return;
+  }
+  const auto& f = test::fixture("resnet18_script");
+  auto tuneFor = [&](bool pt2, size_t& reorders) {
+    Optimizer opt = Optimizer::load(f.path);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+    ctx.tensorValuesOnly = pt2;  // OUT is a .pt2 (driver/stages.cpp)
+    test::FakeTimer timer({{"fused", 0.5}, {"prepacked", 0.6}, {"op-by-op", 0.8}}, 0.01);
+    tune::TuneOptions o;
+    o.timer = &timer;
+    o.budgetSeconds = 1000;
+    tune_pt2::CountReorders counter;
+    tune::TuneResult r = tune::tunePipeline(opt.model(), parsePipelineOrPreset("-O1,channels-last{mode=on}"),
+                                            defaultRegistry(), ctx, o);
+    reorders = counter.count();
+    return r;
+  };
+  size_t once = 0, everyCall = 0;
+  const tune::TuneResult file = tuneFor(false, once);
+  const tune::TuneResult program = tuneFor(true, everyCall);
+  // A TorchScript OUT reorders once per candidate built and per whole-model
+  // export (at load); a program in every timed call of a fused conv.
+  CHECK(once > 0);
+  CHECK(everyCall > 3 * once);
+  CHECK_THAT(program.context, Catch::EndsWith("| packs on every call (.pt2)"));
+  CHECK_THAT(file.context, !Catch::Contains("packs on every call"));
+  // No packed op contexts in a program: fused against dense only.
+  for (const auto& d : program.decisions)
+    if (d.kind == "conv-prepack" && d.node != "model")
+      CHECK(d.candidates == std::vector<std::string>{"dense", "fused"});
 }
 
 TEST_CASE("tunePipeline: keeps the prepacked convs when the fused ones win alone but lose together") {

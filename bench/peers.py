@@ -79,7 +79,10 @@ peers at its own precision:
   int8 / ORT int8    ptopt-int8's ratio over ort-int8's; not counted (the
                      cell says why) where ORT's int8 outputs have a cosine
                      below 0.99 against the original's
-and a line under each table counts the models within 1.15x on each. The JSON
+and a line under each table counts the models within 1.15x on each. Under a
+CPU cap (scripts/avx2-cap.sh) ONNX Runtime, whose kernels pick their
+instructions by CPUID, is not an AVX2 CPU's figure: it is left out of both
+columns (its int8 ratio is shown, uncounted). The JSON
 carries them per model (`comparisons`, by thread count) and as a `summary`.
 
 Numerics: every variant's outputs on the first input against the original's
@@ -791,10 +794,23 @@ def variant_precision(res, name):
     return None  # a JSON from before precisions were recorded
 
 
-def comparisons(res, threads):
+# Peers whose kernels a capped run (scripts/avx2-cap.sh) does not cap: their
+# times there are not an AVX2 CPU's, so they are not compared with.
+UNCAPPED = {"ort": "ONNX Runtime picks its kernels by CPUID, uncapped",
+            "ort-int8": "ONNX Runtime picks its kernels by CPUID, uncapped"}
+
+
+def uncapped_peers(meta):
+    """The peers a run's cap does not reach (none on a native run)."""
+    return UNCAPPED if (meta or {}).get("cap", "native ISA") != "native ISA" else {}
+
+
+def comparisons(res, threads, uncapped=None):
     """The two like-with-like columns of one model at one thread count:
     ptopt-tune over the fastest peer at its precision, ptopt-int8 over
-    ort-int8 (counted only where ORT's int8 cosine is >= MIN_COSINE)."""
+    ort-int8 (counted only where ORT's int8 cosine is >= MIN_COSINE). Under a
+    CPU cap, the peers in `uncapped` are left out (recorded as excluded)."""
+    uncapped = uncapped or {}
     tune = timing(res, "ptopt-tune", threads)
     prec = variant_precision(res, "ptopt-tune") or "unknown"
     c = {"precision": prec}
@@ -803,6 +819,10 @@ def comparisons(res, threads):
     else:
         peers = [(n, timing(res, n, threads)["ratio"]) for n in SAME_PRECISION_PEERS
                  if timing(res, n, threads) and prec != "unknown" and variant_precision(res, n) == prec]
+        excluded = [n for n, _ in peers if n in uncapped]
+        if excluded:
+            c["excluded"] = {n: uncapped[n] for n in excluded}
+            peers = [p for p in peers if p[0] not in uncapped]
         c["peers"] = [n for n, _ in peers]
         if not peers:
             c["missing"] = "no %s peer timed" % prec
@@ -820,6 +840,8 @@ def comparisons(res, threads):
         cos = res["variants"]["ort-int8"].get("numerics", {}).get("cosine")
         d.update({"int8_ratio": int8["ratio"], "ort_int8_ratio": ort8["ratio"], "ratio": int8["ratio"] / ort8["ratio"],
                   "ort_int8_cosine": cos, "counts": cos is not None and cos >= MIN_COSINE})
+        if "ort-int8" in uncapped:
+            d.update({"counts": False, "why": uncapped["ort-int8"]})
         d["within"] = d["counts"] and d["ratio"] <= WITHIN
     return {"tune_vs_best_peer": c, "int8_vs_ort_int8": d}
 
@@ -856,6 +878,8 @@ def tune_cell(c):
 def int8_cell(d):
     if "ratio" not in d:
         return "—"
+    if not d["counts"] and d.get("why"):
+        return "— (%.2fx; ORT not capped)" % d["ratio"]
     if not d["counts"]:
         return "— (ORT int8 cos %s)" % ("%.2f" % d["ort_int8_cosine"] if d["ort_int8_cosine"] is not None else "?")
     return ("**%.2fx**" if d["within"] else "%.2fx") % d["ratio"]
@@ -867,8 +891,8 @@ def summary_line(s, threads):
                       for p, v in sorted(t["by_precision"].items()))
     return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; `int8 / ORT int8` on %d of %d%s." % (
         WITHIN, threads, "" if threads == 1 else "s", t["within"], t["of"], " (%s)" % precs if precs else "",
-        i["within"], i["of"], " (%d more not counted: ORT int8's cosine below %.2f)" % (i["not_counted"], MIN_COSINE)
-        if i["not_counted"] else ""))
+        i["within"], i["of"], " (%d more not counted: ORT int8's cosine below %.2f, or ORT not capped)" % (
+            i["not_counted"], MIN_COSINE) if i["not_counted"] else ""))
 
 
 def fastest(res, threads, names):
@@ -895,6 +919,10 @@ def render(results, args, threads_list, meta):
               "%.2fx. `fastest peer`: "
               "the fastest of all peers, at any precision. This CPU: %s." % (
                   MIN_COSINE, WITHIN, meta.get("native_bf16", "?")), ""]
+    if uncapped_peers(meta):
+        lines += ["Under this cap, %s: they are not compared with (`int8 / ORT int8` shows the ratio, uncounted), "
+                  "and `openvino-fp32` stands for an AVX2 CPU's fp32 peer." % "; ".join(
+                      sorted({"%s (%s)" % (why, "ort, ort-int8") for why in uncapped_peers(meta).values()})), ""]
     for threads in threads_list:
         comps = {r["model"]: r.get("comparisons", {}).get(str(threads)) or comparisons(r, threads)
                  for r in results if not r.get("skip")}
@@ -1043,7 +1071,7 @@ def write_outputs(args, meta, threads_list, results, markdown):
     with markdown, OUT.md too, printed."""
     for r in results:
         if not r.get("skip"):
-            r["comparisons"] = {str(t): comparisons(r, t) for t in threads_list
+            r["comparisons"] = {str(t): comparisons(r, t, uncapped_peers(meta)) for t in threads_list
                                 if timing(r, "original", t)}
     summaries = {str(t): summary(results, t) for t in threads_list}
     with open(args.out + ".json", "w") as fh:

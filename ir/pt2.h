@@ -72,6 +72,14 @@ struct Pt2ReadResult {
 // Whether the file is a zip with a PT2 archive's `archive_format` record.
 bool isPt2File(const std::string& path);
 
+// A tensor constant as a .pt2 stores it, and torch.export.load gives it
+// back: its values in a contiguous, unshared storage (a channels-last
+// weight comes back contiguous). `m` with every constant so: what a
+// program written from `m` runs on, for timing it (--tune) before it is
+// written.
+at::Tensor pt2StoredConstant(const at::Tensor& t);
+Model withConstantsAsStoredInPt2(const Model& m);
+
 // Reads a PT2 archive. Throws InputError with one line naming the problem
 // (damaged zip, wrong archive format or schema version, missing record or
 // weight, pickled entry, unsupported node) and what to do.

@@ -509,10 +509,7 @@ class Pt2Writer {
     size_t index = 0;
     std::unordered_map<const void*, std::string> written;
     for (const Constant& c : constants_) {
-      const at::Tensor t = c.tensor.is_contiguous() && c.tensor.storage_offset() == 0 &&
-                                   static_cast<size_t>(c.tensor.nbytes()) == c.tensor.storage().nbytes()
-                               ? c.tensor.cpu()
-                               : c.tensor.cpu().contiguous().clone();
+      const at::Tensor t = pt2StoredConstant(c.tensor);
       const std::string path = "weight_" + std::to_string(index++);
       put("data/weights/" + path,
           std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
@@ -579,6 +576,20 @@ std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs,
   Specialization s = specializeToInputs(copy.forward(), inputs);
   if (notes) notes->insert(notes->end(), s.notes.begin(), s.notes.end());
   return Pt2Writer(copy, inputs, program, notes).write();
+}
+
+at::Tensor pt2StoredConstant(const at::Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 && static_cast<size_t>(t.nbytes()) == t.storage().nbytes()
+             ? t.cpu()
+             : t.cpu().contiguous().clone();
+}
+
+Model withConstantsAsStoredInPt2(const Model& m) {
+  Model copy = m.clone();
+  for (const auto& [name, v] : m.constants->entries())
+    if (v.isTensor() && !v.toTensor().is_mkldnn() && !v.toTensor().is_quantized())
+      copy.constants->set(name, pt2StoredConstant(v.toTensor()));
+  return copy;
 }
 
 std::vector<c10::IValue> inputsFromMeta(const Graph& forward) {

@@ -1,5 +1,7 @@
 #include "tune/tunable.h"
 
+#include "ir/pt2.h"
+
 #include "ir/op_views.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -77,7 +79,11 @@ std::vector<Candidate> wholeModelCandidates(const ModelVariants& models, const s
   auto shared = std::make_shared<std::vector<c10::IValue>>(std::move(onDevice));
   std::vector<Candidate> out;
   for (const auto& [name, model] : models) {
-    auto module = std::make_shared<torch::jit::Module>(ir::moduleOnDevice(ir::exportModel(*model, options), device));
+    // A program runs on its constants as the .pt2 stores them (contiguous):
+    // a channels-last weight read back costs its convs another reorder.
+    const ir::Model rendered = loadTimeOnce ? ir::Model() : ir::withConstantsAsStoredInPt2(*model);
+    auto module = std::make_shared<torch::jit::Module>(
+        ir::moduleOnDevice(ir::exportModel(loadTimeOnce ? *model : rendered, options), device));
     module->eval();
     out.push_back({name, [module, shared] { (void)module->forward(*shared); }});
   }

@@ -10,6 +10,7 @@
 #include "tune/tunable.h"
 
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -87,6 +88,11 @@ class PipelineTuning final : public TuningSession {
   }
 
   TuneResult run(const Pipeline& pipeline) {
+    // What runs OUT: a TorchScript file runs on LibTorch's profiling
+    // executor, which optimizes the graph after its first calls; a program
+    // (.pt2) runs its ops as written (ep.module()), as the plain executor
+    // runs the rendering.
+    torch::jit::GraphOptimizerEnabledGuard executor(!ctx_.tensorValuesOnly);
     if (!ctx_.exampleInputs)
       throw std::invalid_argument("--tune measures with the model's real input shapes: give --input-shape or --inputs");
     if (pipeline.empty()) {

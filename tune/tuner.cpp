@@ -22,6 +22,24 @@ const char* verdictName(CandidateResult::Verdict v) {
   return "?";
 }
 
+namespace {
+// How a decision samples its candidates: two warm-up rounds (the second sets
+// the calls per sample), rotated rounds within the limits, a candidate that
+// throws out, the question asked from minRounds on.
+measure::SamplingPlan samplingPlan(const TuneLimits& limits) {
+  measure::SamplingPlan plan;
+  plan.warmupRounds = 2;
+  plan.minSampleMs = limits.minSampleMs;
+  plan.maxCallsPerSample = limits.maxCallsPerSample;
+  plan.maxRounds = limits.maxRounds;
+  plan.budgetSeconds = limits.maxSeconds;
+  plan.rotate = true;
+  plan.keepGoingOnFailure = true;
+  plan.checkFrom = limits.minRounds;
+  return plan;
+}
+}  // namespace
+
 std::string ThreadCheck::line() const {
   if (!error.empty()) return fmt::format("at {} thread{}: {} failed ({})", threads, threads == 1 ? "" : "s", challenger, error);
   return fmt::format("at {} thread{}: {} {:.2f}x [{:.2f}, {:.2f}]{}", threads, threads == 1 ? "" : "s", challenger, ratio,
@@ -106,15 +124,7 @@ Choice Tuner::choose(const std::vector<Candidate>& candidates, const TuneLimits&
     return true;
   };
 
-  measure::SamplingPlan plan;
-  plan.warmupRounds = 2;
-  plan.minSampleMs = limits.minSampleMs;
-  plan.maxCallsPerSample = limits.maxCallsPerSample;
-  plan.maxRounds = limits.maxRounds;
-  plan.budgetSeconds = limits.maxSeconds;
-  plan.rotate = true;
-  plan.keepGoingOnFailure = true;
-  plan.checkFrom = limits.minRounds;
+  const measure::SamplingPlan plan = samplingPlan(limits);
   const measure::Sampling s = measure::sampleInterleaved(timer_, candidates, plan, decideAll);
 
   for (size_t i = 0; i < n; ++i)
@@ -155,15 +165,7 @@ ThreadCheck Tuner::confirm(const Candidate& baseline, const Candidate& challenge
     last = measure::bootstrapMedianRatio(s.ms[0], s.ms[1], 1000, 11);
     return measure::slowerSettled(last, limits.margin);
   };
-  measure::SamplingPlan plan;
-  plan.warmupRounds = 2;
-  plan.minSampleMs = limits.minSampleMs;
-  plan.maxCallsPerSample = limits.maxCallsPerSample;
-  plan.maxRounds = limits.maxRounds;
-  plan.budgetSeconds = limits.maxSeconds;
-  plan.rotate = true;
-  plan.keepGoingOnFailure = true;
-  plan.checkFrom = limits.minRounds;
+  const measure::SamplingPlan plan = samplingPlan(limits);
   const measure::Sampling s = measure::sampleInterleaved(timer_, {baseline, challenger}, plan, settled);
   check.rounds = s.rounds;
   if (s.baselineFailed || s.failed(1)) {

@@ -199,7 +199,7 @@ class PipelineTuning final : public TuningSession {
       return skip(std::move(d), "cannot run on this machine: " + firstLine(e.what()));
     }
     if (!candidates) return skipped(kind, node, names.front(), why);
-    return measureDecision(kind, node, *sig, *candidates, 1.0);
+    return measureDecision(kind, node, *sig, std::move(*candidates), 1.0);
   }
 
   DecisionRecord compareModels(const std::string& kind, const std::string& signature,
@@ -213,7 +213,7 @@ class PipelineTuning final : public TuningSession {
     } catch (const std::exception& ex) {
       return skipped(kind, "model", names.front(), std::string("cannot export the variants: ") + ex.what());
     }
-    return measureDecision(kind, "model", signature, candidates, kWholeModelWeight, &variants);
+    return measureDecision(kind, "model", signature, std::move(candidates), kWholeModelWeight, &variants);
   }
 
   bool preferOpByOp(const std::string& kind, const std::optional<PipelineElement>& preset,
@@ -480,7 +480,7 @@ class PipelineTuning final : public TuningSession {
   // whole-model decision (`variants`: what the candidates run) is confirmed
   // at the other thread counts.
   DecisionRecord measureDecision(const std::string& kind, const std::string& node, const std::string& signature,
-                                 const std::vector<Candidate>& candidates, double weight,
+                                 std::vector<Candidate> candidates, double weight,
                                  const ModelVariants* variants = nullptr) {
     std::vector<std::string> names;
     for (const auto& c : candidates) names.push_back(c.name);
@@ -488,7 +488,10 @@ class PipelineTuning final : public TuningSession {
     d.signature = kind + "|" + signature;
     auto timed = timeCandidates(candidates, weight);
     if (!timed) return skip(std::move(d), "the --tune-budget is spent");
-    if (variants && !timed->baselineFailed) confirmElsewhere(*timed, *variants);
+    if (variants && !timed->baselineFailed) {
+      candidates.clear();  // their packs are for this count; the checks make their own
+      confirmElsewhere(*timed, *variants);
+    }
     const Choice& c = *timed;
     d.rounds = c.rounds;
     d.seconds = c.seconds;

@@ -244,6 +244,25 @@ class Run {
   // reference: the shared stage, then the verification inputs by the
   // request's policy (driver/request.h) and the reference's outputs on
   // them, computed once.
+  // A program exported with dynamic sizes is verified at other sizes within
+  // its ranges too (every symbol moved), not only at the ones it was
+  // exported at: a rewrite that fixed a size would pass there alone.
+  void checkOtherSizes(verify::InputPlan& inputs) const {
+    const ir::Pt2Program* program = opt_->pt2Program();
+    if (!inputs.source || inputs.source->fixed || !program || !program->shapes.dynamic()) return;
+    verify::InputSource& source = *inputs.source;
+    std::vector<std::vector<int64_t>> given;
+    for (const auto& spec : source.specs) given.push_back(spec.shape);
+    const ir::SymbolValues base = program->shapes.valuesFor(given);
+    for (size_t which = 0; which < 2; ++which) {
+      const auto sizes = program->shapes.inputSizesAt(program->shapes.allMoved(base, which), given);
+      if (!sizes || *sizes == given) continue;
+      std::vector<verify::InputSpec> specs = source.specs;
+      for (size_t i = 0; i < specs.size() && i < sizes->size(); ++i) specs[i].shape = (*sizes)[i];
+      source.otherSizes.push_back(std::move(specs));
+    }
+  }
+
   void reference() {
     ref_.emplace(referenceStage(set_, *opt_, pipeline_, record_));
     // Rule texts reach the rules pass on the context (rules{text=NAME}).
@@ -257,6 +276,7 @@ class Run {
       set_.warning("scale-tol applies to fp32 results only; this pipeline's low-precision results are checked by the "
                  "global criterion (cosine and max|a-b| <= atol + rtol*max|b|)");
     verify::InputPlan inputs = verify::planInputs(req_.inputs, opt_->model().forward());
+    checkOtherSizes(inputs);
     calibrate(inputs);
     if (inputs.source) set_.exampleInputs = inputs.source->inputsFor(0);
     out_.inputsInferred = inputs.inferred;

@@ -22,8 +22,11 @@
 // `run_decompositions()`'s (aten.convolution,
 // aten._native_batch_norm_legit_no_training). What the IR cannot hold is
 // refused with the node named: higher-order ops (torch.cond, while_loop),
-// custom objects, symbolic shapes, tensor subclasses (pickled weights),
-// mutated buffers or inputs.
+// custom objects, tensor subclasses (pickled weights), mutated buffers or
+// inputs, symbolic floats and booleans. Symbolic sizes (`dynamic_shapes=`)
+// are read as the run-time sizes they are: sym_size and int arithmetic in
+// the graph, the hints as the inputs' recorded shapes, the symbols, ranges
+// and expressions in Pt2Program::shapes (ir/pt2_symbols.h).
 //
 // Write: the graph back as an ExportedProgram that `torch.export.load`
 // reloads: a program's parameters stay parameters, other constants (folded
@@ -33,10 +36,13 @@
 // schema version is the one of the torch ptopt was built against. The
 // calling convention (the pytree specs of inputs and outputs) is the one
 // the program was read with, or a flat tuple of tensors in and the graph's
-// outputs out.
+// outputs out. A dynamic program is written dynamic: the graph runs at
+// several sizes within its ranges and each size that varies is written as
+// the expression its values match (ir/pt2_symbols.h).
 #pragma once
 
 #include "ir/model.h"
+#include "ir/pt2_symbols.h"
 
 #include <string>
 #include <utility>
@@ -62,6 +68,9 @@ struct Pt2Program {
   // The archive's sample inputs record as it was (torch.save's pickle of
   // (args, kwargs)): copied into what ptopt writes, never unpickled here.
   std::string sampleInputs;
+  // Sizes exported as dynamic (`dynamic_shapes=`): their symbols, ranges and
+  // expressions; empty for a static program.
+  Pt2Shapes shapes;
 };
 
 struct Pt2ReadResult {

@@ -267,6 +267,7 @@ class Pt2Importer {
     const Json& graph = pt2json::at(gm, "graph", "graph_module");
     tensorValues_ = &pt2json::at(graph, "tensor_values", "graph");
     readCallingConvention(gm);
+    readSymbols(graph);
     weights_ = readPayloads(archive_, "data/weights/" + out_.program.modelName + "_weights_config.json",
                             "data/weights/", "weights");
     constants_ = readPayloads(archive_, "data/constants/" + out_.program.modelName + "_constants_config.json",
@@ -296,15 +297,76 @@ class Pt2Importer {
     }
   }
 
+  // The symbols and their ranges (range_constraints), and the int values'
+  // expressions (sym_int_values); sym floats and bools are not read.
+  void readSymbols(const Json& graph) {
+    Pt2Shapes& shapes = out_.program.shapes;
+    const Json ranges = program_.value("range_constraints", Json::object());
+    for (const auto& [symbol, range] : ranges.items()) {
+      Pt2Shapes::Range r;
+      const Json lo = range.value("min_val", Json()), hi = range.value("max_val", Json());
+      r.min = lo.is_number_integer() ? lo.get<int64_t>() : 0;
+      // torch.export writes an unbounded maximum as null or as int64's
+      // largest values (int_oo).
+      if (hi.is_number_integer() && hi.get<int64_t>() < (int64_t{1} << 62)) r.max = hi.get<int64_t>();
+      shapes.ranges[symbol] = r;
+    }
+    const Json symInts = graph.value("sym_int_values", Json::object());
+    for (const auto& [name, value] : symInts.items())
+      if (value.contains("as_expr")) noteExpression(value["as_expr"]);
+    for (const char* kind : {"sym_float_values", "sym_bool_values"})
+      if (!graph.value(kind, Json::object()).empty())
+        fail(std::string("the program computes symbolic ") + (kind[4] == 'f' ? "floats" : "booleans") +
+             " (run-time checks or scales of dynamic sizes); ptopt reads dynamic programs whose symbolic "
+             "values are sizes: export with those dimensions static");
+  }
+
+  // A SymInt's value at the hints, noting its expression.
+  std::optional<int64_t> hintOf(const Json& symInt) {
+    if (!symInt.is_object()) return std::nullopt;
+    if (symInt.contains("as_int")) return symInt["as_int"].get<int64_t>();
+    if (!symInt.contains("as_expr")) return std::nullopt;
+    return noteExpression(symInt["as_expr"]);
+  }
+  std::optional<int64_t> noteExpression(const Json& symExpr) {
+    std::optional<int64_t> hint;
+    const Json h = symExpr.value("hint", Json());
+    if (h.is_object() && h.contains("as_int")) hint = h["as_int"].get<int64_t>();
+    out_.program.shapes.noteExpression(pt2json::str(symExpr, "expr_str"), hint);
+    return hint;
+  }
+  std::optional<std::vector<int64_t>> hintsOf(const Json& list) {
+    if (!list.is_array()) return std::nullopt;
+    std::vector<int64_t> out;
+    bool all = true;
+    for (const Json& s : list) {
+      auto v = hintOf(s);
+      if (!v) all = false;
+      else out.push_back(*v);
+    }
+    if (!all) return std::nullopt;
+    return out;
+  }
+
+  // Sizes and strides as at the hints (a dynamic size's value there).
   void setMeta(Value* v, const std::string& name) {
     if (!tensorValues_->contains(name)) return;
     const Json& tm = (*tensorValues_)[name];
     TensorMeta& meta = v->meta();
     meta.dtype = pt2json::scalarType(tm.value("dtype", 0), name);
-    if (auto sizes = pt2json::maybeConcreteInts(tm.value("sizes", Json::array()))) meta.shape = *sizes;
+    if (auto sizes = hintsOf(tm.value("sizes", Json::array()))) meta.shape = *sizes;
     if (tm.contains("device")) meta.device = pt2json::device(tm["device"]);
-    auto strides = pt2json::maybeConcreteInts(tm.value("strides", Json::array()));
+    auto strides = hintsOf(tm.value("strides", Json::array()));
     if (meta.shape && strides) meta.memoryFormat = pt2json::memoryFormatOf(*meta.shape, *strides);
+  }
+
+  // Which of a user input's dimensions are symbolic, by their expressions.
+  void noteInputDims(const std::string& name) {
+    std::vector<std::string> dims;
+    if (tensorValues_->contains(name))
+      for (const Json& s : (*tensorValues_)[name].value("sizes", Json::array()))
+        dims.push_back(s.is_object() && s.contains("as_expr") ? pt2json::str(s["as_expr"], "expr_str") : "");
+    out_.program.shapes.inputDims.push_back(dims);
   }
 
   void readInputs(const Json& signature) {
@@ -324,6 +386,7 @@ class Pt2Importer {
         const std::string name = pt2json::str(arg, "name");
         Value* v = graph_->addInput(c10::TensorType::get(), name);
         setMeta(v, name);
+        noteInputDims(name);
         values_[name] = v;
       } else if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
         const std::string name = pt2json::str(pt2json::at(body, "arg", kind), "name");
@@ -407,6 +470,14 @@ class Pt2Importer {
     return Builder(graph_->block()).call("prim::ListConstruct", std::move(items), type);
   }
 
+  // A SymIntArgument: an int value of the graph (as_name) or a number.
+  Arg symInt(const Json& body, const std::string& node) {
+    const auto [kind, b] = pt2json::unionOf(body, "a symbolic int of " + node);
+    if (kind == "as_name") return valueNamed(b.get<std::string>(), node);
+    if (kind == "as_int") return Literal(b.get<int64_t>());
+    fail("node " + node + " passes a symbolic int of kind " + kind + ", which ptopt does not read");
+  }
+
   Arg argument(const Json& arg, const c10::Argument& formal, const std::string& node) {
     const auto [kind, body] = pt2json::unionOf(arg, "an argument of " + node);
     if (kind == "as_tensor") return valueNamed(pt2json::str(body, "name"), node);
@@ -418,10 +489,16 @@ class Pt2Importer {
       return valueNamed(pt2json::str(b, "name"), node);
     }
     if (auto literal = pt2json::literalOf(kind, body, formal.type())) return typedLiteral(*literal, formal);
-    if (kind == "as_sym_int" || kind == "as_sym_ints" || kind == "as_sym_float" || kind == "as_sym_bool" ||
-        kind == "as_sym_floats" || kind == "as_sym_bools")
-      fail("node " + node + " takes a symbolic size (" + formal.name() + "): the program was exported with "
-           "dynamic shapes; ptopt reads programs with static shapes: export without dynamic_shapes");
+    if (kind == "as_sym_int") return symInt(body, node);
+    if (kind == "as_sym_ints") {
+      std::vector<Arg> items;
+      for (const Json& item : body) items.push_back(symInt(item, node));
+      return Builder(graph_->block()).call("prim::ListConstruct", std::move(items), c10::ListType::ofInts());
+    }
+    if (kind == "as_sym_float" || kind == "as_sym_bool" || kind == "as_sym_floats" || kind == "as_sym_bools")
+      fail("node " + node + " takes a symbolic " + (kind.find("float") != std::string::npos ? "float" : "boolean") +
+           " (" + formal.name() + "): ptopt reads dynamic programs whose symbolic values are sizes; export "
+           "with that dimension static");
     if (kind == "as_graph")
       fail("node " + node + " is a higher-order op with a subgraph (torch.cond, while_loop, map): ptopt "
            "reads programs without control flow; export the branch you deploy");
@@ -431,9 +508,37 @@ class Pt2Importer {
          "read; please report it with the model");
   }
 
+  // Python's int arithmetic on sizes (`_operator.mul(s, 4)`), as the
+  // TorchScript int op that computes it.
+  void readSizeArithmetic(const Json& node, const std::string& target, const std::string& name) {
+    static const std::map<std::string, std::string> ops = {
+        {"_operator.mul", "aten::mul.int"},           {"_operator.add", "aten::add.int"},
+        {"_operator.sub", "aten::sub.int"},           {"_operator.floordiv", "aten::floordiv.int"},
+        {"_operator.mod", "aten::remainder.int"},     {"_operator.neg", "aten::neg.int"},
+        {"torch.sym_max", "prim::max.int"},           {"torch.sym_min", "prim::min.int"}};
+    std::vector<Arg> args;
+    for (const Json& input : pt2json::at(node, "inputs", name)) {
+      const auto [kind, body] = pt2json::unionOf(pt2json::at(input, "arg", name), "an argument of " + name);
+      if (kind == "as_sym_int") args.push_back(symInt(body, name));
+      else if (kind == "as_int") args.emplace_back(Literal(body.get<int64_t>()));
+      else fail("node " + name + " computes " + target + " of a " + kind + "; ptopt reads size arithmetic on ints");
+    }
+    const Json& outputs = pt2json::at(node, "outputs", name);
+    const auto [kind, body] = outputs.size() == 1 ? pt2json::unionOf(outputs[0], "an output of " + name)
+                                                  : std::pair<std::string, const Json&>{"", outputs};
+    if (kind != "as_sym_int" || !body.contains("as_name"))
+      fail("node " + name + " (" + target + ") does not return one symbolic int; ptopt reads size arithmetic on ints");
+    Value* v = Builder(graph_->block()).call(ops.at(target), std::move(args), c10::IntType::get());
+    v->setName(body["as_name"].get<std::string>());
+    values_[v->name()] = v;
+  }
+
   void readNode(const Json& node) {
     const std::string target = pt2json::str(node, "target");
     const std::string name = node.value("name", target);
+    for (const char* arithmetic : {"_operator.mul", "_operator.add", "_operator.sub", "_operator.floordiv",
+                                   "_operator.mod", "_operator.neg", "torch.sym_max", "torch.sym_min"})
+      if (target == arithmetic) return readSizeArithmetic(node, target, name);
     const auto op = pt2json::operatorOf(target);
     if (!op) {
       if (target.rfind("torch.ops.higher_order.", 0) == 0)
@@ -441,8 +546,8 @@ class Pt2Importer {
              "subgraph); ptopt reads programs without control flow: export the branch you deploy");
       if (target.rfind("_operator.", 0) == 0 || target.rfind("torch.sym_", 0) == 0 ||
           target.rfind("math.", 0) == 0)
-        fail("node " + name + " computes a symbolic size (" + target + "): the program was exported with "
-             "dynamic shapes; ptopt reads programs with static shapes: export without dynamic_shapes");
+        fail("node " + name + " computes " + target + " on symbolic values: ptopt reads the size arithmetic "
+             "*, +, -, //, %, max and min; export with that dimension static");
       fail("node " + name + " calls " + target + ", which is not a torch.ops operator; ptopt reads programs of "
            "registered operators");
     }
@@ -524,9 +629,13 @@ class Pt2Importer {
       }
     } else if (kind == "as_none") {
       // An output the program never reads.
+    } else if (kind == "as_sym_int" && body.contains("as_name")) {
+      // A size the graph computes at run time (sym_size of a dynamic dimension).
+      v->setName(body["as_name"].get<std::string>());
+      values_[v->name()] = v;
     } else if (kind == "as_sym_int" || kind == "as_int") {
-      fail("node " + node + " returns a size (" + n->qualifiedTarget() + "): the program was exported with "
-           "dynamic shapes; ptopt reads programs with static shapes: export without dynamic_shapes");
+      fail("node " + node + " returns a size (" + n->qualifiedTarget() + ") the program does not name; "
+           "please report it with the model");
     } else {
       fail("node " + node + " returns a value of kind " + kind + ", which ptopt does not read");
     }

@@ -12,6 +12,7 @@
 #include <torch/version.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -44,12 +45,12 @@ Observed observe(const at::Tensor& t) {
   return o;
 }
 
-Json tensorMetaJson(const Observed& o, bool requiresGrad) {
+Json tensorMetaJson(const Observed& o, bool requiresGrad, const Json* sizes = nullptr, const Json* strides = nullptr) {
   return {{"dtype", pt2json::scalarTypeEnum(o.dtype)},
-          {"sizes", pt2json::symInts(o.sizes)},
+          {"sizes", sizes ? *sizes : pt2json::symInts(o.sizes)},
           {"requires_grad", requiresGrad},
           {"device", pt2json::deviceJson(o.device)},
-          {"strides", pt2json::symInts(o.strides)},
+          {"strides", strides ? *strides : pt2json::symInts(o.strides)},
           {"storage_offset", {{"as_int", o.offset}}},
           {"layout", pt2json::kStridedLayout}};
 }
@@ -66,6 +67,21 @@ std::string identifierFrom(const std::string& s) {
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "v_" + out;
   return out;
+}
+
+// Python's int arithmetic on sizes for the TorchScript int ops that compute
+// it (what the reader made of `_operator.mul` and the like); a TorchScript
+// aten::size is torch.export's sym_size.
+std::optional<std::string> sizeOpTarget(const Node* n) {
+  static const std::map<std::string, std::string> targets = {
+      {"aten::mul.int", "_operator.mul"},           {"aten::add.int", "_operator.add"},
+      {"aten::sub.int", "_operator.sub"},           {"aten::floordiv.int", "_operator.floordiv"},
+      {"aten::remainder.int", "_operator.mod"},     {"aten::neg.int", "_operator.neg"},
+      {"prim::max.int", "torch.sym_max"},           {"prim::min.int", "torch.sym_min"},
+      {"aten::size.int", "torch.ops.aten.sym_size.int"}};
+  auto it = targets.find(n->qualifiedTarget());
+  if (it == targets.end()) return std::nullopt;
+  return it->second;
 }
 
 // Module paths `ep.module()` can rebuild: segments that are identifiers or
@@ -109,7 +125,8 @@ class Pt2Writer {
   Pt2Writer(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
             std::vector<std::string>* notes)
       : graph_(model.forward()), program_(program), inputs_(inputs), notes_(notes) {
-    runOnce(inputs);
+    runAt(inputs, 0);
+    if (program_ && program_->shapes.dynamic()) runAtSamplePoints();
   }
 
   std::string write() {
@@ -154,6 +171,7 @@ class Pt2Writer {
       outputSpecs.push_back({{"user_output", {{"arg", arg}}}});
     }
     graph["tensor_values"] = tensorValues_;
+    graph["sym_int_values"] = symIntValues_;
 
     const bool keepSpecs = program_ && !program_->inSpec.empty() &&
                            program_->forwardArgNames.size() == graph_.inputs().size();
@@ -173,7 +191,7 @@ class Pt2Writer {
           {"metadata", Json::object()},
           {"treespec_namedtuple_fields", Json::object()}}},
         {"opset_version", {{"aten", PTOPT_PT2_ATEN_OPSET}}},
-        {"range_constraints", Json::object()},
+        {"range_constraints", rangeConstraints()},
         {"schema_version", {{"major", major}, {"minor", minor}}},
         {"verifiers", Json::array({"TRAINING"})},
         {"torch_version", TORCH_VERSION},
@@ -188,11 +206,21 @@ class Pt2Writer {
     bool isParam = false;
   };
 
-  void runOnce(const std::vector<c10::IValue>& inputs) {
+  // Runs the graph at sample point `k` (0: the inputs given), recording
+  // every tensor value's metadata and every int value.
+  void runAt(const std::vector<c10::IValue>& inputs, size_t k) {
     InterpreterOptions options;
-    options.observer = [this](const Value& v, const c10::IValue& iv) {
+    options.observer = [this, k](const Value& v, const c10::IValue& iv) {
       if (iv.isTensor() && iv.toTensor().defined()) {
-        observed_[&v] = observe(iv.toTensor());
+        auto& at = observedAt_[&v];
+        at.resize(k + 1);
+        at[k] = observe(iv.toTensor());
+        if (k == 0) observed_[&v] = at[0];
+      } else if (iv.isInt()) {
+        auto& at = intsAt_[&v];
+        at.resize(k + 1);
+        at[k] = iv.toInt();
+      } else if (k > 0) {
       } else if (iv.isTensorList()) {
         auto& list = lists_[&v];
         list.clear();
@@ -202,8 +230,92 @@ class Pt2Writer {
     try {
       Interpreter(graph_, options).run(inputs);
     } catch (const std::exception& e) {
-      throw std::invalid_argument(std::string("cannot run the model to record its tensors' metadata: ") + e.what());
+      if (k == 0)
+        throw std::invalid_argument(std::string("cannot run the model to record its tensors' metadata: ") + e.what());
+      std::vector<std::string> at;
+      for (const auto& [symbol, value] : sizes_->points()[k]) at.push_back(symbol + "=" + std::to_string(value));
+      throw std::invalid_argument(fmt::format(
+          "the graph does not run at {} (within the program's dynamic ranges), so its sizes cannot be written "
+          "symbolic: {}. If IN runs there, a pass made a size static: see whether --passes '' writes it, and "
+          "report it with the model",
+          fmt::join(at, ", "), e.what()));
     }
+  }
+
+  // A dynamic program: runs at the sample points (pt2_symbols.h), inputs of
+  // the given dtypes and the sizes of each point, zeros.
+  void runAtSamplePoints() {
+    const Pt2Shapes& shapes = program_->shapes;
+    std::vector<std::vector<int64_t>> given;
+    for (const c10::IValue& v : inputs_) given.push_back(v.isTensor() ? v.toTensor().sizes().vec() : std::vector<int64_t>{});
+    sizes_.emplace(shapes, shapes.samplePoints(shapes.valuesFor(given)));
+    for (size_t k = 1; k < sizes_->points().size(); ++k) {
+      auto sizes = shapes.inputSizesAt(sizes_->points()[k], given);
+      if (!sizes)
+        throw std::invalid_argument("an input's dynamic size is an expression ptopt cannot evaluate; export with "
+                                    "that input's sizes as plain dimensions (torch.export.Dim)");
+      std::vector<c10::IValue> inputs;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        if (!inputs_[i].isTensor()) {
+          inputs.push_back(inputs_[i]);
+          continue;
+        }
+        const at::Tensor& t = inputs_[i].toTensor();
+        at::Tensor z = at::zeros((*sizes)[i], t.options());
+        if (t.is_contiguous(c10::MemoryFormat::ChannelsLast) && !t.is_contiguous() && z.dim() == 4)
+          z = z.contiguous(c10::MemoryFormat::ChannelsLast);
+        inputs.emplace_back(z);
+      }
+      runAt(inputs, k);
+    }
+  }
+
+  // A size's JSON: a number, or the expression its values at the sample
+  // points match; `what` names it for the refusal.
+  Json symInt(const SizeTrace& trace, const std::string& what) const {
+    std::optional<int64_t> constant;
+    auto expr = sizes_->match(trace, &constant);
+    if (constant) return {{"as_int", *constant}};
+    if (!expr) {
+      std::vector<std::string> seen;
+      for (size_t k = 0; k < trace.size(); ++k) seen.push_back(std::to_string(trace[k]));
+      throw std::invalid_argument(fmt::format(
+          "{} takes the values {} at the sample sizes, which no expression of the program's symbols ptopt "
+          "knows gives; export with that dimension static, or write TorchScript (--to torchscript)",
+          what, fmt::join(seen, ", ")));
+    }
+    return {{"as_expr", {{"expr_str", *expr}, {"hint", {{"as_int", trace[0]}}}}}};
+  }
+
+  // The sizes and strides of a value of a dynamic program, symbolic where
+  // they vary.
+  Json tensorMetaAtPoints(const Value* v) const {
+    const auto& at = observedAt_.at(v);
+    if (at.size() != sizes_->points().size())
+      throw std::invalid_argument("%" + v->name() + " was not computed at every sample size; a torch.export "
+                                  "program here cannot hold it");
+    Json sizes = Json::array(), strides = Json::array();
+    for (size_t d = 0; d < at[0].sizes.size(); ++d) {
+      SizeTrace sz, st;
+      for (const Observed& o : at) {
+        if (o.sizes.size() != at[0].sizes.size())
+          throw std::invalid_argument("%" + v->name() + "'s rank varies with the input sizes");
+        sz.push_back(o.sizes[d]);
+        st.push_back(o.strides[d]);
+      }
+      sizes.push_back(symInt(sz, fmt::format("size {} of %{}", d, v->name())));
+      strides.push_back(symInt(st, fmt::format("stride {} of %{}", d, v->name())));
+    }
+    return tensorMetaJson(at[0], false, &sizes, &strides);
+  }
+
+  // range_constraints: the program's, as it was read.
+  Json rangeConstraints() const {
+    Json out = Json::object();
+    if (!program_) return out;
+    for (const auto& [symbol, r] : program_->shapes.ranges)
+      out[symbol] = {{"min_val", r.min}, {"max_val", r.max ? Json(*r.max) : Json(nullptr)}};
+    return out;
   }
 
   [[noreturn]] void cannot(const Node* n, const std::string& why) const {
@@ -255,7 +367,7 @@ class Pt2Writer {
         for (const auto& out : n->outputs()) name(out.get(), out->name());
         // FX names a node that returns several values (or a list) apart
         // from the getitem nodes that take them apart.
-        if (n->numOutputs() != 1 || !n->output()->isTensor()) {
+        if (n->numOutputs() != 1 || !(n->output()->isTensor() || n->output()->type()->kind() == c10::TypeKind::IntType)) {
           std::string base = n->target().substr(n->target().find("::") + 2), candidate = base;
           for (int i = 1; used.count(candidate); ++i) candidate = base + "_" + std::to_string(i);
           used.insert(candidate);
@@ -328,7 +440,7 @@ class Pt2Writer {
   void recordTensor(const Value* v) {
     auto it = observed_.find(v);
     if (it != observed_.end()) {
-      tensorValues_[nameOf(v)] = tensorMetaJson(it->second, false);
+      tensorValues_[nameOf(v)] = sizes_ ? tensorMetaAtPoints(v) : tensorMetaJson(it->second, false);
       return;
     }
     // Never ran (an output ATen left undefined): what shape propagation knows.
@@ -347,12 +459,14 @@ class Pt2Writer {
     if (a.isLiteral()) return pt2json::literalJson(a.literal());
     Value* v = a.value();
     if (v->isTensor()) return {{"as_tensor", {{"name", nameOf(v)}}}};
+    if (sizes_ && v->type()->kind() == c10::TypeKind::IntType) return {{"as_sym_int", {{"as_name", nameOf(v)}}}};
     Node* list = v->node();
     if (list && list->is("prim::ListConstruct")) {
       const c10::TypePtr element = v->type()->containedTypes().empty() ? nullptr : v->type()->containedTypes()[0];
       const bool optional = element && element->kind() == c10::TypeKind::OptionalType;
       const bool tensors = element && (element->kind() == c10::TypeKind::TensorType ||
                                        (optional && element->containedTypes()[0]->kind() == c10::TypeKind::TensorType));
+      if (!tensors && sizes_ && element && element->kind() == c10::TypeKind::IntType) return symIntList(n, formal, listNow_.at(v));
       if (!tensors) return literalList(n, formal, listNow_.at(v));
       Json items = Json::array();
       for (const Arg& item : listNow_.at(v)) {
@@ -368,6 +482,18 @@ class Pt2Writer {
     }
     cannot(n, "its argument " + formal.name() + " is a " + v->type()->str() +
                   " computed at run time; give fixed input shapes so that it folds to a constant");
+  }
+
+  // A dynamic program's int list: sizes computed at run time by name.
+  Json symIntList(const Node* n, const c10::Argument& formal, const std::vector<Arg>& items) {
+    Json out = Json::array();
+    for (const Arg& a : items) {
+      if (a.isLiteral() && a.literal().is<int64_t>()) out.push_back({{"as_int", a.literal().as<int64_t>()}});
+      else if (a.isValue() && a.value()->type()->kind() == c10::TypeKind::IntType)
+        out.push_back({{"as_name", nameOf(a.value())}});
+      else cannot(n, "its argument " + formal.name() + " is a list of sizes with an item that is not an int");
+    }
+    return {{"as_sym_ints", out}};
   }
 
   // A list of literals built by prim::ListConstruct (`Scalar?[]`, `int[]`
@@ -432,6 +558,11 @@ class Pt2Writer {
         outputs.push_back({{"as_tensors", listOutput(n, v)}});
         continue;
       }
+      if (sizes_ && t->kind() == c10::TypeKind::IntType && intsAt_.count(v)) {
+        outputs.push_back({{"as_sym_int", {{"as_name", nameOf(v)}}}});
+        symIntValues_[nameOf(v)] = symInt(intsAt_.at(v), "%" + v->name());
+        continue;
+      }
       cannot(n, "it returns a " + t->str() + " (a size or number computed at run time); give fixed input "
                 "shapes so that it folds to a constant");
     }
@@ -439,7 +570,8 @@ class Pt2Writer {
     Json metadata = Json::object();
     if (!location.empty()) metadata["stack_trace"] = "File \"" + location.substr(0, location.rfind(':')) +
                                                      "\", line " + location.substr(location.rfind(':') + 1);
-    return {{"target", pt2json::targetOf(n->target(), n->overload())},
+    const auto sizeOp = sizes_ ? sizeOpTarget(n) : std::nullopt;
+    return {{"target", sizeOp ? *sizeOp : pt2json::targetOf(n->target(), n->overload())},
             {"inputs", inputs},
             {"outputs", outputs},
             {"metadata", metadata},
@@ -537,7 +669,13 @@ class Pt2Writer {
   const Pt2Program* program_;
   std::vector<c10::IValue> inputs_;
   std::vector<std::string>* notes_;
-  std::unordered_map<const Value*, Observed> observed_;
+  std::unordered_map<const Value*, Observed> observed_;  // at the inputs given
+  // A dynamic program: what each value was at each sample point, and the
+  // expressions that give its sizes.
+  std::unordered_map<const Value*, std::vector<Observed>> observedAt_;
+  std::unordered_map<const Value*, SizeTrace> intsAt_;
+  std::optional<SizeExpressions> sizes_;
+  Json symIntValues_ = Json::object();
   std::unordered_map<const Value*, std::vector<Observed>> lists_;
   std::unordered_map<const Value*, std::string> names_;
   std::unordered_map<const Node*, std::string> nodeNames_;
@@ -571,7 +709,9 @@ bool needsSpecializing(const Graph& g) {
 std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
                      std::vector<std::string>* notes) {
   if (!pt2Supported()) throw std::invalid_argument(pt2UnsupportedMessage("write"));
-  if (!needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program, notes).write();
+  // A dynamic program's sizes are computed at run time, and written so.
+  const bool dynamic = program && program->shapes.dynamic();
+  if (dynamic || !needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program, notes).write();
   Model copy = model.clone();
   Specialization s = specializeToInputs(copy.forward(), inputs);
   if (notes) notes->insert(notes->end(), s.notes.begin(), s.notes.end());

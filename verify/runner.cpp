@@ -45,6 +45,7 @@ std::string executorName(Executor e) { return e == Executor::Plain ? "plain" : "
 
 std::vector<c10::IValue> InputSource::inputsFor(int i) const {
   if (fixed) return cloneInputs(*fixed);
+  if (i >= 1 && static_cast<size_t>(i - 1) < otherSizes.size()) return makeInputs(otherSizes[i - 1], seedFor(i));
   return makeInputs(specs, seedFor(i));
 }
 
@@ -60,6 +61,11 @@ std::string InputSource::describe() const {
   if (fixed) return fmt::format("1 run on {} input(s) from --inputs{}", fixed->size(), how);
   std::vector<std::string> shapes;
   for (const auto& s : specs) shapes.push_back(s.str());
+  for (int i = 1; i < iterations && static_cast<size_t>(i - 1) < otherSizes.size(); ++i) {
+    std::vector<std::string> other;
+    for (const auto& spec : otherSizes[i - 1]) other.push_back(spec.str());
+    shapes.push_back(fmt::format("| {}", fmt::join(other, " ")));
+  }
   return fmt::format("{} seeded run{} (seed {}) of {}{}", iterations, iterations == 1 ? "" : "s", seed,
                      fmt::join(shapes, " "), how);
 }

@@ -52,6 +52,9 @@ struct InputSource {
   std::vector<InputSpec> specs;
   std::optional<std::vector<c10::IValue>> fixed;
   int iterations = 3;
+  // Runs 1, 2, ... at these specs instead (a dynamic program's other sizes);
+  // run 0 and runs past them at `specs`.
+  std::vector<std::vector<InputSpec>> otherSizes;
   uint64_t seed = 0;
   Executor executor = Executor::Plain;  // how both models run (see the top)
   int count() const { return fixed ? 1 : iterations; }

@@ -430,7 +430,10 @@ class Pt2Importer {
   }
 
   // A tensor list argument: a prim::ListConstruct in front of the node.
-  Value* tensorList(const Json& items, bool optional, const std::string& node) {
+  // `optional`: the items are optional tensors (as_optional_tensors);
+  // `formal` typed Tensor?[] makes the list one of optional tensors even
+  // when every item is given (`index.Tensor`'s indices as as_tensors).
+  Value* tensorList(const Json& items, bool optional, const std::string& node, const c10::Argument& formal) {
     std::vector<Arg> args;
     for (const Json& item : items) {
       if (!optional) {
@@ -441,8 +444,13 @@ class Pt2Importer {
       if (kind == "as_none") args.emplace_back(Literal(NoneLiteral{}));
       else args.emplace_back(valueNamed(pt2json::str(body, "name"), node));
     }
-    const c10::TypePtr type = optional ? c10::ListType::create(c10::OptionalType::create(c10::TensorType::get()))
-                                       : c10::ListType::ofTensors();
+    const c10::TypePtr listed = formal.type()->kind() == c10::TypeKind::OptionalType
+                                    ? formal.type()->containedTypes()[0] : formal.type();
+    const bool optionalItems = optional || (listed->kind() == c10::TypeKind::ListType &&
+                                            listed->containedTypes()[0]->kind() == c10::TypeKind::OptionalType);
+    const c10::TypePtr type = optionalItems
+                                  ? c10::ListType::create(c10::OptionalType::create(c10::TensorType::get()))
+                                  : c10::ListType::ofTensors();
     return Builder(graph_->block()).call("prim::ListConstruct", std::move(args), type);
   }
 
@@ -481,8 +489,8 @@ class Pt2Importer {
   Arg argument(const Json& arg, const c10::Argument& formal, const std::string& node) {
     const auto [kind, body] = pt2json::unionOf(arg, "an argument of " + node);
     if (kind == "as_tensor") return valueNamed(pt2json::str(body, "name"), node);
-    if (kind == "as_tensors") return tensorList(body, false, node);
-    if (kind == "as_optional_tensors") return tensorList(body, true, node);
+    if (kind == "as_tensors") return tensorList(body, false, node, formal);
+    if (kind == "as_optional_tensors") return tensorList(body, true, node, formal);
     if (kind == "as_optional_tensor") {
       const auto [k, b] = pt2json::unionOf(body, "an optional tensor");
       if (k == "as_none") return Literal(NoneLiteral{});

@@ -321,6 +321,27 @@ std::optional<std::string> SizeExpressions::match(const SizeTrace& trace, std::o
       return out + ")";
     }
   }
+  // c * E and c * E1 * E2 for expressions the program wrote (a channels-last
+  // stride: channels times a width the program computes).
+  auto ratioTo = [&](const std::vector<const SizeTrace*>& factors) -> std::optional<int64_t> {
+    std::optional<int64_t> c;
+    for (size_t i = 0; i < trace.size(); ++i) {
+      int64_t p = 1;
+      for (const SizeTrace* f : factors) p *= (*f)[i];
+      if (p == 0 || trace[i] % p != 0) return std::nullopt;
+      if (c && *c != trace[i] / p) return std::nullopt;
+      c = trace[i] / p;
+    }
+    return c;
+  };
+  auto scaled = [](int64_t c, const std::string& inner) {
+    return c == 1 ? inner : "Mul(" + integerText(c) + ", " + inner + ")";
+  };
+  for (const auto& [t1, e1] : known_)
+    if (auto c = ratioTo({&t1})) return scaled(*c, e1);
+  for (auto a = known_.begin(); a != known_.end(); ++a)
+    for (auto b = a; b != known_.end(); ++b)
+      if (auto c = ratioTo({&a->first, &b->first})) return scaled(*c, "Mul(" + a->second + ", " + b->second + ")");
   // c * (a product of two or more symbols).
   std::vector<std::string> syms;
   for (const auto& [s, h] : p0) syms.push_back(s);

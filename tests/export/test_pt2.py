@@ -15,6 +15,10 @@ result is read back by stock PyTorch (torch.export.load) and run with
 - TorchScript in, .pt2 out (``ptopt m.pt m.pt2``);
 - ``ptopt.optimize(ep)`` returns an ExportedProgram; ``ptopt.show(ep)``;
 - AOTInductor compiles and runs a result;
+- programs exported with ``dynamic_shapes=``: written dynamic (the same
+  ranges, symbolic input sizes), verified at other sizes, matching the
+  original at sizes other than the export's; derived sizes (``2*n``) kept;
+  symbolic floats refused;
 - bad .pt2 files: exit 2, one line naming the problem, nothing written.
 """
 import io
@@ -330,6 +334,100 @@ def test_aoti_compiles_a_result(programs, tmp_path):
         raise e
     torch.testing.assert_close(compiled(*inputs), torch.export.load(str(path)).module()(*inputs),
                                rtol=1e-4, atol=1e-5)
+
+
+# ---- dynamic shapes: a program exported with dynamic_shapes= stays dynamic
+
+
+def dynamic_cases():
+    """name -> (model, inputs, dynamic_shapes, inputs of other sizes)."""
+    batch = torch.export.Dim("batch", min=1, max=16)
+    seq = torch.export.Dim("seq", min=2, max=32)
+    h, w = torch.export.Dim("h", min=64, max=256), torch.export.Dim("w", min=64, max=256)
+    return {
+        "convbn_batch": (CORPUS["convbn"][0], (torch.randn(2, 3, 16, 16),), ({0: batch},),
+                         [(torch.randn(5, 3, 16, 16),)]),
+        # Conv output sizes are floor divisions of H and W; channels-last
+        # (-O2) strides are channels times them.
+        "resnet18_batch_hw": (CORPUS["resnet18"][0], (torch.randn(2, 3, 64, 64),), ({0: batch, 2: h, 3: w},),
+                              [(torch.randn(3, 3, 80, 104),)]),
+        # Batch times sequence in the attention's reshapes.
+        "transformer_batch_seq": (CORPUS["transformer_encoder"][0], (torch.randn(2, 10, 32),),
+                                  ({0: batch, 1: seq},), [(torch.randn(3, 7, 32),), (torch.randn(1, 31, 32),)]),
+    }
+
+
+DYNAMIC = dynamic_cases()
+
+
+def user_input_sizes(ep):
+    names = set(ep.graph_signature.user_inputs)
+    return [n.meta["val"].shape for n in ep.graph.nodes if n.op == "placeholder" and n.name in names]
+
+
+@pytest.mark.parametrize("ir", IRS)
+@pytest.mark.parametrize("name", list(DYNAMIC))
+def test_dynamic_program_stays_dynamic(tmp_path, name, ir):
+    model, inputs, dynamic_shapes, others = DYNAMIC[name]
+    ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes, strict=False)
+    if ir == "inference":
+        ep = ep.run_decompositions()
+    path, out, report = tmp_path / "in.pt2", tmp_path / "out.pt2", tmp_path / "report.json"
+    torch.export.save(ep, str(path))
+    text = run_ptopt(path, out, "-O2", "--no-measure", "--report", report)
+    # Verified at the export sizes and at others within the ranges.
+    verification = next(line for line in text.splitlines() if line.startswith("verification:"))
+    assert "passed" in verification and " | " in verification, verification
+    original, result = torch.export.load(str(path)), torch.export.load(str(out))
+    assert {str(k): str(v) for k, v in result.range_constraints.items()} == \
+        {str(k): str(v) for k, v in original.range_constraints.items()}
+    assert [[isinstance(d, torch.SymInt) for d in s] for s in user_input_sizes(result)] == \
+        [[isinstance(d, torch.SymInt) for d in s] for s in user_input_sizes(original)]
+    fired = {p["pass"] for p in json.loads(report.read_text())["passes"] if p["changed"]}
+    norms = [len([t for t in call_targets(p) if "batch_norm" in t]) for p in (original, result)]
+    if norms[0]:  # folded (convbn's BN after an add has no conv to fold into)
+        assert "fold-conv-bn" in fired and norms[1] < norms[0], (fired, norms)
+    for args in [inputs, *others]:
+        with torch.no_grad():
+            for a, b in zip(outputs(original, args), outputs(result, args)):
+                assert a.shape == b.shape
+                torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    # Outside the ranges the program refuses, as the original does.
+    with pytest.raises(Exception):
+        result.module()(torch.randn(17, *inputs[0].shape[1:]))
+
+
+def test_dynamic_program_keeps_derived_sizes(tmp_path):
+    """A size given as 2*n (a derived Dim): the input's expression and both
+    ranges stay; the view's floor division is computed at run time."""
+    class Halves(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x.view(x.shape[0] // 2, -1))
+
+    n = torch.export.Dim("n", min=2, max=64)
+    ep = torch.export.export(Halves(), (torch.randn(4, 8),), dynamic_shapes=({0: 2 * n},))
+    path, out = tmp_path / "in.pt2", tmp_path / "out.pt2"
+    torch.export.save(ep, str(path))
+    run_ptopt(path, out, "--passes", "", "--no-measure")
+    result = torch.export.load(str(out))
+    assert len(result.range_constraints) == 2
+    x = torch.randn(10, 8)
+    assert torch.equal(result.module()(x), ep.module()(x))
+
+
+def test_dynamic_symbolic_float_is_refused(tmp_path):
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            return x * (x.shape[1] ** -0.5)
+
+    ep = torch.export.export(Scaled(), (torch.randn(2, 8),),
+                             dynamic_shapes=({1: torch.export.Dim("n", min=2, max=64)},))
+    path, out = tmp_path / "in.pt2", tmp_path / "out.pt2"
+    torch.export.save(ep, str(path))
+    text = run_ptopt(path, out, "-O1", "--no-measure", expect=2)
+    errors = [line for line in text.splitlines() if line.startswith("ptopt: error")]
+    assert len(errors) == 1 and "symbolic floats" in errors[0], text
+    assert not out.exists()
 
 
 # ---- bad input: exit 2, one line, nothing written

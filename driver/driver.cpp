@@ -90,11 +90,11 @@ void checkOutputPath(const Request& req) {
 
 // The bytes of a file, as a candidate to write unchanged.
 std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in && !in.eof()) throw std::runtime_error("cannot read '" + path + "'");
-  return ss.str();
+  try {
+    return ir::readFileBytes(path);
+  } catch (const ir::InputError& e) {
+    throw std::runtime_error(e.what());
+  }
 }
 
 // One run: the settings every stage reads, each stage's result as it

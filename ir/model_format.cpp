@@ -7,7 +7,10 @@
 
 #include "ir/archive_check.h"
 
+#include <cstring>
 #include <fstream>
+#include <sstream>
+#include <sys/stat.h>
 
 namespace ptopt::ir {
 
@@ -59,9 +62,29 @@ ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> 
              : input;
 }
 
+std::string readFileBytes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw InputError("cannot read '" + path + "': " + std::strerror(errno) + " (check the path)");
+  if (!S_ISREG(st.st_mode)) throw InputError("'" + path + "' is not a regular file: give a model file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open '" + path + "' for reading (check its permissions)");
+  // Read straight into a buffer of the file's size (a stringstream would
+  // copy the bytes twice); a file that changes meanwhile is read to its end.
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  if (in.gcount() == st.st_size && in.peek() != std::char_traits<char>::eof()) {
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    bytes += rest.str();
+  }
+  return bytes;
+}
+
 torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where) {
   if (f == ModelFormat::TorchScript) return loadSerializedModule(bytes);
-  return runnableProgram(readPt2(bytes, where).model);
+  return runnableProgram(readPt2(bytes, where, /*writtenHere=*/true).model);
 }
 
 torch::jit::Module loadRunnable(const std::string& path) {

@@ -33,6 +33,9 @@ ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> 
 // A module that runs exactly `bytes` (see the top). Throws InputError for
 // bytes that do not read.
 torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where);
+// A file's bytes, read at once into a buffer of its size; InputError naming
+// the path when it cannot be read or is not a regular file.
+std::string readFileBytes(const std::string& path);
 // The module that runs a program read from a .pt2 (see the top).
 torch::jit::Module runnableProgram(const Model& program);
 // A TorchScript file loaded (ir::loadTorchScript's checks and messages), or

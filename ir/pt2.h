@@ -92,12 +92,15 @@ Model withConstantsAsStoredInPt2(const Model& m);
 // Reads a PT2 archive. Throws InputError with one line naming the problem
 // (damaged zip, wrong archive format or schema version, missing record or
 // weight, pickled entry, unsupported node) and what to do.
-Pt2ReadResult readPt2(const std::string& bytes, const std::string& where);
+// `writtenHere`: bytes this process wrote (OUT read back to run it): their
+// zip structure is checked, not their CRC-32s.
+Pt2ReadResult readPt2(const std::string& bytes, const std::string& where, bool writtenHere = false);
 Pt2ReadResult readPt2File(const std::string& path);
 // readPt2 without the check that this build supports .pt2, expecting export
 // schema `schemaMajor`: the fuzz target's entry (it builds in both worlds).
 // Throws InputError only.
-Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where, int schemaMajor);
+Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where, int schemaMajor,
+                              bool checkCrc = true);
 
 // Writes `model`'s forward as a PT2 archive. `inputs` are one value per
 // placeholder, run once to record every value's metadata (strides

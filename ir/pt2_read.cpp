@@ -4,6 +4,7 @@
 #include "ir/pt2_json.h"
 
 #include "ir/archive_check.h"
+#include "ir/model_format.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/runtime/operator.h>
@@ -14,10 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
-#include <sys/stat.h>
 #include <unordered_map>
 
 namespace ptopt::ir {
@@ -55,8 +53,12 @@ class StringReadAdapter : public caffe2::serialize::ReadAdapterInterface {
 // The records of one archive, by name under its top-level folder.
 class Pt2Archive {
  public:
-  Pt2Archive(const std::string& bytes, std::string where) : where_(std::move(where)) {
-    const ArchiveCheckResult check = checkZipArchive(std::string_view(bytes));
+  // `checkCrc` false: bytes this process just wrote (the load back of OUT),
+  // whose structure is still checked.
+  Pt2Archive(const std::string& bytes, std::string where, bool checkCrc = true) : where_(std::move(where)) {
+    ArchiveLimits limits;
+    limits.checkCrc = checkCrc;
+    const ArchiveCheckResult check = checkZipArchive(std::string_view(bytes), limits);
     if (!check.ok())
       throw InputError("'" + where_ + "' is damaged: " + check.problem + "; export it again, or download it again");
     try {
@@ -81,6 +83,12 @@ class Pt2Archive {
       throw InputError("'" + where_ + "': " + name + " is not valid JSON (" + e.what() +
                        "); save it again with torch.export.save");
     }
+  }
+  // A record's bytes as LibTorch's reader allocated them (CPU-allocator
+  // aligned), for a tensor to own without a copy.
+  std::pair<at::DataPtr, size_t> data(const std::string& name) const {
+    auto [data, size] = reader_->getRecord(name);
+    return {std::move(data), size};
   }
   std::vector<std::string> records() const { return reader_->getAllRecords(); }
   const std::string& where() const { return where_; }
@@ -116,13 +124,18 @@ at::Tensor payloadTensor(const Pt2Archive& archive, const std::string& folder, c
                      "): the archive is incomplete; save it again with torch.export.save");
   auto it = storages.find(record);
   if (it == storages.end()) {
-    const std::string bytes = archive.text(record, "the bytes of " + fqn);
+    // The tensor owns the record's buffer: no copy.
+    auto [data, size] = archive.data(record);
     const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-    if (bytes.size() % element != 0)
-      throw InputError("'" + archive.where() + "': " + record + " holds " + std::to_string(bytes.size()) +
+    if (size % element != 0)
+      throw InputError("'" + archive.where() + "': " + record + " holds " + std::to_string(size) +
                        " bytes, not a whole number of " + c10::toString(dtype) + " elements; export it again");
-    at::Tensor flat = at::empty({static_cast<int64_t>(bytes.size()) / element}, at::TensorOptions(dtype));
-    if (!bytes.empty()) std::memcpy(flat.data_ptr(), bytes.data(), bytes.size());
+    at::Tensor flat = at::empty({0}, at::TensorOptions(dtype));
+    if (size > 0) {
+      c10::Storage storage(c10::Storage::use_byte_size_t(), size, std::move(data), /*allocator=*/nullptr,
+                           /*resizable=*/false);
+      flat.set_(storage, 0, {static_cast<int64_t>(size) / element}, {1});
+    }
     it = storages.emplace(record, flat).first;
   }
   const at::Tensor& flat = it->second;
@@ -135,7 +148,7 @@ at::Tensor payloadTensor(const Pt2Archive& archive, const std::string& folder, c
     needed += (sizes[d] - 1) * strides[d];
   }
   if (empty) return at::empty(sizes, at::TensorOptions(dtype));
-  if (flat.numel() == 0 && needed > 0 && archive.text(record, "").empty())
+  if (flat.numel() == 0 && needed > 0)
     return at::zeros(sizes, at::TensorOptions(dtype));  // what torch.export.save writes for a tensor without data
   if (needed > flat.numel())
     throw InputError(fmt::format("'{}': {} ({} {}) needs {} elements but {} holds {}; the archive is damaged, "
@@ -709,24 +722,12 @@ class Pt2Importer {
   std::unordered_map<std::string, Value*> values_;
 };
 
-std::string readWholeFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw InputError("cannot read '" + path + "': " + std::strerror(errno) + " (check the path)");
-  if (!S_ISREG(st.st_mode)) throw InputError("'" + path + "' is not a regular file: give a .pt2 file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open '" + path + "' for reading (check its permissions)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 namespace {
 
-Pt2ReadResult parseArchive(const std::string& bytes, const std::string& where, int schemaMajor) {
-  Pt2Archive archive(bytes, where);
+Pt2ReadResult parseArchive(const std::string& bytes, const std::string& where, int schemaMajor, bool checkCrc) {
+  Pt2Archive archive(bytes, where, checkCrc);
   if (!archive.has("archive_format") || archive.text("archive_format", "") != "pt2")
     throw InputError("'" + where + "' is a zip archive but not a PT2 archive (no archive_format 'pt2'): save the "
                      "program with torch.export.save(ep, path)");
@@ -762,15 +763,15 @@ Pt2ReadResult parseArchive(const std::string& bytes, const std::string& where, i
 
 }  // namespace
 
-Pt2ReadResult readPt2(const std::string& bytes, const std::string& where) {
+Pt2ReadResult readPt2(const std::string& bytes, const std::string& where, bool writtenHere) {
   if (!pt2Supported())
     throw InputError("'" + where + "' is a torch.export program (.pt2): " + pt2UnsupportedMessage("read"));
-  return parsePt2Archive(bytes, where, pt2SchemaVersion().first);
+  return parsePt2Archive(bytes, where, pt2SchemaVersion().first, /*checkCrc=*/!writtenHere);
 }
 
-Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where, int schemaMajor) {
+Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where, int schemaMajor, bool checkCrc) {
   try {
-    return parseArchive(bytes, where, schemaMajor);
+    return parseArchive(bytes, where, schemaMajor, checkCrc);
   } catch (const InputError&) {
     throw;
   } catch (const nlohmann::json::exception& e) {
@@ -781,6 +782,6 @@ Pt2ReadResult parsePt2Archive(const std::string& bytes, const std::string& where
   }
 }
 
-Pt2ReadResult readPt2File(const std::string& path) { return readPt2(readWholeFile(path), path); }
+Pt2ReadResult readPt2File(const std::string& path) { return readPt2(readFileBytes(path), path); }
 
 }  // namespace ptopt::ir

@@ -626,6 +626,11 @@ class Pt2Writer {
 
   std::string archive(const std::string& programJson) {
     std::string bytes;
+    // The weights' bytes and a margin for headers and the JSON, at once: no
+    // copies as the archive grows.
+    size_t weightBytes = 0;
+    for (const Constant& c : constants_) weightBytes += static_cast<size_t>(c.tensor.nbytes()) + 256;
+    bytes.reserve(weightBytes + 2 * programJson.size() + (1 << 20));
     caffe2::serialize::PyTorchStreamWriter writer([&bytes](const void* data, size_t n) {
       bytes.append(static_cast<const char*>(data), n);
       return n;
@@ -643,8 +648,7 @@ class Pt2Writer {
     for (const Constant& c : constants_) {
       const at::Tensor t = pt2StoredConstant(c.tensor);
       const std::string path = "weight_" + std::to_string(index++);
-      put("data/weights/" + path,
-          std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
+      writer.writeRecord("data/weights/" + path, t.data_ptr(), static_cast<size_t>(t.nbytes()));
       Observed o = observe(t);
       o.device = c10::kCPU;
       config[c.fqn] = {{"path_name", path},

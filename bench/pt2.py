@@ -32,8 +32,14 @@ import tempfile
 import time
 import warnings
 
-import torch
-import torchvision
+# The PyPI torch 2.15 wheel builds AOTInductor packages that resolve
+# aoti_torch_* from torch's libraries loaded globally; without this they
+# compile but do not load ("undefined symbol: aoti_torch_dtype_float32").
+# It must be set before torch is imported.
+os.environ.setdefault("TORCH_USE_RTLD_GLOBAL", "YES")
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -117,6 +123,12 @@ def bench_model(args, name):
     with tempfile.TemporaryDirectory() as d:
         ep = torch.export.export(model, (x,))
         programs = {"training": ep, "inference": ep.run_decompositions()}
+        if args.aoti:  # AOTInductor on IN itself: what OUT's compiled time compares with
+            os.makedirs(os.path.join(d, "in_aoti"))
+            compiled, status = aoti(ep, x, os.path.join(d, "in_aoti"))
+            row["aoti_in"] = status
+            if compiled is not None:
+                row["aoti_in_ratio"] = round(ratio(ep.module(), compiled, x, args.rounds, args.per_round), 3)
         for ir, program in programs.items():
             src = os.path.join(d, f"{ir}.pt2")
             torch.export.save(program, src)
@@ -183,7 +195,7 @@ def main():
             json.dump(result, f, indent=1)
     print(f"torch {torch.__version__}, {result.get('cpu', '')}, {args.threads} thread(s); "
           "ratios: OUT.module() time / IN.module() time (lower is faster)\n")
-    print("| model | IR | preset | BN before→after | dropout before→after | calls before→after | OUT.module() / IN | AOTI / IN |")
+    print("| model | IR | preset | BN before→after | dropout before→after | calls before→after | OUT.module() / IN | AOTI(OUT) / IN (AOTI(IN) / IN) |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         for key, r in row.items():
@@ -194,6 +206,8 @@ def main():
                 print(f"| {row['model']} | {ir} | {preset} | failed: {r.get('error')} | | | | |")
                 continue
             aoti_cell = r.get("aoti_ratio", r.get("aoti", ""))
+            if aoti_cell != "" and ir == "training":
+                aoti_cell = f"{aoti_cell} (IN: {row.get('aoti_in_ratio', row.get('aoti_in', '?'))})"
             print(f"| {row['model']} | {ir} | `{preset}` | {r['bn_before']}→{r['bn_after']} | "
                   f"{r['dropout_before']}→{r['dropout_after']} | {r['calls_before']}→{r['calls_after']} | "
                   f"{r['module_ratio']} | {aoti_cell} |")

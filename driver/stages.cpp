@@ -211,6 +211,25 @@ RunResult runStage(const RunSettings& s, Optimizer& opt, const rewriters::Pipeli
   return run;
 }
 
+namespace {
+
+// A program that computes in oneDNN's blocked layout (a --tune choice):
+// `ep.module()` runs it, AOTInductor cannot compile it (its tracer has no
+// layout for those tensors), which a user compiling OUT needs to know.
+std::optional<std::string> blockedLayoutNote(const ir::Graph& g) {
+  int reorders = 0;
+  for (ir::Node* n : *g.block())
+    if (n->is("aten::to_mkldnn") || n->is("aten::mkldnn_reorder_conv2d_weight") ||
+        n->is("aten::mkldnn_reorder_conv3d_weight"))
+      ++reorders;
+  if (!reorders) return std::nullopt;
+  return fmt::format("OUT computes in oneDNN's blocked layout ({} reorders into it): ep.module() runs it, "
+                     "AOTInductor cannot compile it; for AOTInductor, write OUT without --tune (-O3 and "
+                     "AOTInductor's own kernels)", reorders);
+}
+
+}  // namespace
+
 ExportResult exportStage(const RunSettings& s, std::optional<Optimizer>& opt, const rewriters::Pipeline& pipeline,
                          const ReferenceResult& ref, const RunResult& run, driver::RunRecord& record) {
   auto bug = [](const std::exception& e) {
@@ -237,6 +256,8 @@ ExportResult exportStage(const RunSettings& s, std::optional<Optimizer>& opt, co
     s.note(fmt::format("OUT is specialized to the inputs' shapes and types, as torch.export traces: {} ({}{})",
                        specialized.size() == 1 ? "1 change" : std::to_string(specialized.size()) + " changes",
                        specialized.front(), specialized.size() > 1 ? "; ..." : ""));
+  if (exported.format == ir::ModelFormat::Pt2)
+    if (auto note = blockedLayoutNote(opt->model().forward())) s.note(*note);
   ExportResult out;
   out.counts = countModel(opt->model());
   record.opsAfter = out.counts.ops;

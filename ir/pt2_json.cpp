@@ -260,6 +260,29 @@ std::string targetOf(const std::string& qualified, const std::string& overload) 
          (overload.empty() ? "default" : overload);
 }
 
+namespace {
+const std::vector<std::pair<std::string, std::string>>& sizeArithmetic() {
+  static const std::vector<std::pair<std::string, std::string>> ops = {
+      {"_operator.mul", "aten::mul.int"},       {"_operator.add", "aten::add.int"},
+      {"_operator.sub", "aten::sub.int"},       {"_operator.floordiv", "aten::floordiv.int"},
+      {"_operator.mod", "aten::remainder.int"}, {"_operator.neg", "aten::neg.int"},
+      {"torch.sym_max", "prim::max.int"},       {"torch.sym_min", "prim::min.int"}};
+  return ops;
+}
+}  // namespace
+
+std::optional<std::string> sizeOpOfTarget(const std::string& pythonTarget) {
+  for (const auto& [python, op] : sizeArithmetic())
+    if (python == pythonTarget) return op;
+  return std::nullopt;
+}
+
+std::optional<std::string> targetOfSizeOp(const std::string& qualifiedOp) {
+  for (const auto& [python, op] : sizeArithmetic())
+    if (op == qualifiedOp) return python;
+  return std::nullopt;
+}
+
 bool isLeafSpec(const std::string& spec) {
   if (spec.empty()) return true;
   try {

@@ -63,6 +63,12 @@ Json literalJson(const Literal& l);
 std::optional<std::pair<std::string, std::string>> operatorOf(const std::string& target);
 std::string targetOf(const std::string& qualified, const std::string& overload);
 
+// Python's int arithmetic on sizes as a dynamic program spells it
+// (`_operator.mul`, `torch.sym_max`) and the TorchScript int op that
+// computes it (`aten::mul.int`), in both directions; nullopt for others.
+std::optional<std::string> sizeOpOfTarget(const std::string& pythonTarget);
+std::optional<std::string> targetOfSizeOp(const std::string& qualifiedOp);
+
 // Whether a pytree spec (TreeSpec JSON text, `[1, {...}]`) is a single leaf.
 // An empty spec counts as one.
 bool isLeafSpec(const std::string& spec);

@@ -530,13 +530,9 @@ class Pt2Importer {
   }
 
   // Python's int arithmetic on sizes (`_operator.mul(s, 4)`), as the
-  // TorchScript int op that computes it.
-  void readSizeArithmetic(const Json& node, const std::string& target, const std::string& name) {
-    static const std::map<std::string, std::string> ops = {
-        {"_operator.mul", "aten::mul.int"},           {"_operator.add", "aten::add.int"},
-        {"_operator.sub", "aten::sub.int"},           {"_operator.floordiv", "aten::floordiv.int"},
-        {"_operator.mod", "aten::remainder.int"},     {"_operator.neg", "aten::neg.int"},
-        {"torch.sym_max", "prim::max.int"},           {"torch.sym_min", "prim::min.int"}};
+  // TorchScript int op `op` that computes it.
+  void readSizeArithmetic(const Json& node, const std::string& op, const std::string& target,
+                          const std::string& name) {
     std::vector<Arg> args;
     for (const Json& input : pt2json::at(node, "inputs", name)) {
       const auto [kind, body] = pt2json::unionOf(pt2json::at(input, "arg", name), "an argument of " + name);
@@ -549,7 +545,7 @@ class Pt2Importer {
                                                   : std::pair<std::string, const Json&>{"", outputs};
     if (kind != "as_sym_int" || !body.contains("as_name"))
       fail("node " + name + " (" + target + ") does not return one symbolic int; ptopt reads size arithmetic on ints");
-    Value* v = Builder(graph_->block()).call(ops.at(target), std::move(args), c10::IntType::get());
+    Value* v = Builder(graph_->block()).call(op, std::move(args), c10::IntType::get());
     v->setName(body["as_name"].get<std::string>());
     values_[v->name()] = v;
   }
@@ -557,9 +553,7 @@ class Pt2Importer {
   void readNode(const Json& node) {
     const std::string target = pt2json::str(node, "target");
     const std::string name = node.value("name", target);
-    for (const char* arithmetic : {"_operator.mul", "_operator.add", "_operator.sub", "_operator.floordiv",
-                                   "_operator.mod", "_operator.neg", "torch.sym_max", "torch.sym_min"})
-      if (target == arithmetic) return readSizeArithmetic(node, target, name);
+    if (auto op = pt2json::sizeOpOfTarget(target)) return readSizeArithmetic(node, *op, target, name);
     const auto op = pt2json::operatorOf(target);
     if (!op) {
       if (target.rfind("torch.ops.higher_order.", 0) == 0)

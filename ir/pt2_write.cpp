@@ -69,19 +69,12 @@ std::string identifierFrom(const std::string& s) {
   return out;
 }
 
-// Python's int arithmetic on sizes for the TorchScript int ops that compute
-// it (what the reader made of `_operator.mul` and the like); a TorchScript
-// aten::size is torch.export's sym_size.
+// The target a dynamic program writes for an int op on sizes
+// (`_operator.mul` for aten::mul.int); a TorchScript aten::size is
+// torch.export's sym_size.
 std::optional<std::string> sizeOpTarget(const Node* n) {
-  static const std::map<std::string, std::string> targets = {
-      {"aten::mul.int", "_operator.mul"},           {"aten::add.int", "_operator.add"},
-      {"aten::sub.int", "_operator.sub"},           {"aten::floordiv.int", "_operator.floordiv"},
-      {"aten::remainder.int", "_operator.mod"},     {"aten::neg.int", "_operator.neg"},
-      {"prim::max.int", "torch.sym_max"},           {"prim::min.int", "torch.sym_min"},
-      {"aten::size.int", "torch.ops.aten.sym_size.int"}};
-  auto it = targets.find(n->qualifiedTarget());
-  if (it == targets.end()) return std::nullopt;
-  return it->second;
+  if (n->qualifiedTarget() == "aten::size.int") return "torch.ops.aten.sym_size.int";
+  return pt2json::targetOfSizeOp(n->qualifiedTarget());
 }
 
 // Module paths `ep.module()` can rebuild: segments that are identifiers or
@@ -220,8 +213,7 @@ class Pt2Writer {
         auto& at = intsAt_[&v];
         at.resize(k + 1);
         at[k] = iv.toInt();
-      } else if (k > 0) {
-      } else if (iv.isTensorList()) {
+      } else if (iv.isTensorList() && k == 0) {
         auto& list = lists_[&v];
         list.clear();
         for (const at::Tensor& t : iv.toTensorList().vec()) list.push_back(observe(t));

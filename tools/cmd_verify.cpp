@@ -10,6 +10,8 @@
 #include "session/session.h"
 
 #include "ir/model.h"
+#include "ir/pt2.h"
+#include "verify/inputs.h"
 #include "verify/runner.h"
 
 #include <fmt/format.h>
@@ -36,7 +38,18 @@ int runVerify(const VerifyOptions& o) {
   // Nothing here is timed: every physical core, as `ptopt IN OUT` verifies.
   std::optional<ScopedThreads> threads;
   if (const int n = driver::untimedWorkThreads(); n > 0) threads.emplace(n);
-  torch::jit::Module a = ir::loadRunnable(o.reference);
+  // A .pt2 reference records the shapes it was exported at: verified there,
+  // as `ptopt IN OUT` verifies it, unless inputs are given.
+  verify::InputRequest inputs = inputRequest(o.verify);
+  torch::jit::Module a;
+  if (inputs.shapes.empty() && inputs.file.empty() && ir::formatOfFile(o.reference) == ir::ModelFormat::Pt2) {
+    const ir::Pt2ReadResult program = ir::readPt2File(o.reference);
+    a = ir::runnableProgram(program.model);
+    if (auto specs = verify::recordedInputSpecs(program.model.forward()))
+      for (const verify::InputSpec& spec : *specs) inputs.shapes.push_back(spec.str());
+  } else {
+    a = ir::loadRunnable(o.reference);
+  }
   torch::jit::Module b = ir::loadRunnable(o.candidate);
   FaceWords words;
   words.referenceName = o.reference;
@@ -49,7 +62,7 @@ int runVerify(const VerifyOptions& o) {
   const verify::ToleranceSet tolerances = candidateTolerances(b, toleranceOverrides(o.verify), words);
   verify::VerifyReport report;
   try {  // the library's session: the same comparison as ptopt.verify in Python
-    report = compareModules(a, b, inputRequest(o.verify), tolerances, o.verify.device, words);
+    report = compareModules(a, b, inputs, tolerances, o.verify.device, words);
   } catch (const std::invalid_argument& e) {  // no inputs, a bad input spec or device
     throw UsageError(e.what());
   }

@@ -30,8 +30,9 @@ ModelFormat formatOfFile(const std::string& path);
 // `to` if given, else .pt2 for a `.pt2` path, else `input`.
 ModelFormat formatForOutput(const std::string& path, std::optional<ModelFormat> to, ModelFormat input);
 
-// A module that runs exactly `bytes` (see the top). Throws InputError for
-// bytes that do not read.
+// A module that runs exactly `bytes` (see the top): bytes this process
+// wrote (OUT read back), so a program's zip structure is checked and its
+// CRC-32s are not checked again. Throws InputError for bytes that do not read.
 torch::jit::Module runnableFromBytes(ModelFormat f, const std::string& bytes, const std::string& where);
 // A file's bytes, read at once into a buffer of its size; InputError naming
 // the path when it cannot be read or is not a regular file.

@@ -456,8 +456,9 @@ def verify(a: torch.jit.ScriptModule, b: torch.jit.ScriptModule, example_inputs:
     (``ptopt verify A B``) and returns the report; it does not raise when
     they differ (check ``report.passed``).
 
-    Inputs as for :func:`optimize` (``example_inputs``, ``input_shapes``, or
-    assumed when safe). Tolerance: the criterion of the lowest precision
+    Inputs as for :func:`optimize` (``example_inputs``, ``input_shapes``, an
+    ExportedProgram ``a``'s own example inputs, or assumed when safe).
+    Tolerance: the criterion of the lowest precision
     ``b`` computes in (fp32: rtol 1e-4, atol 1e-5 plus a scale term; a bf16,
     fp16 or int8 ``b`` is judged by that precision's criterion, and the
     report's notes say so), with ``rtol``/``atol`` over it when given, a
@@ -467,6 +468,11 @@ def verify(a: torch.jit.ScriptModule, b: torch.jit.ScriptModule, example_inputs:
     """
     if input_shapes is not None and example_inputs is not None:
         raise ValueError("give either example_inputs or input_shapes, not both")
+    if example_inputs is None and input_shapes is None and _is_exported_program(a):
+        # A program keeps the inputs it was exported with: run there.
+        recorded = getattr(a, "example_inputs", None)
+        if recorded and not recorded[1]:
+            example_inputs = tuple(recorded[0])
     ca, cb = _script_module(a, "a"), _script_module(b, "b")
     names, values = _inputs(example_inputs, a)
     rtol_base, rtol_for = _tolerance(rtol, "rtol")

@@ -343,14 +343,19 @@ def test_aoti_compiles_a_result(programs, tmp_path):
     assert p.returncode == 0 and "aoti ok" in p.stdout, p.stdout + p.stderr
 
 
-def test_verify_subcommand_runs_a_program_at_its_shapes(programs, tmp_path):
-    """`ptopt verify A.pt2 B.pt2` runs at the shapes A was exported at (not
-    an assumption from the first op, which a transformer's has none of)."""
+def test_verify_runs_a_program_at_its_shapes(programs, tmp_path):
+    """`ptopt verify A.pt2 B.pt2` and ptopt.verify(ep_a, ep_b) run at the
+    shapes A was exported at (not an assumption from the first op, which a
+    transformer's has none of)."""
     path, inputs = programs[("transformer_encoder", "training")]
     out = tmp_path / "out.pt2"
     run_ptopt(path, out, "-O1", "--no-measure")
     text = run_ptopt("verify", path, out)
     assert "passed" in text and "2,10,32" in text, text
+    # ptopt.verify(ep, ...) runs at the program's own example inputs.
+    import ptopt
+    report = ptopt.verify(torch.export.load(str(path)), torch.export.load(str(out)))
+    assert report.passed, str(report)  # without them: "cannot be inferred safely"
 
 
 # ---- dynamic shapes: a program exported with dynamic_shapes= stays dynamic

@@ -253,14 +253,7 @@ class Run {
     verify::InputSource& source = *inputs.source;
     std::vector<std::vector<int64_t>> given;
     for (const auto& spec : source.specs) given.push_back(spec.shape);
-    const ir::SymbolValues base = program->shapes.valuesFor(given);
-    for (size_t which = 0; which < 2; ++which) {
-      const auto sizes = program->shapes.inputSizesAt(program->shapes.allMoved(base, which), given);
-      if (!sizes || *sizes == given) continue;
-      std::vector<verify::InputSpec> specs = source.specs;
-      for (size_t i = 0; i < specs.size() && i < sizes->size(); ++i) specs[i].shape = (*sizes)[i];
-      source.otherSizes.push_back(std::move(specs));
-    }
+    source.addOtherSizes(program->shapes.otherInputSizes(given));
   }
 
   void reference() {

@@ -239,6 +239,17 @@ SymbolValues Pt2Shapes::allMoved(const SymbolValues& base, size_t which) const {
   return p;
 }
 
+std::vector<std::vector<std::vector<int64_t>>> Pt2Shapes::otherInputSizes(
+    const std::vector<std::vector<int64_t>>& given) const {
+  std::vector<std::vector<std::vector<int64_t>>> out;
+  const SymbolValues base = valuesFor(given);
+  for (size_t which = 0; which < 2; ++which) {
+    const auto sizes = inputSizesAt(allMoved(base, which), given);
+    if (sizes && *sizes != given && std::find(out.begin(), out.end(), *sizes) == out.end()) out.push_back(*sizes);
+  }
+  return out;
+}
+
 std::optional<std::vector<std::vector<int64_t>>> Pt2Shapes::inputSizesAt(
     const SymbolValues& point, const std::vector<std::vector<int64_t>>& hintSizes) const {
   std::vector<std::vector<int64_t>> out = hintSizes;

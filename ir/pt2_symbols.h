@@ -81,6 +81,11 @@ struct Pt2Shapes {
   // value: the sizes verification also runs at.
   SymbolValues allMoved(const SymbolValues& base, size_t which) const;
   std::vector<int64_t> movedValues(const std::string& symbol, int64_t hint) const;
+  // The inputs' sizes at up to two other points than `given`'s, every
+  // symbol moved (allMoved 0 and 1): where a dynamic program is verified
+  // besides the sizes given.
+  std::vector<std::vector<std::vector<int64_t>>> otherInputSizes(
+      const std::vector<std::vector<int64_t>>& given) const;
   // Each user input's sizes at a point (`hintSizes`: its sizes at the hints,
   // for the static dimensions); nullopt where a dimension's expression does
   // not evaluate.

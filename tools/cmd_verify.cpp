@@ -39,14 +39,22 @@ int runVerify(const VerifyOptions& o) {
   std::optional<ScopedThreads> threads;
   if (const int n = driver::untimedWorkThreads(); n > 0) threads.emplace(n);
   // A .pt2 reference records the shapes it was exported at: verified there,
-  // as `ptopt IN OUT` verifies it, unless inputs are given.
+  // and a dynamic one at other sizes too, as `ptopt IN OUT` verifies it,
+  // unless inputs are given.
   verify::InputRequest inputs = inputRequest(o.verify);
   torch::jit::Module a;
   if (inputs.shapes.empty() && inputs.file.empty() && ir::formatOfFile(o.reference) == ir::ModelFormat::Pt2) {
     const ir::Pt2ReadResult program = ir::readPt2File(o.reference);
     a = ir::runnableProgram(program.model);
-    if (auto specs = verify::recordedInputSpecs(program.model.forward()))
-      for (const verify::InputSpec& spec : *specs) inputs.shapes.push_back(spec.str());
+    if (auto specs = verify::recordedInputSpecs(program.model.forward())) {
+      std::vector<std::vector<int64_t>> given;
+      for (const verify::InputSpec& spec : *specs) {
+        inputs.shapes.push_back(spec.str());
+        given.push_back(spec.shape);
+      }
+      // A dynamic program: at other sizes within its ranges too.
+      inputs.otherSizes = program.program.shapes.otherInputSizes(given);
+    }
   } else {
     a = ir::loadRunnable(o.reference);
   }

@@ -68,6 +68,7 @@ InputSource seeded(const InputRequest& r, std::vector<InputSpec> specs) {
   source.iterations = r.iterations;
   source.seed = r.seed;
   source.executor = parseExecutor(r.executor);
+  source.addOtherSizes(r.otherSizes);
   return source;
 }
 

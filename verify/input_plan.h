@@ -30,6 +30,9 @@ struct InputRequest {
   // `valuesName` in messages.
   std::optional<InputSet> values;
   std::string valuesName = "example_inputs";
+  // Runs 1, 2, ... at these sizes (one list per input) instead: a dynamic
+  // program's other sizes (InputSource::otherSizes).
+  std::vector<std::vector<std::vector<int64_t>>> otherSizes;
 };
 
 // The plan: the source, and what was assumed to get there.

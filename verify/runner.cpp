@@ -49,6 +49,14 @@ std::vector<c10::IValue> InputSource::inputsFor(int i) const {
   return makeInputs(specs, seedFor(i));
 }
 
+void InputSource::addOtherSizes(const std::vector<std::vector<std::vector<int64_t>>>& sizes) {
+  for (const auto& shapes : sizes) {
+    std::vector<InputSpec> other = specs;
+    for (size_t i = 0; i < other.size() && i < shapes.size(); ++i) other[i].shape = shapes[i];
+    otherSizes.push_back(std::move(other));
+  }
+}
+
 std::string InputSource::describeInputs() const {
   if (fixed) return fmt::format("{} input(s) from --inputs", fixed->size());
   std::vector<std::string> shapes;

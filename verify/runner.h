@@ -55,6 +55,9 @@ struct InputSource {
   // Runs 1, 2, ... at these specs instead (a dynamic program's other sizes);
   // run 0 and runs past them at `specs`.
   std::vector<std::vector<InputSpec>> otherSizes;
+  // Adds a run at each of these sizes (one list of sizes per input, in
+  // order): `specs` with those shapes.
+  void addOtherSizes(const std::vector<std::vector<std::vector<int64_t>>>& sizes);
   uint64_t seed = 0;
   Executor executor = Executor::Plain;  // how both models run (see the top)
   int count() const { return fixed ? 1 : iterations; }

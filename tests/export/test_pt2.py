@@ -435,6 +435,10 @@ def test_dynamic_program_keeps_derived_sizes(tmp_path):
     assert len(result.range_constraints) == 2
     x = torch.randn(10, 8)
     assert torch.equal(result.module()(x), ep.module()(x))
+    # `ptopt verify` runs a dynamic program at other sizes too (2*n moved).
+    text = run_ptopt("verify", path, out)
+    verification = next(line for line in text.splitlines() if line.startswith("verification:"))
+    assert "passed" in verification and "x:4,8 | x:6,8 | x:10,8" in verification, verification
 
 
 def test_dynamic_symbolic_float_is_refused(tmp_path):

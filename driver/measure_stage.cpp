@@ -129,6 +129,7 @@ MeasureOutcome measureStage(const MeasureInputs& m, bool ok, driver::RunRecord& 
     return MeasureOutcome();
   };
   if (auto why = whyNotMeasured(s, ref)) return skip(*why);
+  if (m.out.notTimed) return skip(*m.out.notTimed);
   if (!ok) return skip("verification failed");
   const Optimizer& opt = *m.in;
   std::vector<c10::IValue> inputs = ref.runner ? ref.runner->inputs().inputsFor(0) : *ref.ctx.exampleInputs;

@@ -4,6 +4,7 @@
 #include "driver/util.h"
 
 #include "ir/model.h"
+#include "ir/pt2_int8.h"
 #include "ir/recycled_memory.h"
 #include "measure/reproducible_clock.h"
 #include "quant/calibration.h"
@@ -256,9 +257,18 @@ ExportResult exportStage(const RunSettings& s, std::optional<Optimizer>& opt, co
     s.note(fmt::format("OUT is specialized to the inputs' shapes and types, as torch.export traces: {} ({}{})",
                        specialized.size() == 1 ? "1 change" : std::to_string(specialized.size()) + " changes",
                        specialized.front(), specialized.size() > 1 ? "; ..." : ""));
-  if (exported.format == ir::ModelFormat::Pt2)
-    if (auto note = blockedLayoutNote(opt->model().forward())) s.note(*note);
   ExportResult out;
+  if (exported.format == ir::ModelFormat::Pt2) {
+    if (auto note = blockedLayoutNote(opt->model().forward())) s.note(*note);
+    if (ir::hasQuantizedOps(opt->model().forward())) {
+      s.note("OUT holds int8 in PT2E's Q/DQ form (quantized_decomposed:: quantize/dequantize around float ops, "
+             "int8 weights): import torch.ao.quantization.fx._decomposed before torch.export.load(OUT); "
+             "OUT.module() runs the Q/DQ ops in float, slower than IN; int8 kernels come from compiling it with "
+             "Inductor (freezing on, torchao's x86 int8 passes imported: torch.compile, or AOTInductor)");
+      out.notTimed = "OUT is an int8 program in PT2E's Q/DQ form: its speed is what Inductor compiles it to, "
+                     "not OUT.module()'s; write TorchScript (OUT.pt) for int8 that runs fast as it is";
+    }
+  }
   out.counts = countModel(opt->model());
   record.opsAfter = out.counts.ops;
   record.parameterBytesAfter = out.counts.parameterBytes;
@@ -280,7 +290,7 @@ ExportResult exportStage(const RunSettings& s, std::optional<Optimizer>& opt, co
   std::optional<ir::RecycledMemory> recycled;
   if (!out.standIn) {
     recycled.emplace(*opt->model().constants);
-    if (whyNotMeasured(s, ref)) opt.reset();
+    if (whyNotMeasured(s, ref) || out.notTimed) opt.reset();
     else opt->model() = ir::Model();
   }
   try {

@@ -140,6 +140,9 @@ struct ExportResult {
   int packedThreads = 0;      // the intra-op count its load-time values were computed at
   std::optional<Optimizer::StandIn> standIn;  // what a CPU checks instead
   ModelCounts counts;         // of the result
+  // Why OUT is not timed against IN although the run measures (an int8
+  // .pt2: its speed is what a compiler makes of it); nullopt when it is.
+  std::optional<std::string> notTimed;
 };
 
 // measure: what is written instead of OUT, when something is.

@@ -1,5 +1,6 @@
 // ptopt IR -> TorchScript module (see model.h for the contract).
 #include "ir/model.h"
+#include "ir/qdq_ops.h"
 
 #include "ir/load_time.h"
 #include "ir/torch_compat.h"
@@ -541,6 +542,13 @@ torch::jit::Module moduleOnDevice(const torch::jit::Module& module, c10::Device 
 }
 
 torch::jit::Module exportModel(const Model& model, const ExportOptions& options) {
+  // PT2E's Q/DQ ops, defined in Python only, as the ATen ops that define
+  // them (ir/qdq_ops.h); on a copy.
+  if (hasUnregisteredQdqOps(model)) {
+    Model copy = model.clone();
+    decomposeQdqOps(copy);
+    return exportModel(copy, options);
+  }
   // Values only a load can make (oneDNN's packed weights) move into a holder
   // that recomputes them in __setstate__ (ir/load_time.h); on a copy, since
   // that takes them out of the graphs.

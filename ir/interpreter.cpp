@@ -2,6 +2,7 @@
 #include "ir/interpreter.h"
 
 #include "ir/model.h"
+#include "ir/qdq_ops.h"
 #include "ir/text.h"
 
 #include <ATen/core/Dict.h>
@@ -174,6 +175,7 @@ const std::map<std::string, PrimFn>& handWrittenPrims() {
 struct ResolvedOp {
   PrimFn prim = nullptr;
   ts::Operation op = nullptr;
+  QdqKernel qdq = nullptr;  // a Q/DQ op of PT2E's int8 form that no library registered (ir/qdq_ops.h)
   const c10::FunctionSchema* schema = nullptr;  // for argument defaults
   bool pushInputCount = false;                  // vararg ops read it from the stack
   std::shared_ptr<ts::Graph> keepAlive;         // the node an OperationCreator saw
@@ -246,6 +248,13 @@ ResolvedOp resolve(const Node& n) {
     r.pushInputCount = match->schema().is_vararg();
     return r;
   }
+  if (ops.empty())
+    if (QdqKernel k = qdqKernel(n.target(), n.overload())) {
+      ResolvedOp r;
+      r.qdq = k;
+      r.schema = qdqSchema(n.target(), n.overload());
+      return r;
+    }
   if (auto viaNode = resolveThroughTorchScriptNode(n)) return *viaNode;
   if (ops.empty())
     fail(n, "no implementation of operator '" + n.target() +
@@ -273,7 +282,8 @@ std::vector<c10::IValue> callResolved(const Node& n, ResolvedOp& r, Stack args) 
       }
     }
     if (r.pushInputCount) args.emplace_back(static_cast<int64_t>(n.numArgs()));
-    r.op(args);
+    if (r.qdq) args = r.qdq(args);
+    else r.op(args);
   } catch (const InterpreterError&) {
     throw;
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "ir/ir.h"
 
+#include "ir/qdq_ops.h"
+
 #include "ir/text.h"
 
 #include <torch/csrc/jit/runtime/operator.h>
@@ -416,7 +418,7 @@ const c10::FunctionSchema* findSchema(const std::string& target, const std::stri
   const auto symbol = c10::Symbol::fromQualString(target);
   for (const auto& op : torch::jit::getAllOperatorsFor(symbol))
     if (op->schema().overload_name() == overload) return &op->schema();
-  return nullptr;
+  return qdqSchema(target, overload);  // PT2E's Q/DQ ops, defined in Python only
 }
 
 Node* Builder::insert(Node* n) {

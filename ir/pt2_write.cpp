@@ -4,6 +4,7 @@
 #include "ir/pt2_json.h"
 
 #include "ir/interpreter.h"
+#include "ir/pt2_int8.h"
 #include "ir/specialize.h"
 
 #include <caffe2/serialize/inline_container.h>
@@ -705,13 +706,20 @@ bool needsSpecializing(const Graph& g) {
 std::string writePt2(const Model& model, const std::vector<c10::IValue>& inputs, const Pt2Program* program,
                      std::vector<std::string>* notes) {
   if (!pt2Supported()) throw std::invalid_argument(pt2UnsupportedMessage("write"));
+  // int8 is written in PT2E's Q/DQ form (ir/pt2_int8.h), on a copy.
+  std::optional<Model> copy;
+  if (hasQuantizedOps(model.forward())) {
+    copy = model.clone();
+    lowerInt8ForPt2(*copy);
+  }
+  const Model& source = copy ? *copy : model;
   // A dynamic program's sizes are computed at run time, and written so.
   const bool dynamic = program && program->shapes.dynamic();
-  if (dynamic || !needsSpecializing(model.forward())) return Pt2Writer(model, inputs, program, notes).write();
-  Model copy = model.clone();
-  Specialization s = specializeToInputs(copy.forward(), inputs);
+  if (dynamic || !needsSpecializing(source.forward())) return Pt2Writer(source, inputs, program, notes).write();
+  if (!copy) copy = model.clone();
+  Specialization s = specializeToInputs(copy->forward(), inputs);
   if (notes) notes->insert(notes->end(), s.notes.begin(), s.notes.end());
-  return Pt2Writer(copy, inputs, program, notes).write();
+  return Pt2Writer(*copy, inputs, program, notes).write();
 }
 
 at::Tensor pt2StoredConstant(const at::Tensor& t) {

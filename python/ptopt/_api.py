@@ -165,6 +165,9 @@ def _saved_program(ep: Any):
 
 def _load_program(data: bytes) -> Any:
     """An ExportedProgram from the bytes of a .pt2."""
+    if b"quantized_decomposed" in data:
+        # int8 in PT2E's Q/DQ form: its ops are defined by this module (Python only).
+        import torch.ao.quantization.fx._decomposed  # noqa: F401
     return torch.export.load(io.BytesIO(data))
 
 

@@ -15,6 +15,10 @@ result is read back by stock PyTorch (torch.export.load) and run with
 - TorchScript in, .pt2 out (``ptopt m.pt m.pt2``);
 - ``ptopt.optimize(ep)`` returns an ExportedProgram; ``ptopt.show(ep)``;
 - AOTInductor compiles and runs a result;
+- ``--quantize int8``: written in PT2E's Q/DQ form (int8 weights through
+  dequantize_per_channel), matching within the int8 criterion, read back
+  bitwise as a program and as TorchScript; dynamic int8 refused; the same
+  from ``ptopt.optimize(..., quantize="int8")``;
 - programs exported with ``dynamic_shapes=``: written dynamic (the same
   ranges, symbolic input sizes), verified at other sizes, matching the
   original at sizes other than the export's; derived sizes (``2*n``) kept;
@@ -160,6 +164,7 @@ def test_o1_folds_batchnorm_and_drops_dropout(programs, tmp_path, name, ir):
     if name != "convbn":
         assert not left, left
     assert len(after) < len(before)
+    assert not [t for t in after if t.startswith("quantized")]  # int8 only when asked for
     fired = {p["pass"] for p in json.loads(report.read_text())["passes"] if p["changed"]}
     if any("batch_norm" in t for t in before):
         assert fired & {"fold-conv-bn", "fold-linear-bn"}, fired
@@ -341,6 +346,68 @@ def test_aoti_compiles_a_result(programs, tmp_path):
         pytest.skip("this torch cannot load AOTInductor packages even with TORCH_USE_RTLD_GLOBAL=YES "
                     f"({p.stderr.strip().splitlines()[-1][-90:]}); ptopt's program compiled")
     assert p.returncode == 0 and "aoti ok" in p.stdout, p.stdout + p.stderr
+
+
+QDQ = "quantized_decomposed"
+
+
+@pytest.mark.parametrize("ir", IRS)
+def test_int8_is_written_in_pt2e_qdq_form(programs, tmp_path, ir):
+    """--quantize int8 to a .pt2 writes PT2E's Q/DQ form: every conv and the
+    linear read an int8 weight through dequantize_per_channel, activations
+    go through quantize/dequantize_per_tensor, no TorchScript quantized op or
+    packed weight is left; OUT matches the original within the int8
+    criterion, is not timed (and says why), and reads back bitwise, as a
+    program (--passes '') and as TorchScript (its Q/DQ ops as ATen ops)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (torch.export.load needs the Q/DQ ops)
+
+    path, inputs = programs[("resnet18", ir)]
+    out = tmp_path / "int8.pt2"
+    log = run_ptopt(path, out, "-O1", "--quantize", "int8")
+    assert "OUT is an int8 program in PT2E's Q/DQ form" in log, log
+    assert "import torch.ao.quantization.fx._decomposed" in log
+    ep = torch.export.load(str(out))
+    targets = call_targets(ep)
+    convs = sum(t in ("aten.conv2d.default", "aten.convolution.default") for t in targets)
+    linears = sum(t in ("aten.linear.default", "aten.addmm.default") for t in targets)
+    assert (convs, linears) == (20, 1), targets
+    assert targets.count(f"{QDQ}.dequantize_per_channel.default") == convs + linears
+    assert targets.count(f"{QDQ}.quantize_per_tensor.default") >= convs
+    assert not [t for t in targets if t.startswith("quantized.") or "batch_norm" in t]
+    tensors = {**ep.state_dict, **ep.constants}
+    assert sum(t.dtype == torch.int8 for t in tensors.values()) == convs + linears
+    original = torch.export.load(str(path))
+    a, b = outputs(original, inputs)[0], outputs(ep, inputs)[0]
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+    again, script = tmp_path / "again.pt2", tmp_path / "int8.pt"
+    run_ptopt(out, again, "--passes", "", "--no-measure")
+    assert torch.equal(outputs(torch.export.load(str(again)), inputs)[0], b)
+    run_ptopt(out, script, "--passes", "", "--no-measure", "--to", "torchscript")
+    assert torch.equal(torch.jit.load(str(script))(*inputs), b)
+
+
+def test_int8_without_a_qdq_form_is_refused(programs, tmp_path):
+    """Dynamic int8 (quantized::linear_dynamic) has no Q/DQ form here: exit 2,
+    one line naming the op and what to do, nothing written."""
+    path, _ = programs[("transformer_encoder", "training")]
+    out = tmp_path / "out.pt2"
+    p = subprocess.run([CLI, str(path), str(out), "--passes", "-O1,quantize{mode=dynamic}"], capture_output=True,
+                       text=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    error = [line for line in p.stderr.splitlines() if line.startswith("ptopt: error")]
+    assert len(error) == 1 and "quantized::linear_dynamic" in error[0] and "TorchScript" in error[0], p.stderr
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_python_optimize_gives_an_int8_program(programs):
+    import ptopt
+
+    path, inputs = programs[("resnet18", "training")]
+    result = ptopt.optimize(str(path), "-O1", inputs, quantize="int8", measure=False)
+    assert isinstance(result, torch.export.ExportedProgram)
+    assert f"{QDQ}.dequantize_per_channel.default" in call_targets(result)
+    a, b = outputs(torch.export.load(str(path)), inputs)[0], outputs(result, inputs)[0]
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
 
 
 def test_verify_runs_a_program_at_its_shapes(programs, tmp_path):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -167,7 +168,7 @@ def _load_program(data: bytes) -> Any:
     """An ExportedProgram from the bytes of a .pt2."""
     if b"quantized_decomposed" in data:
         # int8 in PT2E's Q/DQ form: its ops are defined by this module (Python only).
-        import torch.ao.quantization.fx._decomposed  # noqa: F401
+        importlib.import_module("torch.ao.quantization.fx._decomposed")
     return torch.export.load(io.BytesIO(data))
 
 

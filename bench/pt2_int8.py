@@ -9,8 +9,10 @@ each torchvision model (random weights, batch 1, 224x224, training IR):
   - ptopt -O1 (fp32) and -O1 --quantize int8 (calibrated on seeded random
     inputs: the accuracy is not the point here, the kernels are);
   - torch.compile (freezing on) of IN.module(), of the -O1 OUT's and of the
-    int8 OUT's, timed interleaved in this process (median of per-round
-    ratios to compiled IN, --threads intra-op threads);
+    int8 OUT's, and AOTInductor packages (freezing on, compiled under
+    torch.no_grad()) of IN and of the int8 OUT, timed interleaved in this
+    process (median of per-round ratios to compiled IN, --threads intra-op
+    threads);
   - how many int8 convs and linears Inductor lowered, and the cosine of the
     compiled int8 output to IN's.
 Needs torchao (scripts/setup-peers.sh). Writes JSON (--json) and prints a
@@ -28,8 +30,12 @@ import tempfile
 import time
 import warnings
 
-import torch
-import torchvision
+# The PyPI torch 2.15 wheel loads AOTInductor packages only with torch's
+# libraries loaded globally (set before torch is imported).
+os.environ.setdefault("TORCH_USE_RTLD_GLOBAL", "YES")
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -108,6 +114,17 @@ def main():
                     with torch.no_grad():
                         ref = model(x)
                     row["cosine"] = torch.nn.functional.cosine_similarity(y.flatten(), ref.flatten(), dim=0).item()
+            for label in ("IN", "int8"):
+                if label not in paths:
+                    continue
+                counters.clear()
+                with torch.no_grad():  # Inductor freezes (and lowers int8) only without autograd
+                    package = torch._inductor.aoti_compile_and_package(
+                        torch.export.load(paths[label]), package_path=os.path.join(d, f"{name}.{label}.aoti.pt2"))
+                compiled[f"aoti_{label}"] = torch._inductor.aoti_load_package(package)
+                if label == "int8":
+                    row["aoti_int8_convs"] = counters["inductor"].get("qconv_unary_lower_count", 0) + \
+                        counters["inductor"].get("qconv_binary_lower_count", 0)
             ratios, ms = interleaved(compiled, x, args.rounds, args.per_round)
             row.update({f"{k}_ratio": v for k, v in ratios.items()})
             row.update({f"{k}_ms": v for k, v in ms.items()})
@@ -124,12 +141,14 @@ def main():
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     print(f"torch.compile (freezing) of each, {args.threads} thread(s), ratios to compiled IN (fp32); "
           f"torch {meta['torch']}, torchao {meta.get('torchao')}\n")
-    print("| model | compiled IN, ms | -O1 OUT | int8 OUT | int8 convs+linears lowered | cosine int8 / IN |")
-    print("|---|---|---|---|---|---|")
+    print("| model | compiled IN, ms | -O1 OUT | int8 OUT | int8 convs+linears lowered | cosine int8 / IN "
+          "| AOTI(IN) | AOTI(int8 OUT) |")
+    print("|---|---|---|---|---|---|---|---|")
+    nan = float("nan")
     for r in rows:
-        print(f"| {r['model']} | {r.get('IN_ms', float('nan')):.2f} | {r.get('O1_ratio', float('nan')):.3f} | "
-              f"{r.get('int8_ratio', float('nan')):.3f} | {r.get('int8_convs', 0)}+{r.get('int8_linears', 0)} | "
-              f"{r.get('cosine', float('nan')):.4f} |")
+        print(f"| {r['model']} | {r.get('IN_ms', nan):.2f} | {r.get('O1_ratio', nan):.3f} | "
+              f"{r.get('int8_ratio', nan):.3f} | {r.get('int8_convs', 0)}+{r.get('int8_linears', 0)} | "
+              f"{r.get('cosine', nan):.4f} | {r.get('aoti_IN_ratio', nan):.3f} | {r.get('aoti_int8_ratio', nan):.3f} |")
 
 
 if __name__ == "__main__":

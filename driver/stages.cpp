@@ -264,7 +264,8 @@ ExportResult exportStage(const RunSettings& s, std::optional<Optimizer>& opt, co
       s.note("OUT holds int8 in PT2E's Q/DQ form (quantized_decomposed:: quantize/dequantize around float ops, "
              "int8 weights): import torch.ao.quantization.fx._decomposed before torch.export.load(OUT); "
              "OUT.module() runs the Q/DQ ops in float, slower than IN; int8 kernels come from compiling it with "
-             "Inductor (freezing on, torchao's x86 int8 passes imported: torch.compile, or AOTInductor)");
+             "Inductor (freezing on, torchao's x86 int8 passes imported, under torch.no_grad(): torch.compile or "
+             "AOTInductor)");
       out.notTimed = "OUT is an int8 program in PT2E's Q/DQ form: its speed is what Inductor compiles it to, "
                      "not OUT.module()'s; write TorchScript (OUT.pt) for int8 that runs fast as it is";
     }

@@ -1,7 +1,6 @@
 // int8 in a torch.export program (see pt2_int8.h).
 #include "ir/pt2_int8.h"
 
-#include "ir/interpreter.h"
 #include "ir/op_views.h"
 #include "ir/qdq_ops.h"
 #include "ir/rewriter.h"

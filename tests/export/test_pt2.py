@@ -17,8 +17,9 @@ result is read back by stock PyTorch (torch.export.load) and run with
 - AOTInductor compiles and runs a result;
 - ``--quantize int8``: written in PT2E's Q/DQ form (int8 weights through
   dequantize_per_channel), matching within the int8 criterion, read back
-  bitwise as a program and as TorchScript; dynamic int8 refused; the same
-  from ``ptopt.optimize(..., quantize="int8")``;
+  bitwise as a program and as TorchScript; AOTInductor (with torchao, when
+  installed) compiles its convs into int8 kernels; dynamic int8 refused;
+  the same from ``ptopt.optimize(..., quantize="int8")``;
 - programs exported with ``dynamic_shapes=``: written dynamic (the same
   ranges, symbolic input sizes), verified at other sizes, matching the
   original at sizes other than the export's; derived sizes (``2*n``) kept;
@@ -384,6 +385,46 @@ def test_int8_is_written_in_pt2e_qdq_form(programs, tmp_path, ir):
     assert torch.equal(outputs(torch.export.load(str(again)), inputs)[0], b)
     run_ptopt(out, script, "--passes", "", "--no-measure", "--to", "torchscript")
     assert torch.equal(torch.jit.load(str(script))(*inputs), b)
+
+
+AOTI_INT8_SCRIPT = """
+import sys, torch
+try:
+    import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer  # registers Inductor's x86 int8 passes
+except ImportError:
+    print("no torchao"); sys.exit(0)
+import torch.ao.quantization.fx._decomposed
+from torch._dynamo.utils import counters
+out, package = sys.argv[1:3]
+inputs = tuple(torch.load(sys.argv[3]))
+ep = torch.export.load(out)
+with torch.no_grad():  # Inductor freezes (and lowers int8) only without autograd
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs={"freezing": True})
+lowered = counters["inductor"]["qconv_unary_lower_count"] + counters["inductor"]["qconv_binary_lower_count"]
+compiled = torch._inductor.aoti_load_package(path)
+a, b = compiled(*inputs), ep.module()(*inputs)
+cosine = torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item()
+print(f"lowered {lowered} cosine {cosine:.4f}")
+"""
+
+
+def test_aoti_compiles_int8_into_int8_kernels(programs, tmp_path):
+    """AOTInductor, with torchao's x86 passes, turns ptopt's Q/DQ convs into
+    oneDNN int8 kernels (its counters say how many), and the package matches
+    the program. Skipped without torchao (scripts/setup-peers.sh)."""
+    path, inputs = programs[("convbn", "training")]
+    out = tmp_path / "int8.pt2"
+    run_ptopt(path, out, "-O1", "--quantize", "int8")
+    torch.save(list(inputs), str(tmp_path / "inputs.pt"))
+    env = dict(os.environ, TORCH_USE_RTLD_GLOBAL="YES")
+    p = subprocess.run([sys.executable, "-c", AOTI_INT8_SCRIPT, str(out), str(tmp_path / "aoti.pt2"),
+                        str(tmp_path / "inputs.pt")], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if "no torchao" in p.stdout:
+        pytest.skip("torchao is not installed (scripts/setup-peers.sh)")
+    words = p.stdout.split()
+    assert int(words[words.index("lowered") + 1]) == 2, p.stdout  # convbn's two convs
+    assert float(words[words.index("cosine") + 1]) > 0.99, p.stdout
 
 
 def test_int8_without_a_qdq_form_is_refused(programs, tmp_path):

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
@@ -177,6 +178,10 @@ class Lowering {
     bool reads = false;
     for (const Arg& a : n->args()) reads |= a.isValue() && quantizedOf(a.value());
     if (!reads) return;
+    // The list a quantized::cat reads: lowered with the cat.
+    if (n->is("prim::ListConstruct") && std::all_of(n->output()->uses().begin(), n->output()->uses().end(),
+                                                    [](const Use& u) { return u.user->is("quantized::cat"); }))
+      return;
     const OpView v = OpView::of(n);
     if (n->is("aten::size") || n->is("aten::dim")) {
       rw_.setArg(n, v.index("self"), q_.at(v.value("self")).uint8);

@@ -427,6 +427,61 @@ def test_aoti_compiles_int8_into_int8_kernels(programs, tmp_path):
     assert float(words[words.index("cosine") + 1]) > 0.99, p.stdout
 
 
+class GateCatNet(torch.nn.Module):
+    """The int8 ops past convs and adds: max pooling, cat, and a squeeze-excite
+    gate (mean, conv, hardsigmoid, mul), as GhostNet and MobileNetV3 have them."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.a = torch.nn.Conv2d(8, 8, 1)
+        self.b = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.se = torch.nn.Conv2d(16, 16, 1)
+        self.head = torch.nn.Conv2d(16, 4, 1)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 2)
+        z = torch.cat([torch.relu(self.a(y)), torch.relu(self.b(y))], 1)
+        gate = torch.nn.functional.hardsigmoid(self.se(z.mean((2, 3), keepdim=True)))
+        return self.head(z * gate)
+
+
+def test_int8_cat_and_gates_in_qdq_form(tmp_path):
+    """cat, mul and ops run on int8 tensors are each their float op between
+    dequantize and quantize; hardsigmoid's output gets the int8 kernel's
+    fixed quantization (1/256, 0). Quantized with the fallback off, so that
+    every op is int8 on random weights."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+    torch.manual_seed(0)
+    model, inputs = GateCatNet().eval(), (torch.rand(2, 3, 32, 32),)
+    path, out = tmp_path / "gatecat.pt2", tmp_path / "int8.pt2"
+    torch.export.save(torch.export.export(model, inputs), str(path))
+    run_ptopt(path, out, "--passes", "-O1,quantize{dtype=int8,fallback=false}")
+    ep = torch.export.load(str(out))
+    nodes = {n.name: n for n in ep.graph.nodes}
+    by_target = lambda t: [n for n in ep.graph.nodes if str(n.target) == t]  # noqa: E731
+    dq = f"{QDQ}.dequantize_per_tensor.default"
+    for target in ("aten.cat.default", "aten.mul.Tensor", "aten.max_pool2d.default", "aten.mean.dim"):
+        (node,) = by_target(target)
+        tensors = node.args[0] if target == "aten.cat.default" else node.args[:2 if target == "aten.mul.Tensor" else 1]
+        assert all(str(nodes[t.name].target) == dq for t in tensors), (target, node.args)
+        assert [str(u.target) for u in node.users] == [f"{QDQ}.quantize_per_tensor.default"], target
+    (hardsigmoid,) = by_target("aten.hardsigmoid.default")
+    (q,) = hardsigmoid.users
+    assert q.args[1:3] == (1.0 / 256, 0)
+    assert targets_count(ep, f"{QDQ}.dequantize_per_channel.default") == 5
+    a, b = model(*inputs), ep.module()(*inputs)
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+    again = tmp_path / "again.pt2"
+    run_ptopt(out, again, "--passes", "", "--no-measure")
+    assert torch.equal(torch.export.load(str(again)).module()(*inputs), b)
+
+
+def targets_count(ep, target):
+    return call_targets(ep).count(target)
+
+
 def test_int8_without_a_qdq_form_is_refused(programs, tmp_path):
     """Dynamic int8 (quantized::linear_dynamic) has no Q/DQ form here: exit 2,
     one line naming the op and what to do, nothing written."""

@@ -44,7 +44,7 @@ std::vector<c10::IValue> callAll(const char* op, c10::IValue arg) {
 
 class Lowering {
  public:
-  explicit Lowering(Model& m) : m_(m), g_(m.forward()), rw_(g_, nullptr, "pt2-int8") {}
+  explicit Lowering(Model& m) : g_(m.forward()), rw_(g_, nullptr, "pt2-int8") {}
 
   int64_t run() {
     const auto nodes = g_.block()->nodes();
@@ -63,14 +63,10 @@ class Lowering {
       for (Value* v : inputs)
         if (!v->hasUses() && v->node() && v->node()->opcode() == Opcode::GetAttr) rw_.erase(v->node());
     }
-    for (Node* n : *g_.block())
-      if (n->isCall() && (n->target().rfind("quantized::", 0) == 0 || n->is("aten::quantize_per_tensor")))
-        cannot(n, "its result is still read by an op the lowering does not know");
     return ops_;
   }
 
  private:
-  Model& m_;
   Graph& g_;
   Rewriter rw_;
   std::unordered_map<const Value*, Quantized> q_;

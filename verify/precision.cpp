@@ -58,6 +58,28 @@ rewriters::Pipeline withEmulatedPrecision(rewriters::Pipeline pipeline, const re
 namespace {
 // int8 for every quantized dtype (its criterion is int8's).
 c10::ScalarType asPrecision(c10::ScalarType t) { return c10::isQIntType(t) ? c10::ScalarType::QInt8 : t; }
+
+// PT2E's Q/DQ form quantizes with plain ops: quantized_decomposed::
+// quantize_per_tensor in a program, and, once a program runs as TorchScript
+// (ir/qdq_ops.h), to(clamp(round(x * s) + zp, qmin, qmax), uint8|int8): a
+// conversion to an 8-bit integer of a value rounded a few ops before.
+bool quantizesActivations(const ir::Node* n) {
+  if (n->target().rfind("quantized_decomposed::quantize", 0) == 0) return true;
+  if (!n->is("aten::to")) return false;
+  bool eightBit = false;
+  for (const auto& a : n->args())
+    if (a.isLiteral() && a.literal().is<c10::ScalarType>()) {
+      const c10::ScalarType t = a.literal().as<c10::ScalarType>();
+      eightBit = eightBit || t == c10::ScalarType::Byte || t == c10::ScalarType::Char;
+    }
+  const ir::Node* p = n;
+  for (int depth = 0; eightBit && depth < 3; ++depth) {
+    if (p->numArgs() == 0 || !p->arg(0).isValue() || !p->arg(0).value()->node()) return false;
+    p = p->arg(0).value()->node();
+    if (p->is("aten::round")) return true;
+  }
+  return false;
+}
 }  // namespace
 
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model) {
@@ -66,7 +88,8 @@ std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model) {
     if (value.isTensor()) lowest = lower(lowest, asPrecision(value.toTensor().scalar_type()));
   for (const auto& [name, graph] : model.methods)
     graph->walk([&](ir::Node* n) {
-      if (n->target().rfind("quantized::", 0) == 0) lowest = lower(lowest, c10::ScalarType::QInt8);
+      if (n->target().rfind("quantized::", 0) == 0 || quantizesActivations(n))
+        lowest = lower(lowest, c10::ScalarType::QInt8);
       for (const auto& a : n->args())
         if (a.isLiteral() && a.literal().is<c10::ScalarType>())
           lowest = lower(lowest, asPrecision(a.literal().as<c10::ScalarType>()));

@@ -27,7 +27,8 @@ std::optional<c10::ScalarType> lowestPrecisionIntroduced(const rewriters::Pipeli
                                                          const rewriters::PassRegistry& registry,
                                                          const rewriters::PassContext& ctx);
 // The lowest precision found in a model after the fact: its constants, the
-// dtype literals of its conversions and its quantized ops (int8 below fp16
+// dtype literals of its conversions and its quantized ops, PT2E's Q/DQ
+// quantization included, decomposed or not (int8 below fp16
 // below bf16 below fp32; every quantized dtype counts as int8); nullopt when
 // everything is float32 or wider.
 std::optional<c10::ScalarType> lowestPrecisionIn(const ir::Model& model);

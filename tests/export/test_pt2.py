@@ -380,6 +380,8 @@ def test_int8_is_written_in_pt2e_qdq_form(programs, tmp_path, ir):
     original = torch.export.load(str(path))
     a, b = outputs(original, inputs)[0], outputs(ep, inputs)[0]
     assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+    # ptopt verify judges the Q/DQ program by the int8 criterion, as an int8 TorchScript file.
+    assert "computes in int8" in run_ptopt("verify", path, out)
     again, script = tmp_path / "again.pt2", tmp_path / "int8.pt"
     run_ptopt(out, again, "--passes", "", "--no-measure")
     assert torch.equal(outputs(torch.export.load(str(again)), inputs)[0], b)

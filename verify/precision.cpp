@@ -1,6 +1,7 @@
 #include "verify/precision.h"
 
 #include "ir/literal.h"
+#include "ir/op_views.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -74,8 +75,9 @@ bool quantizesActivations(const ir::Node* n) {
     }
   const ir::Node* p = n;
   for (int depth = 0; eightBit && depth < 3; ++depth) {
-    if (p->numArgs() == 0 || !p->arg(0).isValue() || !p->arg(0).value()->node()) return false;
-    p = p->arg(0).value()->node();
+    const ir::Value* self = p->schema() ? ir::OpView::of(const_cast<ir::Node*>(p)).value("self") : nullptr;
+    if (!self || !self->node()) return false;
+    p = self->node();
     if (p->is("aten::round")) return true;
   }
   return false;

@@ -137,7 +137,9 @@ class Lowering {
       rw_.replaceAllUsesWith(n->output(), dequantize(self, n));
     } else if (t == "quantized::conv2d" || t == "quantized::conv2d_relu") {
       if (n->overload() != "new") cannot(n, "only the packed-parameter overload (.new) has a form here");
-      lowerConv(n, t == "quantized::conv2d_relu");
+      lowerConv(n, t == "quantized::conv2d_relu", false);
+    } else if (t == "quantized::conv1d" || t == "quantized::conv1d_relu") {
+      lowerConv(n, t == "quantized::conv1d_relu", true);
     } else if (t == "quantized::linear" || t == "quantized::linear_relu") {
       lowerLinear(n, t == "quantized::linear_relu");
     } else if (t == "quantized::add" || t == "quantized::add_relu" || t == "quantized::mul") {
@@ -162,7 +164,7 @@ class Lowering {
       Value* y = rw_.call(n, "aten::cat", {floats, intOf(n, "dim")});
       produces(n, y, floatOf(n, "scale"), intOf(n, "zero_point"));
     } else if (t.rfind("quantized::", 0) == 0) {
-      cannot(n, "it has no Q/DQ form here (dynamic int8, RNN cells and conv1d are written only as TorchScript)");
+      cannot(n, "it has no Q/DQ form here (dynamic int8 and RNN cells are written only as TorchScript)");
     } else {
       lowerReader(n);
     }
@@ -230,21 +232,29 @@ class Lowering {
     return rw_.addConstant(base + "_bias", b.toTensor().to(at::kFloat).contiguous(), n);
   }
 
-  void lowerConv(Node* n, bool relu) {
+  // quantized::conv1d keeps its weight in 2-d packed parameters (a unit
+  // height): its 3-d weight comes from conv1d_unpack, its stride, padding
+  // and dilation are the last of the 2-d ones.
+  void lowerConv(Node* n, bool relu, bool conv1d) {
     std::string base;
     const c10::IValue& packed = packedOf(n, "packed_weight", base);
-    const auto unpacked = callAll("quantized::conv2d_unpack", packed);
+    const auto unpacked = callAll(conv1d ? "quantized::conv1d_unpack" : "quantized::conv2d_unpack", packed);
     const at::Tensor w = unpacked.at(0).toTensor();
-    if (w.dim() != 4) cannot(n, "its weight is not 4-d");
+    if (w.dim() != (conv1d ? 3 : 4)) cannot(n, "its weight is not " + std::string(conv1d ? "3" : "4") + "-d");
     if (callAll("quantized::conv2d_transpose", packed).at(0).toInt() != 0)
       cannot(n, "a transposed int8 convolution has no form here");
     Value* x = dequantizeArg(n, "qx");
     Value* wd = weight(n, w, base);
     Value* b = bias(n, unpacked.at(1), base);
-    auto ints = [&](const char* op) { return callAll(op, packed).at(0).toIntVector(); };
-    Value* y = rw_.call(n, "aten::conv2d", {x, wd, b ? Arg(b) : Arg(Literal()), ints("quantized::conv2d_stride"),
-                                            ints("quantized::conv2d_padding"), ints("quantized::conv2d_dilation"),
-                                            callAll("quantized::conv2d_groups", packed).at(0).toInt()});
+    auto ints = [&](const char* op) {
+      std::vector<int64_t> v = callAll(op, packed).at(0).toIntVector();
+      if (conv1d && v.size() == 2) v.erase(v.begin());
+      return v;
+    };
+    Value* y = rw_.call(n, conv1d ? "aten::conv1d" : "aten::conv2d",
+                        {x, wd, b ? Arg(b) : Arg(Literal()), ints("quantized::conv2d_stride"),
+                         ints("quantized::conv2d_padding"), ints("quantized::conv2d_dilation"),
+                         callAll("quantized::conv2d_groups", packed).at(0).toInt()});
     if (relu) y = rw_.call(n, "aten::relu", {y});
     produces(n, y, floatOf(n, "output_scale"), intOf(n, "output_zero_point"));
   }

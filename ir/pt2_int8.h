@@ -14,7 +14,7 @@
 //     zero points (int64) constants, read through dequantize_per_channel
 //     (axis 0, -128..127);
 //   - each int8 op is its float op between them: quantized::conv2d(_relu) is
-//     dq -> aten::conv2d [-> relu] -> q, linear likewise, add/add_relu/mul/
+//     dq -> aten::conv2d [-> relu] -> q, conv1d and linear likewise, add/add_relu/mul/
 //     cat dq each input -> the float op -> q with the op's output parameters;
 //   - an op run on a quantized tensor (pooling, relu, reshape, hardsigmoid,
 //     ...) is dq -> the op -> q, with the input's parameters (hardsigmoid:
@@ -26,7 +26,7 @@
 // int8 criteria verification applies. lowerInt8ForPt2 edits `m` (a copy the
 // writer owns) and returns how many int8 ops it wrote; it throws
 // std::invalid_argument naming the node for int8 it has no form for (dynamic
-// int8 linears and RNN cells, conv1d, per-tensor quantized weights of other
+// int8 linears and RNN cells, transposed convolutions, per-tensor quantized weights of other
 // than int8, quantization parameters that are not constants). Models without
 // quantized ops are left alone (hasQuantizedOps says which).
 #pragma once

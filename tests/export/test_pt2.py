@@ -480,6 +480,38 @@ def test_int8_cat_and_gates_in_qdq_form(tmp_path):
     assert torch.equal(torch.export.load(str(again)).module()(*inputs), b)
 
 
+class Conv1dNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv1d(4, 8, 3, stride=2, padding=1)
+        self.b = torch.nn.Conv1d(8, 8, 3, padding=2, dilation=2, groups=2)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_int8_conv1d_in_qdq_form(tmp_path):
+    """quantized::conv1d keeps 2-d packed parameters; written back as
+    aten.conv1d with the original's stride, padding, dilation and groups
+    and a 3-d int8 weight."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+    torch.manual_seed(0)
+    model, inputs = Conv1dNet().eval(), (torch.rand(2, 4, 32),)
+    path, out = tmp_path / "conv1d.pt2", tmp_path / "int8.pt2"
+    torch.export.save(torch.export.export(model, inputs), str(path))
+    run_ptopt(path, out, "--passes", "-O1,quantize{dtype=int8,fallback=false}")
+    ep = torch.export.load(str(out))
+    convs = [n for n in ep.graph.nodes if str(n.target) == "aten.conv1d.default"]
+    assert [tuple(n.args[3:]) for n in convs] == [([2], [1], [1], 1), ([1], [2], [2], 2)]
+    for n in convs:
+        assert str(n.args[1].target) == f"{QDQ}.dequantize_per_channel.default"
+    assert sorted(tuple(t.shape) for t in {**ep.state_dict, **ep.constants}.values() if t.dtype == torch.int8) == \
+        [(8, 4, 3), (8, 4, 3)]
+    a, b = model(*inputs), ep.module()(*inputs)
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+
+
 def targets_count(ep, target):
     return call_targets(ep).count(target)
 

@@ -1,6 +1,7 @@
 // int8 in a torch.export program (see pt2_int8.h).
 #include "ir/pt2_int8.h"
 
+#include "ir/interpreter.h"  // callOperator
 #include "ir/op_views.h"
 #include "ir/qdq_ops.h"
 #include "ir/rewriter.h"
@@ -35,7 +36,8 @@ struct Quantized {
                               "; write TorchScript for it (--to torchscript, or an OUT ending in .pt)");
 }
 
-std::vector<c10::IValue> callAll(const char* op, c10::IValue arg) {
+// An unpack op's results (weight, bias); ir::callOperator gives the first only.
+std::vector<c10::IValue> unpack(const char* op, c10::IValue arg) {
   auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(op, "");
   std::vector<c10::IValue> stack{std::move(arg)};
   handle.callBoxed(&stack);
@@ -238,23 +240,23 @@ class Lowering {
   void lowerConv(Node* n, bool relu, bool conv1d) {
     std::string base;
     const c10::IValue& packed = packedOf(n, "packed_weight", base);
-    const auto unpacked = callAll(conv1d ? "quantized::conv1d_unpack" : "quantized::conv2d_unpack", packed);
+    const auto unpacked = unpack(conv1d ? "quantized::conv1d_unpack" : "quantized::conv2d_unpack", packed);
     const at::Tensor w = unpacked.at(0).toTensor();
     if (w.dim() != (conv1d ? 3 : 4)) cannot(n, "its weight is not " + std::string(conv1d ? "3" : "4") + "-d");
-    if (callAll("quantized::conv2d_transpose", packed).at(0).toInt() != 0)
+    if (callOperator("quantized::conv2d_transpose", "", {packed}).toInt() != 0)
       cannot(n, "a transposed int8 convolution has no form here");
     Value* x = dequantizeArg(n, "qx");
     Value* wd = weight(n, w, base);
     Value* b = bias(n, unpacked.at(1), base);
     auto ints = [&](const char* op) {
-      std::vector<int64_t> v = callAll(op, packed).at(0).toIntVector();
+      std::vector<int64_t> v = callOperator(op, "", {packed}).toIntVector();
       if (conv1d && v.size() == 2) v.erase(v.begin());
       return v;
     };
     Value* y = rw_.call(n, conv1d ? "aten::conv1d" : "aten::conv2d",
                         {x, wd, b ? Arg(b) : Arg(Literal()), ints("quantized::conv2d_stride"),
                          ints("quantized::conv2d_padding"), ints("quantized::conv2d_dilation"),
-                         callAll("quantized::conv2d_groups", packed).at(0).toInt()});
+                         callOperator("quantized::conv2d_groups", "", {packed}).toInt()});
     if (relu) y = rw_.call(n, "aten::relu", {y});
     produces(n, y, floatOf(n, "output_scale"), intOf(n, "output_zero_point"));
   }
@@ -262,7 +264,7 @@ class Lowering {
   void lowerLinear(Node* n, bool relu) {
     std::string base;
     const c10::IValue& packed = packedOf(n, "W_prepack", base);
-    const auto unpacked = callAll("quantized::linear_unpack", packed);
+    const auto unpacked = unpack("quantized::linear_unpack", packed);
     Value* x = dequantizeArg(n, "X");
     Value* wd = weight(n, unpacked.at(0).toTensor(), base);
     Value* b = bias(n, unpacked.at(1), base);

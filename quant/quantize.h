@@ -24,7 +24,7 @@ class QuantizePass : public rewriters::Pass {
       "and the hardtanh is dropped); aten::linear with a constant weight becomes "
       "quantized::linear / linear_relu; aten::add / add_ / _add_relu / _add_relu_ of two float tensors of equal "
       "known shape with alpha 1 becomes quantized::add / add_relu; aten::cat of a list used only by it becomes "
-      "quantized::cat; aten::mul.Tensor of two float tensors of known shapes of one rank (a squeeze-excite gate; "
+      "quantized::cat (an input that a static int8 candidate writes and no other cat reads is written in the cat's own output parameters, so the cat copies bytes instead of requantizing it (counter cat-shared; where that alone misses the accuracy criterion and the inputs' own parameters meet it, they keep their own and the pass says so)); aten::mul.Tensor of two float tensors of known shapes of one rank (a squeeze-excite gate; "
       "it broadcasts) becomes quantized::mul; an add or cat is made int8 only when one of its inputs is int8 already, "
       "a mul only when both are (alone they would only add conversions), and the pass declines when no conv, linear, LSTM or GRU can be quantized. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
       "engine's prepack ops into module attributes (Conv2dPackedParamsBase / LinearPackedParamsBase), which "
@@ -63,7 +63,7 @@ class QuantizePass : public rewriters::Pass {
       "declines. Calibration and the accuracy guard run at one intra-op thread (computesFromData): ATen's "
       "reductions round differently at other counts, and the scales written must not depend on the thread count "
       "(the report says the count). Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
-      "Counters: quantized, fallback, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "
+      "Counters: quantized, fallback, cat-shared, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "
       "(LSTM/GRU made int8, also counted in quantized or dynamic).";
 
   std::string name() const override { return "quantize"; }

@@ -77,6 +77,7 @@ TEST_CASE("quantize: conv/linear/add/cat become int8 with one entry and one exit
   CHECK(test::countOps(g, "quantized::conv2d") == 1);       // c2 (its relu follows the add)
   CHECK(test::countOps(g, "quantized::add_relu") == 1);
   CHECK(test::countOps(g, "quantized::cat") == 1);
+  CHECK(r.counter("cat-shared") == 2);  // both convs write in the cat's quantization
   CHECK(test::countOps(g, "quantized::linear") == 1);
   // The region is entered once (the image) and left once (the logits).
   CHECK(test::countOps(g, "aten::quantize_per_tensor") == 1);
@@ -96,6 +97,44 @@ TEST_CASE("quantize: conv/linear/add/cat become int8 with one entry and one exit
   CHECK(rep.applied);
   CHECK(rep.ops.size() == 8);
   for (const auto& op : rep.ops) CHECK(op.sqnrDb > 10.0);
+}
+
+TEST_CASE("quantize: a cat's inputs are written in the cat's quantization, except one two cats read or a "
+          "pass-through op's", "[quantize]") {
+  QuantRun r = runQuantize("quant_two_cats.pt", "quant_cnn_calib.pt", "{fallback=false,min-cosine=-1}", {4, 3, 32, 32});
+  const ir::Graph& g = r.opt.model().forward();
+  INFO(ir::printGraph(g));
+  CHECK(r.counter("cat-shared") == 3);  // b, c, d
+  REQUIRE(test::countOps(g, "quantized::cat") == 3);
+  auto params = [](ir::Node* n, const char* scale, const char* zeroPoint) {
+    const ir::OpView v = ir::OpView::of(n);
+    REQUIRE(v.literal(scale));
+    REQUIRE(v.literal(zeroPoint));
+    return std::make_pair(v.literal(scale)->as<double>(), v.literal(zeroPoint)->as<int64_t>());
+  };
+  int shared = 0, own = 0, pooled = 0;
+  for (ir::Node* cat : *g.block()) {
+    if (!cat->is("quantized::cat")) continue;
+    const auto catParams = params(cat, "scale", "zero_point");
+    ir::Node* list = ir::OpView::of(cat).value("qx")->node();
+    REQUIRE(list->is("prim::ListConstruct"));
+    for (const auto& item : list->args()) {
+      ir::Node* producer = item.value()->node();
+      if (producer->is("aten::max_pool2d")) { ++pooled; continue; }  // runs in b's quantization
+      REQUIRE(producer->target().rfind("quantized::conv2d", 0) == 0);
+      const bool same = params(producer, "output_scale", "output_zero_point") == catParams;
+      // `a` is the value in two cats' lists (b is read by its pooling too).
+      size_t lists = 0;
+      for (const auto& u : item.value()->uses()) lists += u.user->is("prim::ListConstruct");
+      if (lists == 2) { CHECK_FALSE(same); ++own; }
+      else { CHECK(same); ++shared; }
+    }
+  }
+  CHECK(shared == 3);
+  CHECK(own == 2);  // a, in two lists
+  CHECK(pooled == 1);
+  auto [cosine, top1] = heldOutAgreement(r, "quant_two_cats.pt", "quant_cnn_heldout.pt");
+  CHECK(cosine >= 0.99);
 }
 
 TEST_CASE("quantize: squeeze-excite gates stay int8: mean and hardsigmoid on quantized tensors, quantized::mul",

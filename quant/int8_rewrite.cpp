@@ -8,6 +8,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -39,6 +40,30 @@ std::string baseName(ir::Value* weight, const std::string& fallback) {
   return fallback;
 }
 
+// What a packed weight is made of, when its weight (and bias) are named
+// constants: the kind, their names and the conv's geometry. "" otherwise.
+std::string packedKey(const Int8Candidate& c, ir::Node* n, ir::Value* weight, ir::Value* bias) {
+  auto constantName = [](ir::Value* v) -> std::optional<std::string> {
+    if (!v) return std::string("None");
+    if (v->node() && v->node()->opcode() == ir::Opcode::GetAttr) return v->node()->target();
+    return std::nullopt;
+  };
+  const auto w = constantName(weight), b = constantName(bias);
+  if (!w || !b) return "";
+  std::string key = c.kindName.substr(0, c.kindName.find('_')) + "|" + *w + "|" + *b;
+  if (c.kind == Int8Kind::Conv) {
+    const auto conv = *ir::ConvOp::match(n);
+    auto ints = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (int64_t x : v) s += std::to_string(x) + ",";
+      return s;
+    };
+    key += "|" + ints(*conv.stride()) + "|" + ints(*conv.padding()) + "|" + ints(*conv.dilation()) + "|" +
+           std::to_string(conv.groups());
+  }
+  return key;
+}
+
 }  // namespace
 
 BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, const std::set<size_t>& fp32,
@@ -53,6 +78,7 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
     if (cands[i].act) fusedActs.insert(cands[i].act);
   }
   std::unordered_map<ir::Value*, ir::Value*> qOf;  // float value -> its quantized source
+  std::unordered_map<std::string, std::string> packedByKey;  // packedKey -> the packed constant's name
   std::vector<ir::Node*> dequantizes;
   auto qp = [&](const ir::Value* v) {
     auto it = qparams.find(v->name());
@@ -142,7 +168,17 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
         } else {
           packed = ir::callOperator("quantized::linear_prepack", "", {wq, b ? c10::IValue(*b) : c10::IValue()});
         }
-        ir::Value* pv = rw.addConstant(baseName(weight, "quantized") + "_packed", packed, packed.type(), before);
+        // A module called at several places (a shared head, ALBERT's layers)
+        // reads one weight there: one packed attribute serves them all.
+        const std::string packKey = packedKey(c, n, weight, bias);
+        ir::Value* pv = nullptr;
+        if (auto it = packedByKey.find(packKey); !packKey.empty() && it != packedByKey.end()) {
+          pv = rw.getAttr(it->second, packed.type(), before);
+          ++res.packedShared;
+        } else {
+          pv = rw.addConstant(baseName(weight, "quantized") + "_packed", packed, packed.type(), before);
+          if (!packKey.empty()) packedByKey[packKey] = pv->node()->target();
+        }
         if (c.kind == Int8Kind::LinearDynamic) {
           ir::Value* y = rw.call(before, "quantized::linear_dynamic", {input, pv, reduceRange});
           rw.setMeta(y, c.out->meta());

@@ -26,6 +26,7 @@ struct BuildResult {
   std::map<size_t, ir::Value*> quantizedOut;       // candidate index -> its quantized output
   std::map<std::string, ir::Value*> quantizedByName;  // original value name -> quantized value
   int64_t entries = 0, exits = 0, quantized = 0, rnn = 0;
+  int64_t packedShared = 0;  // convs/linears that read another's packed weight (one module, called twice)
 };
 
 BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, const std::set<size_t>& fp32,

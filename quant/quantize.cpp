@@ -298,6 +298,7 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
   r.changed = built.quantized > 0;
   r.count(dynamic ? "dynamic" : "quantized", built.quantized);
   if (built.rnn > 0) r.count("rnn", built.rnn);
+  if (built.packedShared > 0) r.count("packed-shared", built.packedShared);
   if (!dynamic) {
     r.count("entries", built.entries);
     r.count("exits", built.exits);

@@ -29,7 +29,8 @@ class QuantizePass : public rewriters::Pass {
       "a mul only when both are (alone they would only add conversions), and the pass declines when no conv, linear, LSTM or GRU can be quantized. Weights are per-channel symmetric qint8 (scale max|w_c|/127.5), packed once by the "
       "engine's prepack ops into module attributes (Conv2dPackedParamsBase / LinearPackedParamsBase), which "
       "TorchScript serializes, so the file loads and runs in stock PyTorch; the float bias stays in the packed "
-      "params. Activations are per-tensor affine quint8 with parameters from observers filled by running the "
+      "params; convs or linears of one module called at several places (same weight and bias constants, same "
+      "geometry) read one packed attribute (counter packed-shared). Activations are per-tensor affine quint8 with parameters from observers filled by running the "
       "calibration set through the IR interpreter (observer=minmax|histogram|percentile). "
       "aten::quantize_per_tensor is inserted where a float value enters an int8 op (once per value); relu, "
       "hardtanh, max_pool2d, avg_pool2d, adaptive_avg_pool2d, flatten, reshape, contiguous, mean over dims and "
@@ -63,7 +64,7 @@ class QuantizePass : public rewriters::Pass {
       "declines. Calibration and the accuracy guard run at one intra-op thread (computesFromData): ATen's "
       "reductions round differently at other counts, and the scales written must not depend on the thread count "
       "(the report says the count). Control flow blocks are left in fp32. Does not fire on a graph with no quantizable op. "
-      "Counters: quantized, fallback, cat-shared, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "
+      "Counters: quantized, fallback, cat-shared, packed-shared, entries (quantize_per_tensor nodes), exits (dequantize nodes), dynamic, rnn "
       "(LSTM/GRU made int8, also counted in quantized or dynamic).";
 
   std::string name() const override { return "quantize"; }

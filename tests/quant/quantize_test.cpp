@@ -133,6 +133,12 @@ TEST_CASE("quantize: a cat's inputs are written in the cat's quantization, excep
   CHECK(shared == 3);
   CHECK(own == 2);  // a, in two lists
   CHECK(pooled == 1);
+  // The head, called three times, is packed once: one attribute for a, b, c, d and the head.
+  CHECK(r.counter("packed-shared") == 2);
+  int packed = 0;
+  for (const auto& [name, v] : r.opt.model().constants->entries())
+    if (v.isObject() || v.isCustomClass()) ++packed;
+  CHECK(packed == 5);
   auto [cosine, top1] = heldOutAgreement(r, "quant_two_cats.pt", "quant_cnn_heldout.pt");
   CHECK(cosine >= 0.99);
 }

@@ -73,6 +73,7 @@ class Lowering {
   Rewriter rw_;
   std::unordered_map<const Value*, Quantized> q_;
   std::vector<Node*> replaced_;  // TorchScript int8 nodes, in graph order
+  std::unordered_map<std::string, std::string> made_;  // constant() name -> the constant's
   int64_t ops_ = 0;
 
   const Quantized* quantizedOf(const Value* v) const {
@@ -203,6 +204,17 @@ class Lowering {
     q_[n->output()] = out;
   }
 
+  // A constant made from a packed weight, named after it: made once, and
+  // read again where the same packed weight is (one module called at
+  // several places shares one, quantize's packed-shared).
+  template <typename Make>
+  Value* constant(const std::string& name, Make make, Node* before) {
+    if (auto it = made_.find(name); it != made_.end()) return rw_.getAttr(it->second, c10::TensorType::get(), before);
+    Value* v = rw_.addConstant(name, make(), before);
+    made_[name] = v->node()->target();
+    return v;
+  }
+
   // The int8 weight and its per-channel parameters as constants; the
   // dequantized weight value.
   Value* weight(Node* n, const at::Tensor& w, const std::string& base) {
@@ -210,12 +222,12 @@ class Lowering {
         w.qscheme() != at::kPerTensorAffine && w.qscheme() != at::kPerTensorSymmetric)
       cannot(n, "its weight's quantization scheme has no Q/DQ form");
     if (w.scalar_type() != at::kQInt8) cannot(n, "its weight is not qint8");
-    Value* wi8 = rw_.addConstant(base + "_int8", w.int_repr().contiguous(), n);
+    Value* wi8 = constant(base + "_int8", [&] { return w.int_repr().contiguous(); }, n);
     if (w.qscheme() == at::kPerTensorAffine || w.qscheme() == at::kPerTensorSymmetric)
       return rw_.call(n, kDequantize, {wi8, w.q_scale(), w.q_zero_point(), int64_t(-128), int64_t(127),
                                        c10::ScalarType::Char, Literal()});
-    Value* scales = rw_.addConstant(base + "_scale", w.q_per_channel_scales().to(at::kFloat).contiguous(), n);
-    Value* zps = rw_.addConstant(base + "_zero_point", w.q_per_channel_zero_points().to(at::kLong).contiguous(), n);
+    Value* scales = constant(base + "_scale", [&] { return w.q_per_channel_scales().to(at::kFloat).contiguous(); }, n);
+    Value* zps = constant(base + "_zero_point", [&] { return w.q_per_channel_zero_points().to(at::kLong).contiguous(); }, n);
     return rw_.call(n, kDequantizeChannels, {wi8, scales, zps, w.q_per_channel_axis(), int64_t(-128), int64_t(127),
                                              c10::ScalarType::Char, Literal()});
   }
@@ -231,7 +243,7 @@ class Lowering {
 
   Value* bias(Node* n, const c10::IValue& b, const std::string& base) {
     if (b.isNone()) return nullptr;
-    return rw_.addConstant(base + "_bias", b.toTensor().to(at::kFloat).contiguous(), n);
+    return constant(base + "_bias", [&] { return b.toTensor().to(at::kFloat).contiguous(); }, n);
   }
 
   // quantized::conv1d keeps its weight in 2-d packed parameters (a unit

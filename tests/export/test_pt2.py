@@ -512,6 +512,39 @@ def test_int8_conv1d_in_qdq_form(tmp_path):
     assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
 
 
+class SharedHeadNet(torch.nn.Module):
+    """One module called at two places: quantize packs its weight once."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.a = torch.nn.Conv2d(8, 8, 1)
+        self.head = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.stem(x))
+        return self.head(torch.relu(self.a(y))) + self.head(y)
+
+
+def test_int8_shared_module_writes_one_weight(tmp_path):
+    """A module called at two places reads one packed weight in TorchScript
+    (packed-shared), and one int8 weight, scale and bias in the program."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+    torch.manual_seed(0)
+    model, inputs = SharedHeadNet().eval(), (torch.rand(2, 3, 16, 16),)
+    path, out = tmp_path / "shared.pt2", tmp_path / "int8.pt2"
+    torch.export.save(torch.export.export(model, inputs), str(path))
+    log = run_ptopt(path, out, "--passes", "-O1,quantize{dtype=int8,fallback=false}")
+    assert "packed-shared=1" in log, log
+    ep = torch.export.load(str(out))
+    assert targets_count(ep, f"{QDQ}.dequantize_per_channel.default") == 4
+    tensors = {**ep.state_dict, **ep.constants}.values()
+    assert sorted(tuple(t.shape) for t in tensors if t.dtype == torch.int8) == [(4, 8, 1, 1), (8, 3, 3, 3), (8, 8, 1, 1)]
+    a, b = model(*inputs), ep.module()(*inputs)
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+
+
 def targets_count(ep, target):
     return call_targets(ep).count(target)
 

@@ -459,7 +459,8 @@ def test_int8_cat_and_gates_in_qdq_form(tmp_path):
     model, inputs = GateCatNet().eval(), (torch.rand(2, 3, 32, 32),)
     path, out = tmp_path / "gatecat.pt2", tmp_path / "int8.pt2"
     torch.export.save(torch.export.export(model, inputs), str(path))
-    run_ptopt(path, out, "--passes", "-O1,quantize{dtype=int8,fallback=false}")
+    log = run_ptopt(path, out, "--passes", "-O1,quantize{dtype=int8,fallback=false}")
+    assert "cat-shared=2" in log, log  # the cat's two convs write in its quantization
     ep = torch.export.load(str(out))
     nodes = {n.name: n for n in ep.graph.nodes}
     by_target = lambda t: [n for n in ep.graph.nodes if str(n.target) == t]  # noqa: E731

@@ -148,7 +148,6 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
       if (c.kind == Int8Kind::Conv || c.kind == Int8Kind::Linear || c.kind == Int8Kind::LinearDynamic) {
         ir::Value *input, *weight, *bias;
         at::Tensor w;
-        std::optional<at::Tensor> b;
         if (c.kind == Int8Kind::Conv) {
           auto conv = *ir::ConvOp::match(n);
           input = conv.input(), weight = conv.weight(), bias = conv.bias();
@@ -157,25 +156,26 @@ BuildResult buildInt8(ir::Graph& g, const std::vector<Int8Candidate>& cands, con
           input = lin.input(), weight = lin.weight(), bias = lin.bias();
         }
         w = *constantTensor(weight);
-        if (bias) b = constantTensor(bias)->to(at::kFloat).contiguous();
-        at::Tensor wq = quantizeWeightPerChannel(w);
-        c10::IValue packed;
-        if (c.kind == Int8Kind::Conv) {
-          auto conv = *ir::ConvOp::match(n);
-          packed = ir::callOperator(w.dim() == 3 ? "quantized::conv1d_prepack" : "quantized::conv2d_prepack", "",
-                          {wq, b ? c10::IValue(*b) : c10::IValue(), *conv.stride(), *conv.padding(), *conv.dilation(),
-                           conv.groups()});
-        } else {
-          packed = ir::callOperator("quantized::linear_prepack", "", {wq, b ? c10::IValue(*b) : c10::IValue()});
-        }
         // A module called at several places (a shared head, ALBERT's layers)
         // reads one weight there: one packed attribute serves them all.
         const std::string packKey = packedKey(c, n, weight, bias);
         ir::Value* pv = nullptr;
         if (auto it = packedByKey.find(packKey); !packKey.empty() && it != packedByKey.end()) {
-          pv = rw.getAttr(it->second, packed.type(), before);
+          pv = rw.getAttr(it->second, g.constants().at(it->second).type(), before);
           ++res.packedShared;
         } else {
+          std::optional<at::Tensor> b;
+          if (bias) b = constantTensor(bias)->to(at::kFloat).contiguous();
+          at::Tensor wq = quantizeWeightPerChannel(w);
+          c10::IValue packed;
+          if (c.kind == Int8Kind::Conv) {
+            auto conv = *ir::ConvOp::match(n);
+            packed = ir::callOperator(w.dim() == 3 ? "quantized::conv1d_prepack" : "quantized::conv2d_prepack", "",
+                                      {wq, b ? c10::IValue(*b) : c10::IValue(), *conv.stride(), *conv.padding(),
+                                       *conv.dilation(), conv.groups()});
+          } else {
+            packed = ir::callOperator("quantized::linear_prepack", "", {wq, b ? c10::IValue(*b) : c10::IValue()});
+          }
           pv = rw.addConstant(baseName(weight, "quantized") + "_packed", packed, packed.type(), before);
           if (!packKey.empty()) packedByKey[packKey] = pv->node()->target();
         }

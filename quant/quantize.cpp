@@ -266,6 +266,8 @@ PassResult QuantizePass::run(ir::Graph& graph, PassContext& ctx) {
     if (std::none_of(ev.quantized.begin(), ev.quantized.end(), [&](size_t i) { return !fp32.count(i); })) break;
     ev = evaluateInt8(graph, fp32, qparams, heldOut, dynamic, reduceRange, rnnWeights);
     if (!ev.error.empty()) throw PassError("quantize: the int8 graph fails to run: " + ev.error);
+    // What keeping it in fp32 bought: the cosine with it.
+    why[*worst] += fmt::format(", {:.4f} with it in fp32", ev.cosine);
   }
   for (size_t i = 0; i < cands.size(); ++i) {
     QuantizeOpReport op;

@@ -196,6 +196,16 @@ TEST_CASE("quantize: the fallback keeps the one sensitive layer in fp32", "[quan
     if (op.fp32) kept.push_back(op.op);
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].find("aten::conv2d") != std::string::npos);
+  // Which op, why, and what keeping it in fp32 bought: "fallback: cosine C < 0.99, C' with it in fp32".
+  for (const auto& op : rep.ops)
+    if (op.fp32) {
+      CHECK(op.why.rfind("fallback: cosine ", 0) == 0);
+      const size_t with = op.why.find(", ");
+      REQUIRE(with != std::string::npos);
+      CHECK(op.why.substr(with).find(" with it in fp32") != std::string::npos);
+      CHECK(std::stod(op.why.substr(with + 2)) >= 0.99);
+      CHECK(std::stod(op.why.substr(17)) < 0.99);
+    }
   // The fp32 conv is the one that reads `sensitive.weight`.
   const ir::Graph& g = r.opt.model().forward();
   CHECK(test::countOps(g, "aten::conv2d") == 1);

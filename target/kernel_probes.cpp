@@ -228,4 +228,33 @@ bool cpuLowPrecisionSiluPays(c10::ScalarType dtype) {
   });
 }
 
+std::string oneDnnInt8ConvMissing() {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  if (!dispatcher.findSchema({"onednn::qconv_prepack", ""}) || !dispatcher.findSchema({"onednn::qconv2d_pointwise", ""}))
+    return "this LibTorch has no onednn::qconv2d_pointwise (PyTorch 2.x has)";
+  const bool runs = probeOnce({"onednn_qconv_swish", 0, 0, 0}, [&dispatcher] {
+    const auto prepack = dispatcher.findSchema({"onednn::qconv_prepack", ""});
+    const auto run = dispatcher.findSchema({"onednn::qconv2d_pointwise", ""});
+    const double xs = 0.02, ys = 0.01;
+    const int64_t xz = 100, yz = 20;
+    const at::Tensor x = at::arange(2 * 5 * 5).remainder(200).to(at::kByte).reshape({1, 2, 5, 5})
+                             .contiguous(c10::MemoryFormat::ChannelsLast);
+    const at::Tensor w = (at::arange(3 * 2 * 3 * 3).remainder(11) - 5).to(at::kChar).reshape({3, 2, 3, 3});
+    const at::Tensor ws = at::full({3}, 0.05), wz = at::zeros({3}, at::kLong), b = at::full({3}, 0.1);
+    const std::vector<int64_t> one{1, 1};
+    torch::jit::Stack stack{w, ws, xs, xz, one, one, one, int64_t{1}, c10::IValue()};
+    prepack->callBoxed(&stack);
+    c10::impl::GenericList noScalars(c10::OptionalType::create(c10::NumberType::get()));
+    stack = {x, xs, xz, stack.at(0), ws, wz, b, one, one, one, int64_t{1}, ys, yz, c10::IValue(),
+             std::string("swish"), noScalars, c10::IValue()};
+    run->callBoxed(&stack);
+    const at::Tensor y = stack.at(0).toTensor();
+    const at::Tensor ref = at::silu(at::conv2d((x.to(at::kFloat) - xz) * xs, w.to(at::kFloat) * 0.05, b, 1, 1));
+    const at::Tensor expected = at::clamp(at::round(ref / ys) + yz, 0, 255);
+    return y.scalar_type() == at::kByte && y.sizes() == expected.sizes() &&
+           (y.to(at::kFloat) - expected).abs().max().item<double>() <= 1.0;
+  });
+  return runs ? "" : "this CPU's oneDNN does not run onednn::qconv2d_pointwise (probed with a tiny int8 conv)";
+}
+
 }  // namespace ptopt::target

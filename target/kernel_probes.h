@@ -71,4 +71,12 @@ bool xnnpackConvRuns();
 // vectorized (0.56 ms against 0.95). False when the dtype does not run.
 bool cpuLowPrecisionSiluPays(c10::ScalarType dtype);
 
+// Whether oneDNN's int8 conv with a fused activation runs on this CPU:
+// onednn::qconv_prepack of a tiny int8 weight, then
+// onednn::qconv2d_pointwise with the "swish" post-op, uint8 in and out,
+// against the same conv computed in float (within one quantization step).
+// "" when it runs, else the reason a pass declines with: this LibTorch has
+// no such operator (1.13), or oneDNN failed here (its message).
+std::string oneDnnInt8ConvMissing();
+
 }  // namespace ptopt::target

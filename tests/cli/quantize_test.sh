@@ -6,7 +6,10 @@
 # sensitive fixture keeps its one sensitive conv fp32; bad calibration files
 # (wrong shape, NaN, empty) exit 2 with a clear error and write nothing;
 # an LSTM (static --quantize int8) and a traced GRU (mode=dynamic) become
-# dynamic int8 RNN ops that reload in Python and agree on held-out batches.
+# dynamic int8 RNN ops that reload in Python and agree on held-out batches;
+# --quantize int8 --tune offers fuse-int8-activations on a conv + silu net
+# (a whole-model decision, or, in 1.13, a note why nothing was timed), and
+# the pass named in --passes writes a file stock PyTorch reloads and runs.
 #
 # Usage: quantize_test.sh PTOPT QUANT_FIXTURES_DIR PYTHON
 set -uo pipefail
@@ -97,6 +100,38 @@ for name, calib, op in [("lstm", "quant_lstm_calib.pt", "quantized_lstm"), ("gru
     assert all(op["sqnr_db"] is not None and not op["fp32"] for op in rep["ops"]), rep
 PY
 check "quant_lstm / quant_gru_traced: reload in Python, agree on held-out data, RNN op in --report" "[ $? -eq 0 ]"
+
+# conv + silu/hardswish chains: offered to --tune; named, fused, reloaded.
+"$ptopt" "$fx/quant_silu_cnn.pt" "$work/silu.tuned.pt" --quantize int8 --tune --tune-budget 20 \
+  --tuning-cache "$work/tc.json" --input-shape 4,3,32,32 --calibration "$fx/quant_cnn_calib.pt" >"$work/silu.out" 2>&1
+rc=$?
+cat "$work/silu.out"
+check "quant_silu_cnn --tune: exit 0" "[ $rc -eq 0 ]"
+check "quant_silu_cnn --tune: fuse-int8-activations offered (decided, or why not timed)" \
+  "grep -q -e 'int8-activations (whole model)' -e 'fuse-int8-activations: not timed' '$work/silu.out'"
+"$ptopt" "$fx/quant_silu_cnn.pt" "$work/silu.fused.pt" --passes '-O1,quantize{dtype=int8},fuse-int8-activations' \
+  --input-shape 4,3,32,32 --calibration "$fx/quant_cnn_calib.pt" --explain >"$work/silu.fused.out" 2>&1
+rc=$?
+cat "$work/silu.fused.out"
+check "quant_silu_cnn fused: exit 0" "[ $rc -eq 0 ]"
+if grep -q 'fuse-int8-activations: fused=4' "$work/silu.fused.out"; then
+  "$py" - "$fx" "$work" <<'PY'
+import sys, torch
+fx, work = sys.argv[1], sys.argv[2]
+orig = torch.jit.load(f"{fx}/quant_silu_cnn.pt").eval()
+q = torch.jit.load(f"{work}/silu.fused.pt")
+assert "onednn.qconv2d_pointwise" in q.code, q.code
+with torch.no_grad():
+    for x in torch.load(f"{fx}/quant_cnn_heldout.pt"):
+        c = torch.nn.functional.cosine_similarity(orig(x).flatten(), q(x).flatten(), dim=0).item()
+        assert c >= 0.99, c
+print("python reload of the fused int8 file: ok")
+PY
+  check "quant_silu_cnn fused: reloads in Python and agrees on held-out data" "[ $? -eq 0 ]"
+else
+  check "quant_silu_cnn fused: declined with the reason (no oneDNN int8 conv here)" \
+    "grep -q -e 'no onednn::qconv2d_pointwise' -e 'does not run onednn::qconv2d_pointwise' '$work/silu.fused.out'"
+fi
 
 for bad in bad_calib_shape bad_calib_nan bad_calib_empty; do
   "$ptopt" "$fx/quant_cnn.pt" "$work/$bad.pt" --quantize int8 --input-shape 4,3,32,32 \

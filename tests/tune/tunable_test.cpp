@@ -73,7 +73,8 @@ TEST_CASE("every machine-dependent pass registers its tunable", "[tune][tunable]
     if (t->tunesElements()) passes.insert(t->pass);
   }
   CHECK(kinds == std::set<std::string>{"blocked-network", "bn-to-affine", "channels-last", "conv-kernel", "conv-prepack",
-                                       "fuse-cudnn", "kernel-network", "onednn-blocked", "precision"});
+                                       "fuse-cudnn", "int8-activations", "kernel-network", "onednn-blocked",
+                                       "precision"});
   CHECK(passes == std::set<std::string>{"bn-to-affine", "cast", "channels-last", "fuse-cudnn"});
 }
 

@@ -1,0 +1,146 @@
+// fuse-int8-activations: int8 conv + silu/hardswish chains become
+// onednn::qconv2d_pointwise with the activation fused. Fired (counters),
+// structure (which convs, uint8 passed between rewritten convs, the float
+// output, the conversions left), numerics against the unfused int8 model and
+// the fp32 original after save and reload, and the cases where it must not
+// fire: a conv whose int8 result another int8 op reads too, a .pt2 OUT, a
+// CUDA target, a conv not named in convs=, and LibTorch 1.13 (no operator:
+// declined with the reason).
+#include "ir/op_views.h"
+#include "quant/calibration.h"
+#include "quant/fuse_int8_activations.h"
+#include "tests/quant/quant_run.h"
+#include "tests/support/checked_run.h"
+#include "tests/support/pass_test.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace ptopt;
+using test::QuantRun;
+using test::quantFixture;
+
+namespace {
+
+constexpr const char* kPass = "fuse-int8-activations";
+
+std::vector<std::vector<c10::IValue>> batches(const std::string& file) {
+  verify::InputSet set = verify::loadInputsFile(quantFixture(file));
+  return quant::splitCalibrationBatches(set.values, 1, nullptr, file);
+}
+
+// quant_silu_cnn at -O1, quantized without the accuracy guard (untrained).
+QuantRun quantizedSiluCnn() {
+  QuantRun r{Optimizer::load(quantFixture("quant_silu_cnn.pt")), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 3, 32, 32})};
+  r.opt.run("-O1", &r.ctx);
+  quant::CalibrationData data;
+  data.batches = batches("quant_cnn_calib.pt");
+  data.source = "quant_cnn_calib.pt";
+  r.ctx.inputs.set(std::move(data));
+  rewriters::PassManager pm(defaultRegistry(),
+                            rewriters::parsePipeline("quantize{fallback=false,min-cosine=-1}", defaultRegistry()),
+                            test::checkedInstrumentation());
+  pm.run(r.opt.model(), r.ctx);
+  return r;
+}
+
+rewriters::RunReport fuse(QuantRun& r, const std::string& options = "") {
+  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline(std::string(kPass) + options, defaultRegistry()),
+                            test::checkedInstrumentation());
+  return pm.run(r.opt.model(), r.ctx);
+}
+
+int64_t fuseCounter(const rewriters::RunReport& report, const std::string& name) {
+  return test::counter(report, kPass, name);
+}
+
+double cosine(const at::Tensor& a, const at::Tensor& b) {
+  return at::cosine_similarity(a.reshape({1, -1}), b.reshape({1, -1})).item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("fuse-int8-activations: conv + silu/hardswish run as one oneDNN int8 kernel, uint8 between them",
+          "[quantize][fuse-int8-activations]") {
+  QuantRun r = quantizedSiluCnn();
+  const ir::Graph& g = r.opt.model().forward();
+  REQUIRE(test::countOps(g, "quantized::conv2d") == 6);  // stem, expand, dw, project, shared, tap
+  auto unfused = r.opt.serialize().module;
+  const std::string missing = quant::fuseInt8ActivationsMissing(r.ctx);
+  const rewriters::RunReport report = fuse(r);
+  INFO(ir::printGraph(g));
+  if (!missing.empty()) {  // LibTorch 1.13: no onednn::qconv2d_pointwise
+    CHECK(missing.find("no onednn::qconv2d_pointwise") != std::string::npos);
+    CHECK(r.declined(missing));
+    CHECK(fuseCounter(report, "fused") == 0);
+    CHECK(test::countOps(g, "quantized::conv2d") == 6);
+    return;
+  }
+  CHECK(fuseCounter(report, "fused") == 4);         // stem, expand, dw, tap
+  CHECK(fuseCounter(report, "int8-chained") == 2);  // expand reads the stem's uint8, dw the expand's
+  CHECK(fuseCounter(report, "float-out") == 1);     // tap: its silu's result is pooled in float
+  std::map<std::string, int> attrs;
+  int floatOut = 0;
+  for (ir::Node* n : *g.block()) {
+    if (!n->is("onednn::qconv2d_pointwise")) continue;
+    const ir::OpView v = ir::OpView::of(n);
+    REQUIRE(v.literal("attr"));
+    ++attrs[v.literal("attr")->as<std::string>()];
+    floatOut += v.dtypeArg("output_dtype") == at::kFloat;
+    // The weight is packed when the file loads: a load-time node reading constants.
+    ir::Node* pack = v.value("qw")->node();
+    REQUIRE(pack->is("onednn::qconv_prepack"));
+  }
+  CHECK(attrs["swish"] == 3);
+  CHECK(attrs["hardswish"] == 1);
+  CHECK(floatOut == 1);
+  // Left as they were: project (no activation) and shared (must not fire).
+  CHECK(test::countOps(g, "quantized::conv2d") == 2);
+  CHECK(test::countOps(g, "aten::silu") + test::countOps(g, "aten::silu_") == 1);  // shared's
+  CHECK(test::countOps(g, "aten::hardswish") + test::countOps(g, "aten::hardswish_") == 0);
+  // uint8 views of quantized tensors: the image's and the add's, read by the stem and tap.
+  CHECK(test::countOps(g, "aten::int_repr") == 2);
+  // The quantized tensors other int8 ops read: the stem's (the residual add) and dw's (project).
+  CHECK(test::countOps(g, "aten::_make_per_tensor_quantized_tensor") == 2);
+
+  // Saved and reloaded: the same numbers as the unfused int8 model, up to
+  // the one rounding the fused kernel saves, and the fp32 original's within
+  // the int8 criterion.
+  auto fused = r.opt.serialize().module;
+  auto original = torch::jit::load(quantFixture("quant_silu_cnn.pt"));
+  original.eval();
+  for (const auto& batch : batches("quant_cnn_heldout.pt")) {
+    const at::Tensor a = original.forward(batch).toTensor();
+    const at::Tensor b = fused.forward(batch).toTensor();
+    const at::Tensor c = unfused.forward(batch).toTensor();
+    CHECK(cosine(b, c) >= 0.999);
+    CHECK(cosine(a, b) >= 0.99);
+  }
+}
+
+TEST_CASE("fuse-int8-activations: only the convs named in convs=", "[quantize][fuse-int8-activations]") {
+  QuantRun r = quantizedSiluCnn();
+  if (!quant::fuseInt8ActivationsMissing(r.ctx).empty()) return;  // 1.13: the test above checks the decline
+  std::string tap;
+  for (ir::Node* n : *r.opt.model().forward().block())
+    if (quant::int8ActivationChain(*n)) tap = n->output()->name();  // the last chain is tap's
+  REQUIRE_FALSE(tap.empty());
+  const rewriters::RunReport report = fuse(r, "{convs=" + tap + "}");
+  CHECK(fuseCounter(report, "fused") == 1);
+  CHECK(test::countOps(r.opt.model().forward(), "onednn::qconv2d_pointwise") == 1);
+}
+
+TEST_CASE("fuse-int8-activations: declined for a .pt2 OUT and a CUDA target", "[quantize][fuse-int8-activations]") {
+  for (const bool pt2 : {true, false}) {
+    QuantRun r = quantizedSiluCnn();
+    if (pt2) r.ctx.tensorValuesOnly = true;
+    else r.ctx.targetDevice = "cuda";
+    const rewriters::RunReport report = fuse(r);
+    CHECK(fuseCounter(report, "fused") == 0);
+    CHECK(test::countOps(r.opt.model().forward(), "onednn::qconv2d_pointwise") == 0);
+    CHECK(r.declined(pt2 ? "OUT is a .pt2, which holds no packed oneDNN weight"
+                         : "the target is cuda: oneDNN's int8 convs are CPU kernels"));
+  }
+}

@@ -1,26 +1,51 @@
 #include "quant/fuse_int8_activations_tuning.h"
 
+#include "ir/op_views.h"  // ConvOp
 #include "quant/fuse_int8_activations.h"
 #include "quant/quantize.h"
+#include "rewriters/name_list.h"
+
+#include <set>
 
 namespace ptopt::quant {
 
 namespace {
 
-bool hasChains(const ir::Graph& g) {
-  for (const ir::Node* n : *g.block())
-    if (int8ActivationChain(*n)) return true;
-  return false;
+// The convs the pass would fuse, and those of them on images larger than
+// 1x1 (a squeeze-excite's convs run on 1x1 images, where oneDNN's per-call
+// cost exceeds the work).
+struct Chains {
+  std::set<std::string> all, larger;
+};
+
+Chains chains(const ir::Graph& g) {
+  Chains c;
+  for (ir::Node* n : *g.block()) {
+    if (!int8ActivationChain(*n)) continue;
+    c.all.insert(n->output()->name());
+    // The chain's dequantized result (conv -> dequantize -> activation) has the float metadata.
+    const auto& shape = n->output()->uses().at(0).user->output()->meta().shape;
+    if (!shape || shape->size() != 4 || (*shape)[2] * (*shape)[3] > 1) c.larger.insert(n->output()->name());
+  }
+  return c;
 }
 
 void offerFuseInt8Activations(tune::TuningSession& s) {
-  if (!hasChains(s.model().forward())) return;  // nothing the pass would fuse
+  const Chains c = chains(s.model().forward());
+  if (c.all.empty()) return;  // nothing the pass would fuse
   if (const std::string why = fuseInt8ActivationsMissing(s.context()); !why.empty()) {
     s.say("fuse-int8-activations: not timed (" + why + ")");
     return;
   }
-  const rewriters::PipelineElement e{FuseInt8ActivationsPass().name(), {}, {}};
-  if (s.preferOpByOp("int8-activations", std::nullopt, e, "fused")) s.keep(e);
+  const rewriters::PipelineElement every = rewriters::elementOf(s.registry(), FuseInt8ActivationsPass().name());
+  std::vector<tune::TuningSession::NamedElement> alternatives{{"fused", every}};
+  if (!c.larger.empty() && c.larger.size() < c.all.size()) {
+    rewriters::PipelineElement larger = every;
+    larger.setOption("convs", rewriters::joinNameList(c.larger));
+    alternatives.push_back({"fused on images larger than 1x1", larger});
+  }
+  const size_t kept = s.preferAmong("int8-activations", std::nullopt, alternatives);
+  if (kept > 0) s.keep(*alternatives[kept - 1].second);
 }
 
 }  // namespace
@@ -31,7 +56,17 @@ tune::Tunable fuseInt8ActivationsTunable() {
   t.applies = [](tune::TuningSession& s) { return s.pipelineUses(QuantizePass().name()) && s.device().is_cpu(); };
   t.offeredBefore = {"fuse-cudnn"};
   t.offer = offerFuseInt8Activations;
-  t.expectedDecisions = [](const ir::Graph&) { return size_t{1}; };
+  // One A/B where the model given to --tune has a conv whose only reader is
+  // silu or hardswish (what quantize may turn into a chain), else none.
+  t.expectedDecisions = [](const ir::Graph& g) {
+    for (const ir::Node* n : *g.block()) {
+      if (!ir::ConvOp::match(const_cast<ir::Node*>(n)) || n->output()->uses().size() != 1) continue;
+      const ir::Node* u = n->output()->uses()[0].user;
+      if (u->is("aten::silu") || u->is("aten::silu_") || u->is("aten::hardswish") || u->is("aten::hardswish_"))
+        return size_t{1};
+    }
+    return size_t{0};
+  };
   return t;
 }
 

@@ -2,15 +2,18 @@
 // Where the pipeline quantizes (it has a quantize element) and the model,
 // as quantize left it, has conv + silu/hardswish chains the pass fuses, one
 // whole-model A/B on the example inputs: the int8 model as quantize wrote
-// it (the baseline) against the same with every chain fused
-// (TuningSession::preferOpByOp; confirmed at every --tune-threads count,
-// cached by the model's signature) -> a fuse-int8-activations element
-// (before fuse-cudnn) when the fused model wins beyond noise, else none.
+// it (the baseline), the same with every chain fused, and (when it differs)
+// with the chains on images larger than 1x1 fused (a squeeze-excite's 1x1
+// convs cost oneDNN more per call than the work) (TuningSession::
+// preferAmong; confirmed at every --tune-threads count, cached by the
+// model's signature) -> a fuse-int8-activations element (before
+// fuse-cudnn, `convs=` naming the larger ones for the second) when one wins
+// beyond noise, else none.
 // Nothing is timed where the pass cannot run (fuseInt8ActivationsMissing:
 // LibTorch 1.13, oneDNN's probe, a .pt2 OUT, a CUDA target). Not in
-// `--quantize int8`'s pipeline without --tune: measured on two CPUs it
-// wins on some models and thread counts and loses on others
-// (docs/precision.md), so it is a candidate, never a default.
+// `--quantize int8`'s pipeline without --tune: measured natively and under
+// the AVX2 cap it wins at some thread counts and loses at others
+// (docs/tuning.md), so it is a candidate, never a default.
 #pragma once
 
 #include "tune/tunable.h"

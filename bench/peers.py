@@ -49,8 +49,11 @@ Variants, per model (a variant that cannot be built says why in the tables):
                count, with --tune-threads naming every count of the run, so
                that one file serves them all; a fresh cache), ptopt-int8 (--quantize int8 with the same calibration
                batches for the vision models; -O1,quantize{mode=dynamic} for
-               the text models): the ptopt CLI's output files, verified by
-               ptopt and loaded with torch.jit.load
+               the text models), ptopt-int8-tune (the same with --tune, as
+               ptopt-tune tunes: the int8 candidates, such as oneDNN's int8
+               conv with its activation fused, decided on this machine):
+               the ptopt CLI's output files, verified by ptopt and loaded
+               with torch.jit.load
 
 Timing: for each thread count (1, and all of this machine's cores) every
 variant is built for that count (ORT and OpenVINO sessions, torch.compile's
@@ -120,7 +123,8 @@ TEXT = ["bert_base", "gpt2_small"]
 TIMM = ["levit_128s", "ghostnet_100"]
 ALL_MODELS = VISION + TEXT + TIMM
 VARIANTS = ["original", "eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8",
-            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-int8"]
+            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-int8",
+            "ptopt-int8-tune"]
 PEERS = ["eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8", "openvino",
          "openvino-fp32", "openvino-int8"]
 # The peers `tune / best peer` may compare with: those whose precision (the
@@ -131,7 +135,7 @@ SAME_PRECISION_PEERS = ["ort", "openvino", "openvino-fp32", "compile-bf16"]
 # INFERENCE_PRECISION_HINT, ptopt's report).
 FIXED_PRECISION = {"original": "fp32", "eager": "fp32", "freeze": "fp32", "ofi": "fp32", "compile": "fp32",
                    "compile-max": "fp32", "compile-bf16": "bf16", "ort": "fp32", "ort-int8": "int8",
-                   "openvino-int8": "int8", "ptopt-int8": "int8"}
+                   "openvino-int8": "int8", "ptopt-int8": "int8", "ptopt-int8-tune": "int8"}
 WITHIN = 1.15       # the target: within this factor of the peer
 MIN_COSINE = 0.99   # an int8 peer whose outputs are further from the original's does not count
 SEQ = 128
@@ -519,9 +523,13 @@ def ptopt_args(ctx, name):
         counts = getattr(ctx.args, "threads_list", None) or [1]
         extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
         return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")] + extra
-    if ctx.spec.text:
-        return ["--passes", "-O1,quantize{mode=dynamic}"]
-    return ["--quantize", "int8", "--calibration", ctx.calibration_path]
+    int8 = (["--passes", "-O1,quantize{mode=dynamic}"] if ctx.spec.text
+            else ["--quantize", "int8", "--calibration", ctx.calibration_path])
+    if name == "ptopt-int8-tune":
+        counts = getattr(ctx.args, "threads_list", None) or [1]
+        extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
+        return int8 + ["--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".int8-tuning.json")] + extra
+    return int8
 
 
 TUNED_DTYPES = {"fp32": "fp32", "float32": "fp32", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
@@ -629,7 +637,8 @@ BUILDERS = {"original": build_torchscript, "freeze": build_torchscript, "ofi": b
             "compile": build_compile, "compile-max": build_compile, "compile-bf16": build_compile,
             "ort": build_ort, "ort-int8": build_ort, "openvino": build_openvino, "openvino-fp32": build_openvino,
             "openvino-int8": build_openvino,
-            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-int8": build_ptopt}
+            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-int8": build_ptopt,
+            "ptopt-int8-tune": build_ptopt}
 
 
 # ---------------------------------------------------------------- timing ---

@@ -481,6 +481,44 @@ def test_int8_cat_and_gates_in_qdq_form(tmp_path):
     assert torch.equal(torch.export.load(str(again)).module()(*inputs), b)
 
 
+class SiluHardswishNet(torch.nn.Module):
+    """EfficientNet's conv + SiLU and MobileNetV3's conv + hardswish."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.b = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.c = torch.nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        return self.c(torch.nn.functional.hardswish(self.b(torch.nn.functional.silu(self.a(x)))))
+
+
+@pytest.mark.parametrize("ir", ["training", "inference"])
+def test_int8_conv_activations_fused_from_a_program(tmp_path, ir):
+    """fuse-int8-activations on a .pt2 IN written as TorchScript: the training
+    IR's silu and hardswish chains are both fused; the inference IR writes
+    SiLU as x * sigmoid(x), which the pass does not read as silu, so only
+    the hardswish chain (fuse-hardswish restores it) is. A .pt2 OUT is
+    declined: it holds no packed oneDNN weight."""
+    torch.manual_seed(0)
+    model, inputs = SiluHardswishNet().eval(), (torch.rand(2, 3, 32, 32),)
+    ep = torch.export.export(model, inputs)
+    if ir == "inference":
+        ep = ep.run_decompositions()
+    path, out = tmp_path / "silu.pt2", tmp_path / "int8.pt"
+    torch.export.save(ep, str(path))
+    passes = "-O1,quantize{dtype=int8,fallback=false},fuse-int8-activations"
+    log = run_ptopt(path, out, "--passes", passes, "--explain")
+    assert ("fused=2" if ir == "training" else "fused=1") in log, log
+    fused = torch.jit.load(str(out))
+    assert "onednn.qconv2d_pointwise" in fused.code
+    a, b = model(*inputs), fused(*inputs)
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+    log = run_ptopt(path, tmp_path / "int8.pt2", "--passes", passes, "--explain")
+    assert "holds no packed oneDNN weight" in log, log
+
+
 class Conv1dNet(torch.nn.Module):
     def __init__(self):
         super().__init__()

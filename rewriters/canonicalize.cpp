@@ -288,6 +288,28 @@ bool canonicalizeMatmulAdd(Rewriter& rw, Node* n, PassContext& ctx, const std::s
   return false;
 }
 
+// aten::mul(x, aten::sigmoid(x)) (either order) -> aten::silu(x): SiLU as
+// run_decompositions() writes it. Only when the sigmoid's one reader is the
+// mul and metadata shows x is a floating-point tensor (silu has no integer
+// kernel, where sigmoid promotes).
+bool canonicalizeSilu(Rewriter& rw, Node* n) {
+  if (!n->is("aten::mul") || n->overload() != "Tensor" || n->numArgs() != 2) return false;
+  const OpView mul = OpView::of(n);
+  for (const auto& [xSide, sigmoidSide] : {std::pair{"self", "other"}, std::pair{"other", "self"}}) {
+    Value* x = mul.value(xSide);
+    Value* s = mul.value(sigmoidSide);
+    Node* sigmoid = s ? s->node() : nullptr;
+    if (!x || !sigmoid || !sigmoid->is("aten::sigmoid") || !sigmoid->overload().empty() ||
+        OpView::of(sigmoid).value("self") != x || s->uses().size() != 1)
+      continue;
+    if (!x->meta().dtype || !c10::isFloatingType(*x->meta().dtype)) return false;
+    replaceNode(rw, n, rw.graph().createCall("aten::silu", {x}, {n->output()->type()}));
+    rw.erase(sigmoid);
+    return true;
+  }
+  return false;
+}
+
 // ------------------------------------------------------------------ no-ops
 
 // A no-op found by noopKind: the counter name and the input its result
@@ -447,6 +469,8 @@ PassResult CanonicalizePass::run(ir::Graph& graph, PassContext& ctx) {
       if (!kind.empty()) result.count(kind);
     } else if (canonicalizeAddmm(rw, n, ctx, pass) || canonicalizeMatmulAdd(rw, n, ctx, pass)) {
       result.count("linear");
+    } else if (canonicalizeSilu(rw, n)) {
+      result.count("silu");
     }
   });
 

@@ -31,6 +31,9 @@ class CanonicalizePass : public Pass {
       "the precision, int8 and packed-kernel passes take. `aten::add(aten::matmul|mm(x, aten::t(w)), b, 1)` "
       "becomes `aten::linear(x, w, b)` only when metadata proves x is 2-D, b is 1-D of the output width and "
       "all three share a dtype (within 1e-6, not bitwise: addmm adds the bias inside the GEMM). "
+      "(3b) [silu] `aten::mul(x, aten::sigmoid(x))`, either order, becomes `aten::silu(x)` (SiLU as "
+      "`run_decompositions()` writes it, so the fused-activation and int8 passes see it) when the sigmoid has "
+      "no other reader and metadata shows x is a floating-point tensor: within float rounding, not bitwise. "
       "(4) No-ops, replaced by their input: [noop-dropout] `aten::dropout / feature_dropout / alpha_dropout "
       "/ feature_alpha_dropout(x, p, False)` (no metadata needed: these return x); [noop-slice] "
       "`aten::slice(x, dim, 0 or None, None or INT64_MAX, 1)`, the full slices tracing writes for `x[:, :k]`'s "
@@ -51,7 +54,7 @@ class CanonicalizePass : public Pass {
       "form.";
 
   std::string name() const override { return "canonicalize"; }
-  std::string description() const override { return "one form per op (literal lists, conv, linear, no-op removal)"; }
+  std::string description() const override { return "one form per op (literal lists, conv, linear, silu, no-op removal)"; }
   std::string contract() const override { return kContract; }
   PassResult run(ir::Graph& graph, PassContext& ctx) override;
 };

@@ -257,6 +257,42 @@ TEST_CASE("canonicalize turns matmul plus bias into linear only with metadata") 
   }
 }
 
+TEST_CASE("canonicalize turns x * sigmoid(x) into silu, not a gate or a shared sigmoid") {
+  auto g = ir::parseGraph(
+      "graph(%x : Tensor{float32, [2, 8]}, %g : Tensor{float32, [2, 8]}):\n"
+      "  %s : Tensor{float32, [2, 8]} = aten::sigmoid(%x)\n"
+      "  %a : Tensor{float32, [2, 8]} = aten::mul.Tensor(%s, %x)\n"      // silu, sigmoid first
+      "  %t : Tensor{float32, [2, 8]} = aten::sigmoid(%a)\n"
+      "  %b : Tensor{float32, [2, 8]} = aten::mul.Tensor(%a, %t)\n"      // silu, x first
+      "  %u : Tensor{float32, [2, 8]} = aten::sigmoid(%g)\n"
+      "  %c : Tensor{float32, [2, 8]} = aten::mul.Tensor(%b, %u)\n"      // a gate: sigmoid of another value
+      "  %v : Tensor{float32, [2, 8]} = aten::sigmoid(%c)\n"
+      "  %d : Tensor{float32, [2, 8]} = aten::mul.Tensor(%c, %v)\n"      // the sigmoid is read twice
+      "  %e : Tensor{float32, [2, 8]} = aten::add.Tensor(%d, %v, 1)\n"
+      "  output(%e)\n");
+  std::vector<c10::IValue> inputs = {torch::randn({2, 8}), torch::randn({2, 8})};
+  const c10::IValue before = runGraph(*g, inputs);
+  Run r = canonicalize(*g);
+  CHECK(r.result.counter("silu") == 2);
+  test::checkIR(g->str(), R"(
+    # CHECK: %a : Tensor{float32, [2, 8]} = aten::silu(%x)
+    # CHECK: %b : Tensor{float32, [2, 8]} = aten::silu(%a)
+    # CHECK: %u : Tensor{float32, [2, 8]} = aten::sigmoid(%g)
+    # CHECK: aten::mul.Tensor(%b, %u)
+    # CHECK: %v : Tensor{float32, [2, 8]} = aten::sigmoid(%c)
+    # CHECK: aten::mul.Tensor(%c, %v)
+  )");
+  CHECK(compareOutputs(runGraph(*g, inputs), before).maxAbs <= 1e-6);
+  SECTION("not without a floating-point dtype in the metadata") {
+    auto plain = ir::parseGraph(
+        "graph(%x : Tensor):\n"
+        "  %s : Tensor = aten::sigmoid(%x)\n"
+        "  %a : Tensor = aten::mul.Tensor(%x, %s)\n"
+        "  output(%a)\n");
+    CHECK(canonicalize(*plain).result.counter("silu") == 0);
+  }
+}
+
 TEST_CASE("canonicalize removes dropout outside training") {
   auto g = ir::parseGraph(
       "graph(%x : Tensor):\n"

@@ -9,7 +9,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <fmt/format.h>
 
 #include <map>
 #include <set>

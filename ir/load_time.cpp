@@ -89,7 +89,7 @@ bool isLoadTimeOperatorName(const std::string& qualified) {
   return qualified == "aten::to_mkldnn" || qualified == "aten::mkldnn_reorder_conv2d_weight" ||
          qualified == "mkldnn_prepacked::conv2d_prepack" || qualified == "prepacked::conv2d_clamp_prepack" ||
          qualified == "prepacked::linear_clamp_prepack" || qualified == "mkldnn::_reorder_linear_weight" ||
-         qualified == "onednn::qconv_prepack";
+         qualified == "onednn::qconv_prepack" || qualified == "onednn::qlinear_prepack";
 }
 
 bool isLoadTimeOperator(const Node& n) {

@@ -8,7 +8,8 @@
 // in LibTorch 1.13, "Fusion behavior undefined"; prepacked::conv2d_clamp_prepack:
 // XNNPACK's context, stored as its dense weight like the others;
 // mkldnn::_reorder_linear_weight: oneDNN's packed linear weight;
-// onednn::qconv_prepack: oneDNN's packed int8 conv weight) in the top-level
+// onednn::qconv_prepack, onednn::qlinear_prepack: oneDNN's packed int8 conv
+// and linear weights) in the top-level
 // block of a method, and each of its value arguments is a tensor constant
 // (a get_attr) or the result of another load-time node; its other arguments
 // are literals TorchScript source can spell (ints, int lists, floats, bools,

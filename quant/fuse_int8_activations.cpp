@@ -26,6 +26,8 @@ namespace {
 
 constexpr const char* kQConv = "onednn::qconv2d_pointwise";
 constexpr const char* kQConvPrepack = "onednn::qconv_prepack";
+constexpr const char* kQLinear = "onednn::qlinear_pointwise";
+constexpr const char* kQLinearPrepack = "onednn::qlinear_prepack";
 constexpr const char* kMakeQuantized = "aten::_make_per_tensor_quantized_tensor";
 
 struct QuantParams {
@@ -78,34 +80,52 @@ std::optional<QuantParams> quantizationOf(const ir::Value* v) {
   return std::nullopt;
 }
 
-// The activation of a chain conv -> dequantize -> activation, and its node.
-std::optional<std::pair<std::string, ir::Node*>> chainActivation(const ir::Node& conv) {
-  if (!conv.is("quantized::conv2d") || conv.numOutputs() != 1) return std::nullopt;
-  ir::Node* dq = onlyReader(conv.output());
+// A chain conv/linear -> dequantize -> activation: oneDNN's post-op for the
+// activation (attr, and for gelu its algorithm), and the activation's node.
+struct Chain {
+  std::string attr, algorithm;
+  ir::Node* act = nullptr;
+};
+
+std::optional<Chain> chainOf(const ir::Node& op) {
+  const bool linear = op.is("quantized::linear");
+  if ((!op.is("quantized::conv2d") && !linear) || op.numOutputs() != 1) return std::nullopt;
+  ir::Node* dq = onlyReader(op.output());
   if (!dq || !dq->is("aten::dequantize")) return std::nullopt;
   ir::Node* act = onlyReader(dq->output());
   if (!act || act->numOutputs() != 1) return std::nullopt;
-  if (act->is("aten::silu") || act->is("aten::silu_")) return std::make_pair(std::string("swish"), act);
-  if (act->is("aten::hardswish") || act->is("aten::hardswish_")) return std::make_pair(std::string("hardswish"), act);
+  if (act->is("aten::silu") || act->is("aten::silu_")) return Chain{"swish", "", act};
+  if (act->is("aten::hardswish") || act->is("aten::hardswish_")) return Chain{"hardswish", "", act};
+  if (linear && act->is("aten::gelu")) {
+    // BERT's and ViT's erf GELU, GPT-2's tanh one (fuse-gelu made it aten::gelu).
+    const ir::OpView g = ir::OpView::of(act);
+    if (!g.has("approximate")) return Chain{"gelu", "none", act};
+    const ir::Literal* approximate = g.literal("approximate");
+    if (!approximate || !approximate->is<std::string>()) return std::nullopt;
+    const std::string algorithm = approximate->as<std::string>();
+    if (algorithm != "none" && algorithm != "tanh") return std::nullopt;
+    return Chain{"gelu", algorithm, act};
+  }
   return std::nullopt;
 }
 
-// A packed conv weight as qconv2d_pointwise takes it.
+// A packed conv or linear weight as qconv2d_pointwise / qlinear_pointwise take it.
 struct Int8Weight {
-  at::Tensor weight, scales, zeroPoints;  // int8 [O, I/g, kh, kw]; float [O]; long [O] (zeros)
+  at::Tensor weight, scales, zeroPoints;  // int8 [O, I/g, kh, kw] or [O, I]; float [O]; long [O] (zeros)
   c10::IValue bias;                        // float [O] or None
-  std::vector<int64_t> stride, padding, dilation;
+  std::vector<int64_t> stride, padding, dilation;  // convs only
   int64_t groups = 1;
 };
 
 // Its packed parameters unpacked, or the reason they cannot be used.
-std::optional<Int8Weight> unpackWeight(const c10::IValue& packed, std::string& why) {
+std::optional<Int8Weight> unpackWeight(const c10::IValue& packed, bool linear, std::string& why) {
   try {
-    if (ir::callOperator("quantized::conv2d_transpose", "", {packed}).toInt() != 0) {
+    if (!linear && ir::callOperator("quantized::conv2d_transpose", "", {packed}).toInt() != 0) {
       why = "a transposed conv";
       return std::nullopt;
     }
-    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::conv2d_unpack", "");
+    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+        linear ? "quantized::linear_unpack" : "quantized::conv2d_unpack", "");
     std::vector<c10::IValue> stack{packed};
     handle.callBoxed(&stack);  // (weight, bias)
     const at::Tensor q = stack.at(0).toTensor();
@@ -135,6 +155,7 @@ std::optional<Int8Weight> unpackWeight(const c10::IValue& packed, std::string& w
     w.zeroPoints = at::zeros({out}, at::kLong);
     w.bias = stack.at(1);
     if (w.bias.isTensor()) w.bias = w.bias.toTensor().to(at::kFloat).contiguous();
+    if (linear) return w;
     w.stride = ir::callOperator("quantized::conv2d_stride", "", {packed}).toIntVector();
     w.padding = ir::callOperator("quantized::conv2d_padding", "", {packed}).toIntVector();
     w.dilation = ir::callOperator("quantized::conv2d_dilation", "", {packed}).toIntVector();
@@ -161,10 +182,10 @@ class Rewrite {
       : g_(g), ctx_(ctx), pass_(pass), rw_(g, ctx.edits, pass), top_(firstAfterInputs(g)) {}
 
   PassResult run(const std::set<std::string>& names) {
-    std::vector<ir::Node*> convs;
+    std::vector<ir::Node*> ops;
     for (ir::Node* n : *g_.block())
-      if (chainActivation(*n) && (names.count("*") || names.count(n->output()->name()))) convs.push_back(n);
-    for (ir::Node* n : convs) rewrite(n);
+      if (chainOf(*n) && (names.count("*") || names.count(n->output()->name()))) ops.push_back(n);
+    for (ir::Node* n : ops) rewrite(n);
     // quantized:: ops are opaque to dead code elimination: what the
     // rewrites left unread goes here, readers first.
     for (auto it = dead_.rbegin(); it != dead_.rend(); ++it) {
@@ -177,7 +198,7 @@ class Rewrite {
       for (ir::Value* v : reads)
         if (v->node() && v->node()->opcode() == ir::Opcode::GetAttr) rw_.eraseConstantIfUnused(v);
     }
-    // Quantized views that only rewritten convs would have read (they read the uint8).
+    // Quantized views that only rewritten ops would have read (they read the uint8).
     for (auto& [q, u] : uint8_)
       if (!q->hasUses()) rw_.erase(q->node());
     return std::move(result_);
@@ -188,23 +209,24 @@ class Rewrite {
     if (ctx_.declineOnce(pass_, n, why)) result_.count("declined");
   }
 
-  void rewrite(ir::Node* conv) {
-    const auto chain = chainActivation(*conv);
-    const std::string attr = chain->first;
-    ir::Node* act = chain->second;
-    ir::Node* dq = onlyReader(conv->output());
-    const ir::OpView view = ir::OpView::of(conv);
-    ir::Value* qx = view.value("qx");
-    ir::Value* packed = view.value("packed_weight");
+  void rewrite(ir::Node* op) {
+    const Chain chain = *chainOf(*op);
+    const bool linear = op->is("quantized::linear");
+    ir::Node* act = chain.act;
+    ir::Node* dq = onlyReader(op->output());
+    const ir::OpView view = ir::OpView::of(op);
+    ir::Value* qx = view.value(linear ? "X" : "qx");
+    ir::Value* packed = view.value(linear ? "W_prepack" : "packed_weight");
     if (!qx || !packed || !packed->node() || packed->node()->opcode() != ir::Opcode::GetAttr ||
         !g_.constants().contains(packed->node()->target()))
-      return decline(conv, "its packed weight is not a constant");
+      return decline(op, "its packed weight is not a constant");
     const std::optional<QuantParams> in = quantizationOf(qx);
-    if (!in) return decline(conv, "the quantization of its input is not known (not made by a quantized op)");
+    if (!in) return decline(op, "the quantization of its input is not known (not made by a quantized op)");
     const std::string weightName = packed->node()->target();
     std::string why;
-    const std::optional<Int8Weight> w = unpackWeight(g_.constants().at(weightName), why);
-    if (!w) return decline(conv, why);
+    const std::optional<Int8Weight> w = unpackWeight(g_.constants().at(weightName), linear, why);
+    if (!w) return decline(op, why);
+    if (linear && !ir::findSchema(kQLinear, "")) return decline(op, std::string("this LibTorch has no ") + kQLinear);
 
     // The output: uint8 where every reader quantizes the activation alike.
     std::vector<ir::Node*> quantizes;
@@ -227,13 +249,24 @@ class Rewrite {
     ir::Node* before = act;
     ir::Value* x = uint8Of(qx);
     const WeightConstants& c = constants(*w, weightName);
-    ir::Value* wp = prepacked(*w, c, weightName, *in, qx);
+    ir::Value* wp = prepacked(*w, c, weightName, *in, qx, linear);
     ir::Value* scalars = rw_.call(before, "prim::ListConstruct", {}, scalarListType());
-    std::vector<ir::Arg> args{x,       in->scale, in->zeroPoint, wp,          c.scales,  c.zeroPoints,
-                              c.bias,  w->stride, w->padding,    w->dilation, w->groups};
+    // The result's quantization and dtype (None: uint8), then the post-op.
+    const QuantParams result = out.value_or(QuantParams{1.0, 0});
+    const ir::Arg dtype = out ? ir::Arg(ir::Literal()) : ir::Arg(ir::Literal(at::kFloat));
+    std::vector<ir::Arg> args{x, in->scale, in->zeroPoint, wp, c.scales, c.zeroPoints, c.bias};
+    if (linear) {
+      // qlinear_pointwise: ..., bias, output_scale, output_zero_point, output_dtype, post_op_name,
+      // post_op_args, post_op_algorithm (a string, "" when the post-op has none).
+      args.insert(args.end(), {result.scale, result.zeroPoint, dtype, ir::Literal(chain.attr), scalars,
+                               ir::Literal(chain.algorithm)});
+    } else {
+      args.insert(args.end(), {w->stride, w->padding, w->dilation, w->groups, result.scale, result.zeroPoint, dtype,
+                               ir::Literal(chain.attr), scalars,
+                               chain.algorithm.empty() ? ir::Literal() : ir::Literal(chain.algorithm)});
+    }
+    ir::Value* y = rw_.call(before, linear ? kQLinear : kQConv, std::move(args));
     if (out) {
-      args.insert(args.end(), {out->scale, out->zeroPoint, ir::Literal(), ir::Literal(attr), scalars, ir::Literal()});
-      ir::Value* y = rw_.call(before, kQConv, std::move(args));
       ir::TensorMeta m = act->output()->meta();
       m.dtype = at::kByte;
       rw_.setMeta(y, m);
@@ -248,8 +281,6 @@ class Rewrite {
       rw_.setName(q, qName);
       uint8_[q] = y;
     } else {
-      args.insert(args.end(), {1.0, int64_t{0}, ir::Literal(at::kFloat), ir::Literal(attr), scalars, ir::Literal()});
-      ir::Value* y = rw_.call(before, kQConv, std::move(args));
       rw_.setMeta(y, act->output()->meta());
       const std::string name = act->output()->name();
       rw_.replaceAllUsesWith(act->output(), y);
@@ -258,12 +289,12 @@ class Rewrite {
     }
     rw_.erase(act);
     rw_.erase(dq);
-    dead_.push_back(conv);
+    dead_.push_back(op);
     result_.changed = true;
-    result_.count("fused");
+    result_.count(linear ? "fused-linear" : "fused");
   }
 
-  // The conv's input as uint8: a rewritten conv's own result, else int_repr.
+  // The op's input as uint8: a rewritten op's own result, else int_repr.
   ir::Value* uint8Of(ir::Value* qx) {
     if (auto it = uint8_.find(qx); it != uint8_.end()) {
       result_.count("int8-chained");
@@ -294,16 +325,18 @@ class Rewrite {
   }
 
   // onednn::qconv_prepack of the weight for this input quantization (one
-  // per weight and quantization: a module called at several places), made
-  // when the file loads.
+  // per weight and quantization: a module called at several places), or
+  // onednn::qlinear_prepack of a linear's (its layout does not depend on
+  // the input's quantization), made when the file loads.
   ir::Value* prepacked(const Int8Weight& w, const WeightConstants& c, const std::string& weightName,
-                       const QuantParams& in, ir::Value* qx) {
-    const auto key = std::make_tuple(weightName, in.scale, in.zeroPoint);
+                       const QuantParams& in, ir::Value* qx, bool linear) {
+    const auto key = linear ? std::make_tuple(weightName, 0.0, int64_t{0}) : std::make_tuple(weightName, in.scale, in.zeroPoint);
     if (auto it = packs_.find(key); it != packs_.end()) return it->second;
     ir::Arg shape = qx->meta().shape ? ir::Arg(ir::Literal(*qx->meta().shape)) : ir::Arg(ir::Literal());
-    ir::Value* wp = rw_.call(top_, kQConvPrepack,
-                             {c.weight, c.scales, in.scale, in.zeroPoint, w.stride, w.padding, w.dilation, w.groups,
-                              shape});
+    ir::Value* wp = linear ? rw_.call(top_, kQLinearPrepack, {c.weight, shape})
+                           : rw_.call(top_, kQConvPrepack,
+                                      {c.weight, c.scales, in.scale, in.zeroPoint, w.stride, w.padding, w.dilation,
+                                       w.groups, shape});
     return packs_[key] = wp;
   }
 
@@ -323,9 +356,9 @@ class Rewrite {
 }  // namespace
 
 std::optional<std::string> int8ActivationChain(const ir::Node& conv) {
-  const auto chain = chainActivation(conv);
+  const std::optional<Chain> chain = chainOf(conv);
   if (!chain) return std::nullopt;
-  return chain->first;
+  return chain->attr;
 }
 
 std::string fuseInt8ActivationsMissing(const PassContext& ctx) {
@@ -336,14 +369,15 @@ std::string fuseInt8ActivationsMissing(const PassContext& ctx) {
 
 std::vector<OptionSpec> FuseInt8ActivationsPass::optionSpecs() const {
   return {{"convs", OptionKind::String, "*",
-           "int8 convs (their results' names, ';'-separated; * for all) whose activation is fused", {}, {}, {}}};
+           "int8 convs and linears (their results' names, ';'-separated; * for all) whose activation is fused", {}, {},
+           {}}};
 }
 
 PassResult FuseInt8ActivationsPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::set<std::string> names = rewriters::parseNameList(options().getString("convs"));
   if (names.empty()) return unchanged();
   bool any = false;
-  for (ir::Node* n : *graph.block()) any = any || chainActivation(*n).has_value();
+  for (ir::Node* n : *graph.block()) any = any || chainOf(*n).has_value();
   if (!any) return unchanged();
   if (std::string why = fuseInt8ActivationsMissing(ctx); !why.empty()) {
     ctx.decline(name(), graph.block()->outputNode(), why);

@@ -1,6 +1,6 @@
 #include "quant/fuse_int8_activations_tuning.h"
 
-#include "ir/op_views.h"  // ConvOp
+#include "ir/op_views.h"  // ConvOp, LinearOp
 #include "quant/fuse_int8_activations.h"
 #include "quant/quantize.h"
 #include "rewriters/name_list.h"
@@ -11,9 +11,9 @@ namespace ptopt::quant {
 
 namespace {
 
-// The convs the pass would fuse, and those of them on images larger than
-// 1x1 (a squeeze-excite's convs run on 1x1 images, where oneDNN's per-call
-// cost exceeds the work).
+// The convs and linears the pass would fuse, and those of them not on 1x1
+// images (a squeeze-excite's convs run on 1x1 images, where oneDNN's
+// per-call cost exceeds the work; a linear's result is not an image).
 struct Chains {
   std::set<std::string> all, larger;
 };
@@ -57,12 +57,15 @@ tune::Tunable fuseInt8ActivationsTunable() {
   t.offeredBefore = {"fuse-cudnn"};
   t.offer = offerFuseInt8Activations;
   // One A/B where the model given to --tune has a conv whose only reader is
-  // silu or hardswish (what quantize may turn into a chain), else none.
+  // silu or hardswish, or a linear whose only reader is one of those or gelu
+  // (what quantize may turn into a chain), else none.
   t.expectedDecisions = [](const ir::Graph& g) {
     for (const ir::Node* n : *g.block()) {
-      if (!ir::ConvOp::match(const_cast<ir::Node*>(n)) || n->output()->uses().size() != 1) continue;
+      const bool conv = ir::ConvOp::match(n).has_value();
+      if ((!conv && !ir::LinearOp::match(n)) || n->output()->uses().size() != 1) continue;
       const ir::Node* u = n->output()->uses()[0].user;
-      if (u->is("aten::silu") || u->is("aten::silu_") || u->is("aten::hardswish") || u->is("aten::hardswish_"))
+      if (u->is("aten::silu") || u->is("aten::silu_") || u->is("aten::hardswish") || u->is("aten::hardswish_") ||
+          (!conv && u->is("aten::gelu")))
         return size_t{1};
     }
     return size_t{0};

@@ -1,6 +1,7 @@
 // fuse-int8-activations under --tune (tune/tunable.h): offered, not named.
 // Where the pipeline quantizes (it has a quantize element) and the model,
-// as quantize left it, has conv + silu/hardswish chains the pass fuses, one
+// as quantize left it, has conv + silu/hardswish or linear + gelu/silu/
+// hardswish chains the pass fuses, one
 // whole-model A/B on the example inputs: the int8 model as quantize wrote
 // it (the baseline), the same with every chain fused, and (when it differs)
 // with the chains on images larger than 1x1 fused (a squeeze-excite's 1x1

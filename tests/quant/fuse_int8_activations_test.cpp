@@ -144,3 +144,77 @@ TEST_CASE("fuse-int8-activations: declined for a .pt2 OUT and a CUDA target", "[
                          : "the target is cuda: oneDNN's int8 convs are CPU kernels"));
   }
 }
+
+namespace {
+
+// quant_gelu_mlp (traced) at -O1, quantized without the accuracy guard (untrained).
+QuantRun quantizedGeluMlp() {
+  QuantRun r{Optimizer::load(quantFixture("quant_gelu_mlp.pt")), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 8, 64})};
+  r.opt.run("-O1", &r.ctx);
+  quant::CalibrationData data;
+  data.batches = batches("quant_gelu_mlp_calib.pt");
+  data.source = "quant_gelu_mlp_calib.pt";
+  r.ctx.inputs.set(std::move(data));
+  rewriters::PassManager pm(defaultRegistry(),
+                            rewriters::parsePipeline("quantize{fallback=false,min-cosine=-1}", defaultRegistry()),
+                            test::checkedInstrumentation());
+  pm.run(r.opt.model(), r.ctx);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("fuse-int8-activations: linear + gelu run as one oneDNN int8 kernel, uint8 between them",
+          "[quantize][fuse-int8-activations]") {
+  QuantRun r = quantizedGeluMlp();
+  const ir::Graph& g = r.opt.model().forward();
+  REQUIRE(test::countOps(g, "quantized::linear") == 5);  // up, mid, down, shared, tap
+  auto unfused = r.opt.serialize().module;
+  const std::string missing = quant::fuseInt8ActivationsMissing(r.ctx);
+  const rewriters::RunReport report = fuse(r);
+  INFO(ir::printGraph(g));
+  if (!missing.empty()) {  // LibTorch 1.13: declined, nothing changed
+    CHECK(r.declined(missing));
+    CHECK(fuseCounter(report, "fused-linear") == 0);
+    CHECK(test::countOps(g, "quantized::linear") == 5);
+    return;
+  }
+  CHECK(fuseCounter(report, "fused-linear") == 3);  // up, mid, tap
+  CHECK(fuseCounter(report, "fused") == 0);         // no conv
+  CHECK(fuseCounter(report, "int8-chained") == 1);  // mid reads up's uint8
+  CHECK(fuseCounter(report, "float-out") == 1);     // tap: its gelu's result is averaged in float
+  std::map<std::string, int> algorithms;
+  for (ir::Node* n : *g.block()) {
+    if (!n->is("onednn::qlinear_pointwise")) continue;
+    const ir::OpView v = ir::OpView::of(n);
+    REQUIRE(v.literal("post_op_name"));
+    CHECK(v.literal("post_op_name")->as<std::string>() == "gelu");
+    ++algorithms[v.literal("post_op_algorithm")->as<std::string>()];
+    // The weight is packed when the file loads: a load-time node reading constants.
+    REQUIRE(v.value("qw")->node()->is("onednn::qlinear_prepack"));
+  }
+  CHECK(algorithms["none"] == 2);  // up, tap
+  CHECK(algorithms["tanh"] == 1);  // mid
+  // Left as they were: down (no activation) and shared (must not fire).
+  CHECK(test::countOps(g, "quantized::linear") == 2);
+  CHECK(test::countOps(g, "aten::gelu") == 0);
+  CHECK(test::countOps(g, "aten::silu") + test::countOps(g, "aten::silu_") == 1);  // shared's
+  // uint8 views of the quantized input and of the add's result, read by up and tap.
+  CHECK(test::countOps(g, "aten::int_repr") == 2);
+  // The quantized tensor down reads: mid's.
+  CHECK(test::countOps(g, "aten::_make_per_tensor_quantized_tensor") == 1);
+
+  // Saved and reloaded: the unfused int8 model's numbers up to the rounding
+  // the fused kernel saves, and the fp32 original's within the int8 criterion.
+  auto fused = r.opt.serialize().module;
+  auto original = torch::jit::load(quantFixture("quant_gelu_mlp.pt"));
+  original.eval();
+  for (const auto& batch : batches("quant_gelu_mlp_heldout.pt")) {
+    const at::Tensor a = original.forward(batch).toTensor();
+    const at::Tensor b = fused.forward(batch).toTensor();
+    const at::Tensor c = unfused.forward(batch).toTensor();
+    CHECK(cosine(b, c) >= 0.999);
+    CHECK(cosine(a, b) >= 0.99);
+  }
+}

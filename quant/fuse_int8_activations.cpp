@@ -109,6 +109,11 @@ std::optional<Chain> chainOf(const ir::Node& op) {
   return std::nullopt;
 }
 
+// An int8 conv 2-D without a chain: quantized::conv2d or quantized::conv2d_relu.
+bool isPlainConv(const ir::Node& op) {
+  return (op.is("quantized::conv2d") || op.is("quantized::conv2d_relu")) && op.numOutputs() == 1 && !chainOf(op);
+}
+
 // A packed conv or linear weight as qconv2d_pointwise / qlinear_pointwise take it.
 struct Int8Weight {
   at::Tensor weight, scales, zeroPoints;  // int8 [O, I/g, kh, kw] or [O, I]; float [O]; long [O] (zeros)
@@ -181,11 +186,19 @@ class Rewrite {
   Rewrite(ir::Graph& g, PassContext& ctx, const std::string& pass)
       : g_(g), ctx_(ctx), pass_(pass), rw_(g, ctx.edits, pass), top_(firstAfterInputs(g)) {}
 
-  PassResult run(const std::set<std::string>& names) {
-    std::vector<ir::Node*> ops;
-    for (ir::Node* n : *g_.block())
-      if (chainOf(*n) && (names.count("*") || names.count(n->output()->name()))) ops.push_back(n);
-    for (ir::Node* n : ops) rewrite(n);
+  PassResult run(const std::set<std::string>& names, const std::set<std::string>& plain) {
+    auto named = [](const std::set<std::string>& set, const ir::Node* n) {
+      return set.count("*") || set.count(n->output()->name());
+    };
+    std::vector<std::pair<ir::Node*, bool>> ops;  // in graph order (a rewritten op's uint8 feeds later ones); plain?
+    for (ir::Node* n : *g_.block()) {
+      if (chainOf(*n)) {
+        if (named(names, n)) ops.push_back({n, false});
+      } else if (isPlainConv(*n) && named(plain, n)) {
+        ops.push_back({n, true});
+      }
+    }
+    for (auto [n, isPlain] : ops) isPlain ? rewritePlain(n) : rewrite(n);
     // quantized:: ops are opaque to dead code elimination: what the
     // rewrites left unread goes here, readers first.
     for (auto it = dead_.rbegin(); it != dead_.rend(); ++it) {
@@ -209,24 +222,54 @@ class Rewrite {
     if (ctx_.declineOnce(pass_, n, why)) result_.count("declined");
   }
 
+  // What every rewrite reads off the int8 op: its input, the input's
+  // quantization and its unpacked weight; nullopt (declined) when one is unknown.
+  struct Operands {
+    ir::Value* qx = nullptr;
+    QuantParams in;
+    Int8Weight w;
+    std::string weightName;
+  };
+  std::optional<Operands> operandsOf(ir::Node* op, bool linear) {
+    const ir::OpView view = ir::OpView::of(op);
+    ir::Value* qx = view.value(linear ? "X" : "qx");
+    ir::Value* packed = view.value(linear ? "W_prepack" : "packed_weight");
+    if (!qx || !packed || !packed->node() || packed->node()->opcode() != ir::Opcode::GetAttr ||
+        !g_.constants().contains(packed->node()->target())) {
+      decline(op, "its packed weight is not a constant");
+      return std::nullopt;
+    }
+    const std::optional<QuantParams> in = quantizationOf(qx);
+    if (!in) {
+      decline(op, "the quantization of its input is not known (not made by a quantized op)");
+      return std::nullopt;
+    }
+    const std::string weightName = packed->node()->target();
+    std::string why;
+    std::optional<Int8Weight> w = unpackWeight(g_.constants().at(weightName), linear, why);
+    if (!w) {
+      decline(op, why);
+      return std::nullopt;
+    }
+    if (linear && !ir::findSchema(kQLinear, "")) {
+      decline(op, std::string("this LibTorch has no ") + kQLinear);
+      return std::nullopt;
+    }
+    return Operands{qx, *in, std::move(*w), weightName};
+  }
+
+  // A conv or linear chain: the op and its activation as one oneDNN kernel.
   void rewrite(ir::Node* op) {
     const Chain chain = *chainOf(*op);
     const bool linear = op->is("quantized::linear");
     ir::Node* act = chain.act;
     ir::Node* dq = onlyReader(op->output());
-    const ir::OpView view = ir::OpView::of(op);
-    ir::Value* qx = view.value(linear ? "X" : "qx");
-    ir::Value* packed = view.value(linear ? "W_prepack" : "packed_weight");
-    if (!qx || !packed || !packed->node() || packed->node()->opcode() != ir::Opcode::GetAttr ||
-        !g_.constants().contains(packed->node()->target()))
-      return decline(op, "its packed weight is not a constant");
-    const std::optional<QuantParams> in = quantizationOf(qx);
-    if (!in) return decline(op, "the quantization of its input is not known (not made by a quantized op)");
-    const std::string weightName = packed->node()->target();
-    std::string why;
-    const std::optional<Int8Weight> w = unpackWeight(g_.constants().at(weightName), linear, why);
-    if (!w) return decline(op, why);
-    if (linear && !ir::findSchema(kQLinear, "")) return decline(op, std::string("this LibTorch has no ") + kQLinear);
+    const std::optional<Operands> o = operandsOf(op, linear);
+    if (!o) return;
+    ir::Value* qx = o->qx;
+    const QuantParams* in = &o->in;
+    const Int8Weight* w = &o->w;
+    const std::string& weightName = o->weightName;
 
     // The output: uint8 where every reader quantizes the activation alike.
     std::vector<ir::Node*> quantizes;
@@ -292,6 +335,40 @@ class Rewrite {
     dead_.push_back(op);
     result_.changed = true;
     result_.count(linear ? "fused-linear" : "fused");
+  }
+
+  // A conv without a chain (quantized::conv2d, conv2d_relu) on oneDNN's
+  // int8 kernel: uint8 in and out, relu as the post-op; the quantized tensor
+  // its other readers take is a view made from the uint8.
+  void rewritePlain(ir::Node* op) {
+    const std::optional<Operands> o = operandsOf(op, false);
+    if (!o) return;
+    const ir::OpView view = ir::OpView::of(op);
+    const std::optional<double> outScale = view.floatArg("output_scale");
+    const std::optional<int64_t> outZero = view.intArg("output_zero_point");
+    if (!outScale || !outZero) return decline(op, "its output quantization is not a literal");
+    ir::Value* x = uint8Of(o->qx);
+    const WeightConstants& c = constants(o->w, o->weightName);
+    ir::Value* wp = prepacked(o->w, c, o->weightName, o->in, o->qx, false);
+    ir::Value* scalars = rw_.call(op, "prim::ListConstruct", {}, scalarListType());
+    const std::string attr = op->is("quantized::conv2d_relu") ? "relu" : "none";
+    ir::Value* y = rw_.call(op, kQConv,
+                            {x, o->in.scale, o->in.zeroPoint, wp, c.scales, c.zeroPoints, c.bias, o->w.stride,
+                             o->w.padding, o->w.dilation, o->w.groups, *outScale, *outZero, ir::Literal(),
+                             ir::Literal(attr), scalars, ir::Literal()});
+    ir::TensorMeta m = op->output()->meta();
+    m.dtype = at::kByte;
+    rw_.setMeta(y, m);
+    const std::string name = op->output()->name();
+    rw_.setName(y, name + "_u8");
+    ir::Value* q = rw_.call(op, kMakeQuantized, {y, *outScale, *outZero});
+    rw_.setMeta(q, op->output()->meta());
+    rw_.replaceAllUsesWith(op->output(), q);
+    rw_.setName(q, name);
+    uint8_[q] = y;
+    dead_.push_back(op);
+    result_.changed = true;
+    result_.count("onednn-conv");
   }
 
   // The op's input as uint8: a rewritten op's own result, else int_repr.
@@ -361,6 +438,19 @@ std::optional<std::string> int8ActivationChain(const ir::Node& conv) {
   return chain->attr;
 }
 
+bool int8PlainConv(const ir::Node& conv) { return isPlainConv(conv); }
+
+bool int8DepthwiseConv(const ir::Graph& graph, const ir::Node& conv) {
+  if (!isPlainConv(conv)) return false;
+  ir::Value* packed = ir::OpView::of(const_cast<ir::Node*>(&conv)).value("packed_weight");
+  if (!packed || !packed->node() || packed->node()->opcode() != ir::Opcode::GetAttr ||
+      !graph.constants().contains(packed->node()->target()))
+    return false;
+  std::string why;
+  const std::optional<Int8Weight> w = unpackWeight(graph.constants().at(packed->node()->target()), false, why);
+  return w && w->groups > 1 && w->weight.dim() == 4 && w->weight.size(1) == 1;  // one input channel per group
+}
+
 std::string fuseInt8ActivationsMissing(const PassContext& ctx) {
   if (ctx.targetDevice != "cpu") return "the target is " + ctx.targetDevice + ": oneDNN's int8 convs are CPU kernels";
   if (ctx.tensorValuesOnly) return "OUT is a .pt2, which holds no packed oneDNN weight";
@@ -370,20 +460,25 @@ std::string fuseInt8ActivationsMissing(const PassContext& ctx) {
 std::vector<OptionSpec> FuseInt8ActivationsPass::optionSpecs() const {
   return {{"convs", OptionKind::String, "*",
            "int8 convs and linears (their results' names, ';'-separated; * for all) whose activation is fused", {}, {},
-           {}}};
+           {}},
+          {"plain", OptionKind::String, "",
+           "int8 convs without such an activation (quantized::conv2d, conv2d_relu; names as convs=, * for all) also "
+           "moved to oneDNN's kernel, uint8 in and out (default none)",
+           {}, {}, {}}};
 }
 
 PassResult FuseInt8ActivationsPass::run(ir::Graph& graph, PassContext& ctx) {
   const std::set<std::string> names = rewriters::parseNameList(options().getString("convs"));
-  if (names.empty()) return unchanged();
+  const std::set<std::string> plain = rewriters::parseNameList(options().getString("plain"));
   bool any = false;
-  for (ir::Node* n : *graph.block()) any = any || chainOf(*n).has_value();
+  for (ir::Node* n : *graph.block())
+    any = any || (chainOf(*n) && !names.empty()) || (isPlainConv(*n) && !plain.empty());
   if (!any) return unchanged();
   if (std::string why = fuseInt8ActivationsMissing(ctx); !why.empty()) {
     ctx.decline(name(), graph.block()->outputNode(), why);
     return unchanged();
   }
-  return Rewrite(graph, ctx, name()).run(names);
+  return Rewrite(graph, ctx, name()).run(names, plain);
 }
 
 }  // namespace ptopt::quant

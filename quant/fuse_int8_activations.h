@@ -40,15 +40,19 @@ class FuseInt8ActivationsPass : public rewriters::Pass {
       "activation's result. Computed as oneDNN does it: the int32 sum scaled to float, the bias and the "
       "activation in float, then rounded once, where the chain rounded twice; the output is verified as any "
       "other. `convs=` names the convs and linears (their results' names, ';'-separated; `*`, the default, "
-      "every one). "
+      "every one). `plain=` (default none) also moves int8 convs without such a chain (`quantized::conv2d`, "
+      "`quantized::conv2d_relu`) to `onednn::qconv2d_pointwise` (attr \"none\" or \"relu\"), uint8 in and out "
+      "alike: PyTorch's x86 engine runs some convs on a slow generic path on some CPUs (FBGEMM's depthwise "
+      "convs whose channel count is not a multiple of 8, GhostNet's, took 20-50x oneDNN's time on an AVX2 "
+      "CPU), and where it does, --tune's timing finds it. "
       "Not in `--quantize int8`'s pipeline: --tune offers it where the pipeline quantizes and keeps it when the "
       "whole model measures faster with it (quant/fuse_int8_activations_tuning.h); name it to have it anyway. "
       "Declined, once, with the reason: where this LibTorch has no "
       "onednn::qconv2d_pointwise (1.13) or this CPU's oneDNN does not run it (probed with a tiny conv, "
       "target/kernel_probes.h); for a .pt2 OUT (it holds no packed oneDNN weight); for a target other than the "
       "CPU. The result reloads in stock PyTorch 2.x. Counters: fused (conv chains rewritten), fused-linear "
-      "(linear chains rewritten), int8-chained (ops reading another rewritten op's uint8 directly), float-out "
-      "(ops writing float32).";
+      "(linear chains rewritten), onednn-conv (plain convs moved), int8-chained (ops reading another "
+      "rewritten op's uint8 directly), float-out (ops writing float32).";
 
   std::string name() const override { return "fuse-int8-activations"; }
   std::string description() const override {
@@ -65,6 +69,13 @@ class FuseInt8ActivationsPass : public rewriters::Pass {
 // nullopt when `conv` is not the head of such a chain (op -> dequantize ->
 // activation, each the only reader).
 std::optional<std::string> int8ActivationChain(const ir::Node& conv);
+
+// Whether `conv` is an int8 conv the pass moves with `plain=` (a
+// quantized::conv2d or conv2d_relu heading no chain), and whether it is
+// depthwise (one input channel per group), read from its packed weight in
+// `graph`'s constants.
+bool int8PlainConv(const ir::Node& conv);
+bool int8DepthwiseConv(const ir::Graph& graph, const ir::Node& conv);
 
 // Why the pass cannot run here at all (LibTorch, CPU, output format), or "".
 std::string fuseInt8ActivationsMissing(const rewriters::PassContext& ctx);

@@ -1,11 +1,14 @@
 // fuse-int8-activations under --tune (tune/tunable.h): offered, not named.
 // Where the pipeline quantizes (it has a quantize element) and the model,
 // as quantize left it, has conv + silu/hardswish or linear + gelu/silu/
-// hardswish chains the pass fuses, one
+// hardswish chains the pass fuses, or int8 convs, one
 // whole-model A/B on the example inputs: the int8 model as quantize wrote
-// it (the baseline), the same with every chain fused, and (when it differs)
+// it (the baseline), the same with every chain fused, (when it differs)
 // with the chains on images larger than 1x1 fused (a squeeze-excite's 1x1
-// convs cost oneDNN more per call than the work) (TuningSession::
+// convs cost oneDNN more per call than the work), and, where it has int8
+// convs heading no chain, with its depthwise convs and with every int8
+// conv on oneDNN's kernel too (`plain=`: the x86 engine's own kernels are
+// slow for some shapes on some CPUs) (TuningSession::
 // preferAmong; confirmed at every --tune-threads count, cached by the
 // model's signature) -> a fuse-int8-activations element (before
 // fuse-cudnn, `convs=` naming the larger ones for the second) when one wins

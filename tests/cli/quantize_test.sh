@@ -133,6 +133,33 @@ else
     "grep -q -e 'no onednn::qconv2d_pointwise' -e 'does not run onednn::qconv2d_pointwise' '$work/silu.fused.out'"
 fi
 
+# linear + gelu chains (a transformer's MLP, traced): named, fused, reloaded in
+# Python (--no-measure: the never-slower stage may keep the unfused file on
+# this tiny model, and this checks the fused one).
+"$ptopt" "$fx/quant_gelu_mlp.pt" "$work/gelu.fused.pt" --passes '-O1,quantize{dtype=int8},fuse-int8-activations' \
+  --input-shape 4,8,64 --calibration "$fx/quant_gelu_mlp_calib.pt" --no-measure >"$work/gelu.fused.out" 2>&1
+rc=$?
+cat "$work/gelu.fused.out"
+check "quant_gelu_mlp fused: exit 0" "[ $rc -eq 0 ]"
+if grep -q 'fuse-int8-activations: fused-linear=3' "$work/gelu.fused.out"; then
+  "$py" - "$fx" "$work" <<'PY'
+import sys, torch
+fx, work = sys.argv[1], sys.argv[2]
+orig = torch.jit.load(f"{fx}/quant_gelu_mlp.pt").eval()
+q = torch.jit.load(f"{work}/gelu.fused.pt")
+assert "onednn.qlinear_pointwise" in q.code, q.code
+with torch.no_grad():
+    for x in torch.load(f"{fx}/quant_gelu_mlp_heldout.pt"):
+        c = torch.nn.functional.cosine_similarity(orig(x).flatten(), q(x).flatten(), dim=0).item()
+        assert c >= 0.99, c
+print("python reload of the fused int8 linears: ok")
+PY
+  check "quant_gelu_mlp fused: reloads in Python and agrees on held-out data" "[ $? -eq 0 ]"
+else
+  check "quant_gelu_mlp fused: declined with the reason (no oneDNN int8 kernels here)" \
+    "grep -q -e 'no onednn::q' -e 'does not run onednn::qconv2d_pointwise' '$work/gelu.fused.out'"
+fi
+
 for bad in bad_calib_shape bad_calib_nan bad_calib_empty; do
   "$ptopt" "$fx/quant_cnn.pt" "$work/$bad.pt" --quantize int8 --input-shape 4,3,32,32 \
     --calibration "$fx/$bad.pt" >"$work/$bad.out" 2>"$work/$bad.err"

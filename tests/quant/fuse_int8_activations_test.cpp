@@ -218,3 +218,76 @@ TEST_CASE("fuse-int8-activations: linear + gelu run as one oneDNN int8 kernel, u
     CHECK(cosine(a, b) >= 0.99);
   }
 }
+
+namespace {
+
+// quant_se_cnn (trained; a depthwise conv + relu, squeeze-excite gates) at
+// -O1, quantized as --quantize int8 would.
+QuantRun quantizedSeCnn() {
+  QuantRun r{Optimizer::load(quantFixture("quant_se_cnn.pt")), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 3, 32, 32})};
+  r.opt.run("-O1", &r.ctx);
+  quant::CalibrationData data;
+  data.batches = batches("quant_cnn_calib.pt");
+  data.source = "quant_cnn_calib.pt";
+  r.ctx.inputs.set(std::move(data));
+  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize{fallback=false}", defaultRegistry()),
+                            test::checkedInstrumentation());
+  pm.run(r.opt.model(), r.ctx);
+  return r;
+}
+
+int64_t plainConvs(const ir::Graph& g) {
+  return test::countOps(g, "quantized::conv2d") + test::countOps(g, "quantized::conv2d_relu");
+}
+
+}  // namespace
+
+TEST_CASE("fuse-int8-activations: plain= moves int8 convs without a chain to oneDNN, the depthwise ones or all",
+          "[quantize][fuse-int8-activations]") {
+  for (const bool all : {false, true}) {
+    QuantRun r = quantizedSeCnn();
+    const ir::Graph& g = r.opt.model().forward();
+    const int64_t before = plainConvs(g);
+    REQUIRE(before >= 3);  // stem, dw, pw, conv (and the gates' where int8)
+    std::vector<std::string> depthwise;
+    for (ir::Node* n : *g.block()) {
+      if (quant::int8DepthwiseConv(g, *n)) depthwise.push_back(n->output()->name());
+      CHECK_FALSE(quant::int8ActivationChain(*n));  // relu convs: no chain to fuse
+    }
+    REQUIRE(depthwise.size() == 1);  // dw: 16 channels in 16 groups
+    auto unfused = r.opt.serialize().module;
+    const std::string missing = quant::fuseInt8ActivationsMissing(r.ctx);
+    const rewriters::RunReport report = fuse(r, std::string("{plain=") + (all ? "*" : depthwise[0]) + "}");
+    INFO(ir::printGraph(g));
+    if (!missing.empty()) {  // LibTorch 1.13
+      CHECK(r.declined(missing));
+      CHECK(plainConvs(g) == before);
+      continue;
+    }
+    CHECK(fuseCounter(report, "onednn-conv") == (all ? before : 1));
+    CHECK(plainConvs(g) == (all ? 0 : before - 1));
+    CHECK(fuseCounter(report, "fused") == 0);
+    int relu = 0;
+    for (ir::Node* n : *g.block()) {
+      if (!n->is("onednn::qconv2d_pointwise")) continue;
+      const ir::OpView v = ir::OpView::of(n);
+      relu += v.literal("attr")->as<std::string>() == "relu";
+      CHECK_FALSE(v.dtypeArg("output_dtype"));  // uint8 out, in the conv's own quantization
+      REQUIRE(v.value("qw")->node()->is("onednn::qconv_prepack"));
+    }
+    CHECK(relu >= 1);  // dw's relu is the post-op
+    if (all) CHECK(fuseCounter(report, "int8-chained") >= 1);  // a moved conv reads the previous one's uint8
+
+    auto moved = r.opt.serialize().module;
+    auto original = torch::jit::load(quantFixture("quant_se_cnn.pt"));
+    original.eval();
+    for (const auto& batch : batches("quant_cnn_heldout.pt")) {
+      const at::Tensor a = original.forward(batch).toTensor();
+      const at::Tensor b = moved.forward(batch).toTensor();
+      const at::Tensor c = unfused.forward(batch).toTensor();
+      CHECK(cosine(b, c) >= 0.999);
+      CHECK(cosine(a, b) >= 0.99);
+    }
+  }
+}

@@ -50,7 +50,7 @@ void explainInt8Loss(const RunSettings& s, const MeasureInputs& m, const Optimiz
                      const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outInputs,
                      const MeasureOptions& mo, nlohmann::json& rec) {
   const std::map<std::string, size_t> boundaries = driver::precisionBoundaries(m.out.module);
-  if (boundaries.empty() || !s.device.is_cpu()) return;
+  if ((boundaries.empty() && !driver::hasQuantizedOps(*m.out.module.get_method("forward").graph())) || !s.device.is_cpu()) return;
   try {
     ScopedThreads threads(mo.threads, {opt.original(), m.out.module}, m.out.packedThreads);
     torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);  // as the verdict ran them
@@ -59,6 +59,9 @@ void explainInt8Loss(const RunSettings& s, const MeasureInputs& m, const Optimiz
     const std::vector<std::string> lines = driver::lossLines(in, out, boundaries);
     for (const std::string& line : lines) s.say("  " + line + "\n");
     rec["loss"] = lines;
+    // The x86 engine's int8 kernels are not the only ones this CPU has.
+    if (!s.req->tune)
+      s.say("  --tune times the int8 ops on oneDNN's kernels too, on this CPU, and keeps what wins\n");
   } catch (const std::exception& e) {
     s.notice(std::string("could not time OUT's ops: ") + ir::torchErrorMessage(e));
   }

@@ -116,6 +116,14 @@ std::map<std::string, size_t> precisionBoundaries(const torch::jit::Module& modu
   return out;
 }
 
+bool hasQuantizedOps(const torch::jit::Graph& graph) {
+  for (const torch::jit::Node* n : graph.nodes()) {
+    const std::string ns = n->kind().ns().toUnqualString();
+    if (ns == "quantized" || ns == "onednn") return true;
+  }
+  return false;
+}
+
 std::vector<std::string> lossLines(const OpKindCosts& in, const OpKindCosts& out,
                                    const std::map<std::string, size_t>& boundaries, size_t top) {
   std::set<std::string> names;

@@ -18,6 +18,9 @@
 //   dequantize feeds (the float ops between int8 regions: each costs an
 //   exit and an entry); a list or tuple a dequantized value goes into is
 //   followed to its readers; ops inside nested blocks are not counted.
+//   hasQuantizedOps says whether a (forward) graph calls a quantized:: or
+//   onednn:: int8 operator at its top level (an int8 model
+//   with no float op between its int8 regions has no boundary to count).
 //   lossLines formats both as the lines the stage prints: the op kinds whose
 //   time grew most from IN to OUT, with calls and milliseconds on each side,
 //   then the float ops that forced the boundaries.
@@ -41,6 +44,7 @@ OpKindCosts timeOpKinds(torch::jit::Module module, const std::vector<c10::IValue
 
 // Operator kind -> how many boundary conversions it forces.
 std::map<std::string, size_t> precisionBoundaries(const torch::jit::Module& module);
+bool hasQuantizedOps(const torch::jit::Graph& graph);
 
 // At most `top` op kinds, the largest growth first.
 std::vector<std::string> lossLines(const OpKindCosts& in, const OpKindCosts& out,

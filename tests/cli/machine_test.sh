@@ -96,9 +96,11 @@ else:
 PY
 [ -z "$(ls -A "$work/slow" | grep -v '^o\.pt$')" ] || fail "files left behind: $(ls -A "$work/slow")"
 # An int8 OUT that loses says which ops cost it and which float ops forced
-# its conversions: 1x1 convs on an 8x8 image, each gated by a sigmoid that
-# has no int8 kernel (quantized convs cost far more per call than these
-# tiny fp32 ones: OUT is several times slower on any CPU).
+# its conversions: 1x1 convs on a 64x64 image, each gated by a sigmoid that
+# has no int8 kernel, so every conv's result is dequantized and quantized
+# again: passes over the image that cost more than 8-channel convs save
+# (2.4x IN's time on an AVX2 EPYC; on an 8x8 image that CPU ran the int8
+# model as fast as IN). Without --tune it points at --tune.
 "$py" - "$work/gated.pt" "$work/gated_in.pt" "$work/gated_cal.pt" <<'PY' || fail "gated model"
 import sys, torch
 class Gated(torch.nn.Module):
@@ -112,9 +114,9 @@ class Gated(torch.nn.Module):
             x = torch.sigmoid(c(x)) * x
         return x
 torch.manual_seed(0)
-torch.jit.trace(Gated().eval(), torch.randn(1, 3, 8, 8)).save(sys.argv[1])  # traced: scripting needs the source file
-torch.save(torch.randn(1, 3, 8, 8), sys.argv[2])
-torch.save([torch.randn(1, 3, 8, 8) for _ in range(8)], sys.argv[3])
+torch.jit.trace(Gated().eval(), torch.randn(1, 3, 64, 64)).save(sys.argv[1])  # traced: scripting needs the source file
+torch.save(torch.randn(1, 3, 64, 64), sys.argv[2])
+torch.save([torch.randn(1, 3, 64, 64) for _ in range(8)], sys.argv[3])
 PY
 mkdir "$work/gated"
 expect 0 "where OUT's time went" -- "$ptopt" "$work/gated.pt" "$work/gated/o.pt" --quantize int8 \
@@ -123,6 +125,7 @@ grep -qE "quantized::conv2d +[0-9]+x [0-9.]+ +-" <<<"$last_output" || fail "the 
 grep -qE "aten::(_convolution|conv2d) +- +[0-9]+x" <<<"$last_output" || fail "the int8 loss does not show what quantized::conv2d replaced"
 grep -q "sit at these ops, which run in float32 here: aten::mul (8), aten::sigmoid (8)" <<<"$last_output" \
   || fail "the int8 loss does not name the float ops that forced its conversions"
+grep -q "tune times the int8 ops on oneDNN" <<<"$last_output" || fail "the int8 loss does not point at --tune"
 "$py" - "$work/gated/o.pt" "$work/gated.json" <<'PY' || fail "int8 loss record"
 import json, sys, torch
 r = json.load(open(sys.argv[2]))["measurement"]

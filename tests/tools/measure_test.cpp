@@ -2,6 +2,7 @@
 // write, driven by a fake timer (deterministic: each fake run advances a
 // fake clock by its own duration, with a fixed pattern of jitter).
 #include "driver/measure.h"
+#include "driver/op_costs.h"
 #include "driver/util.h"
 #include "measure/verdict.h"
 #include "api/api.h"
@@ -13,6 +14,7 @@
 
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
+#include <torch/csrc/jit/ir/irparser.h>
 
 #include <sched.h>
 
@@ -566,4 +568,29 @@ TEST_CASE("untimedWorkThreads leaves a pool the user sized alone") {
   CHECK(driver::untimedWorkThreads() == 0);
   ::setenv("MKL_NUM_THREADS", "", 1);  // set but empty: not sized
   CHECK(driver::untimedWorkThreads() == driver::availablePhysicalCores());
+}
+
+TEST_CASE("hasQuantizedOps: an int8 graph with no float op between its int8 ops still counts as int8") {
+  auto int8 = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
+graph(%x : Tensor):
+  %s : float = prim::Constant[value=0.1]()
+  %z : int = prim::Constant[value=0]()
+  %t : int = prim::Constant[value=13]()
+  %q : Tensor = aten::quantize_per_tensor(%x, %s, %z, %t)
+  %y : Tensor = quantized::add(%q, %q, %s, %z)
+  %r : Tensor = aten::dequantize(%y)
+  return (%r)
+)IR",
+                      int8.get());
+  CHECK(driver::hasQuantizedOps(*int8));
+  auto fp32 = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
+graph(%x : Tensor):
+  %s : Tensor = aten::sigmoid(%x)
+  %r : Tensor = aten::mul(%s, %x)
+  return (%r)
+)IR",
+                      fp32.get());
+  CHECK_FALSE(driver::hasQuantizedOps(*fp32));
 }

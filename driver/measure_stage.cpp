@@ -59,8 +59,9 @@ void explainInt8Loss(const RunSettings& s, const MeasureInputs& m, const Optimiz
     const std::vector<std::string> lines = driver::lossLines(in, out, boundaries);
     for (const std::string& line : lines) s.say("  " + line + "\n");
     rec["loss"] = lines;
-    // The x86 engine's int8 kernels are not the only ones this CPU has.
-    if (!s.req->tune)
+    // The x86 engine's int8 kernels are not the only ones this LibTorch has
+    // (2.x registers oneDNN's own; 1.13 does not).
+    if (!s.req->tune && ir::findSchema("onednn::qconv2d_pointwise", ""))
       s.say("  --tune times the int8 ops on oneDNN's kernels too, on this CPU, and keeps what wins\n");
   } catch (const std::exception& e) {
     s.notice(std::string("could not time OUT's ops: ") + ir::torchErrorMessage(e));

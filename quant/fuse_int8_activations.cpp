@@ -407,7 +407,8 @@ class Rewrite {
   // the input's quantization), made when the file loads.
   ir::Value* prepacked(const Int8Weight& w, const WeightConstants& c, const std::string& weightName,
                        const QuantParams& in, ir::Value* qx, bool linear) {
-    const auto key = linear ? std::make_tuple(weightName, 0.0, int64_t{0}) : std::make_tuple(weightName, in.scale, in.zeroPoint);
+    const auto key = linear ? std::make_tuple(weightName, 0.0, int64_t{0})
+                            : std::make_tuple(weightName, in.scale, in.zeroPoint);
     if (auto it = packs_.find(key); it != packs_.end()) return it->second;
     ir::Arg shape = qx->meta().shape ? ir::Arg(ir::Literal(*qx->meta().shape)) : ir::Arg(ir::Literal());
     ir::Value* wp = linear ? rw_.call(top_, kQLinearPrepack, {c.weight, shape})

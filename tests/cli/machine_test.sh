@@ -125,7 +125,9 @@ grep -qE "quantized::conv2d +[0-9]+x [0-9.]+ +-" <<<"$last_output" || fail "the 
 grep -qE "aten::(_convolution|conv2d) +- +[0-9]+x" <<<"$last_output" || fail "the int8 loss does not show what quantized::conv2d replaced"
 grep -q "sit at these ops, which run in float32 here: aten::mul (8), aten::sigmoid (8)" <<<"$last_output" \
   || fail "the int8 loss does not name the float ops that forced its conversions"
-grep -q "tune times the int8 ops on oneDNN" <<<"$last_output" || fail "the int8 loss does not point at --tune"
+if ! "$ptopt" --version | grep -q "LibTorch 1\."; then  # 1.13 has no oneDNN int8 op for --tune to time
+  grep -q "tune times the int8 ops on oneDNN" <<<"$last_output" || fail "the int8 loss does not point at --tune"
+fi
 "$py" - "$work/gated/o.pt" "$work/gated.json" <<'PY' || fail "int8 loss record"
 import json, sys, torch
 r = json.load(open(sys.argv[2]))["measurement"]

@@ -137,7 +137,7 @@ fi
 # Python (--no-measure: the never-slower stage may keep the unfused file on
 # this tiny model, and this checks the fused one).
 "$ptopt" "$fx/quant_gelu_mlp.pt" "$work/gelu.fused.pt" --passes '-O1,quantize{dtype=int8},fuse-int8-activations' \
-  --input-shape 4,8,64 --calibration "$fx/quant_gelu_mlp_calib.pt" --no-measure >"$work/gelu.fused.out" 2>&1
+  --input-shape 4,8,64 --calibration "$fx/quant_gelu_mlp_calib.pt" --no-measure --explain >"$work/gelu.fused.out" 2>&1
 rc=$?
 cat "$work/gelu.fused.out"
 check "quant_gelu_mlp fused: exit 0" "[ $rc -eq 0 ]"

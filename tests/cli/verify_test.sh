@@ -69,11 +69,13 @@ expect 0 "unknown output\(s\) out9" -- "$ptopt" verify "$fx/resnet18_script.pt" 
 
 # A bf16 B is judged by the bf16 criterion (its precision read from its
 # constants and conversions, and said), not refused by fp32's; the flags'
-# terms still apply over it.
-expect 0 "passed" -- "$ptopt" "$fx/resnet18_script.pt" "$work/bf16.pt" --passes "-O1,cast{dtype=bf16}" "${img[@]}"
+# terms still apply over it. mobilenet_v2, not resnet18: without native bf16
+# (an AVX2 CPU), LibTorch 1.13's bf16 resnet18 misses the bf16 criterion
+# (122% of its bound on an AVX2 EPYC; mobilenet_v2 29%), and is refused.
+expect 0 "passed" -- "$ptopt" "$fx/mobilenet_v2_script.pt" "$work/bf16.pt" --passes "-O1,cast{dtype=bf16}" "${img[@]}"
 expect 0 "computes in bf16 .*judged by that precision's criterion" -- \
-  "$ptopt" verify "$fx/resnet18_script.pt" "$work/bf16.pt" "${img[@]}"
-expect 3 "^FAILED" -- "$ptopt" verify "$fx/resnet18_script.pt" "$work/bf16.pt" "${img[@]}" --atol 1e-9 --rtol 1e-9
+  "$ptopt" verify "$fx/mobilenet_v2_script.pt" "$work/bf16.pt" "${img[@]}"
+expect 3 "^FAILED" -- "$ptopt" verify "$fx/mobilenet_v2_script.pt" "$work/bf16.pt" "${img[@]}" --atol 1e-9 --rtol 1e-9
 # An fp32 B says nothing about precision.
 "$ptopt" verify "$fx/resnet18_script.pt" "$work/a.pt" "${img[@]}" | grep -q "computes in" &&
   fail "an fp32 B was said to compute in a lower precision"

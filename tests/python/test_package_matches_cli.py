@@ -316,8 +316,10 @@ def test_an_unknown_option_is_named(tmp_path):
 def test_quantize_request_is_one_route(tmp_path):
     """--quantize and quantize= add the asked precision the same way: after
     the rule files (the driver's quant::addRequestedPrecision for both), into
-    the pipeline's own cast when it has one; the same pipeline, the same bytes."""
-    path = os.path.join(FIXTURES, "resnet18_script.pt")
+    the pipeline's own cast when it has one; the same pipeline, the same bytes.
+    mobilenet_v2: without native bf16, LibTorch 1.13's bf16 resnet18 misses
+    the bf16 criterion and is refused (an AVX2 CPU)."""
+    path = os.path.join(FIXTURES, "mobilenet_v2_script.pt")
     rules = tmp_path / "noop.rules"
     rules.write_text("# no rules\n")
     for pipeline, dtype in [("-O1", "bf16"), ("-O3", "bf16")]:

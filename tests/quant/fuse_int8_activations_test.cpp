@@ -30,20 +30,46 @@ std::vector<std::vector<c10::IValue>> batches(const std::string& file) {
   return quant::splitCalibrationBatches(set.values, 1, nullptr, file);
 }
 
-// quant_silu_cnn at -O1, quantized without the accuracy guard (untrained).
-QuantRun quantizedSiluCnn() {
-  QuantRun r{Optimizer::load(quantFixture("quant_silu_cnn.pt")), {}, {}};
-  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 3, 32, 32})};
+double cosine(const at::Tensor& a, const at::Tensor& b) {
+  return at::cosine_similarity(a.reshape({1, -1}), b.reshape({1, -1})).item<double>();
+}
+
+// `fixture` at -O1 on example inputs of `shape`, then `quantize` (its
+// options) calibrated on `calibration`.
+QuantRun quantized(const std::string& fixture, std::vector<int64_t> shape, const std::string& calibration,
+                   const std::string& quantize) {
+  QuantRun r{Optimizer::load(quantFixture(fixture)), {}, {}};
+  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn(shape)};
   r.opt.run("-O1", &r.ctx);
   quant::CalibrationData data;
-  data.batches = batches("quant_cnn_calib.pt");
-  data.source = "quant_cnn_calib.pt";
+  data.batches = batches(calibration);
+  data.source = calibration;
   r.ctx.inputs.set(std::move(data));
-  rewriters::PassManager pm(defaultRegistry(),
-                            rewriters::parsePipeline("quantize{fallback=false,min-cosine=-1}", defaultRegistry()),
+  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline(quantize, defaultRegistry()),
                             test::checkedInstrumentation());
   pm.run(r.opt.model(), r.ctx);
   return r;
+}
+
+// quant_silu_cnn, quantized without the accuracy guard (untrained).
+QuantRun quantizedSiluCnn() {
+  return quantized("quant_silu_cnn.pt", {4, 3, 32, 32}, "quant_cnn_calib.pt", "quantize{fallback=false,min-cosine=-1}");
+}
+
+// The rewritten model saved and reloaded against the unfused int8 model (the
+// same numbers up to the roundings oneDNN's kernels save) and the fp32
+// original (within the int8 criterion), on held-out batches.
+void checkReloaded(QuantRun& r, torch::jit::Module& unfused, const std::string& fixture, const std::string& heldout) {
+  auto rewritten = r.opt.serialize().module;
+  auto original = torch::jit::load(quantFixture(fixture));
+  original.eval();
+  for (const auto& batch : batches(heldout)) {
+    const at::Tensor a = original.forward(batch).toTensor();
+    const at::Tensor b = rewritten.forward(batch).toTensor();
+    const at::Tensor c = unfused.forward(batch).toTensor();
+    CHECK(cosine(b, c) >= 0.999);
+    CHECK(cosine(a, b) >= 0.99);
+  }
 }
 
 rewriters::RunReport fuse(QuantRun& r, const std::string& options = "") {
@@ -54,10 +80,6 @@ rewriters::RunReport fuse(QuantRun& r, const std::string& options = "") {
 
 int64_t fuseCounter(const rewriters::RunReport& report, const std::string& name) {
   return test::counter(report, kPass, name);
-}
-
-double cosine(const at::Tensor& a, const at::Tensor& b) {
-  return at::cosine_similarity(a.reshape({1, -1}), b.reshape({1, -1})).item<double>();
 }
 
 }  // namespace
@@ -105,19 +127,7 @@ TEST_CASE("fuse-int8-activations: conv + silu/hardswish run as one oneDNN int8 k
   // The quantized tensors other int8 ops read: the stem's (the residual add) and dw's (project).
   CHECK(test::countOps(g, "aten::_make_per_tensor_quantized_tensor") == 2);
 
-  // Saved and reloaded: the same numbers as the unfused int8 model, up to
-  // the one rounding the fused kernel saves, and the fp32 original's within
-  // the int8 criterion.
-  auto fused = r.opt.serialize().module;
-  auto original = torch::jit::load(quantFixture("quant_silu_cnn.pt"));
-  original.eval();
-  for (const auto& batch : batches("quant_cnn_heldout.pt")) {
-    const at::Tensor a = original.forward(batch).toTensor();
-    const at::Tensor b = fused.forward(batch).toTensor();
-    const at::Tensor c = unfused.forward(batch).toTensor();
-    CHECK(cosine(b, c) >= 0.999);
-    CHECK(cosine(a, b) >= 0.99);
-  }
+  checkReloaded(r, unfused, "quant_silu_cnn.pt", "quant_cnn_heldout.pt");
 }
 
 TEST_CASE("fuse-int8-activations: only the convs named in convs=", "[quantize][fuse-int8-activations]") {
@@ -147,20 +157,9 @@ TEST_CASE("fuse-int8-activations: declined for a .pt2 OUT and a CUDA target", "[
 
 namespace {
 
-// quant_gelu_mlp (traced) at -O1, quantized without the accuracy guard (untrained).
+// quant_gelu_mlp (traced), quantized without the accuracy guard (untrained).
 QuantRun quantizedGeluMlp() {
-  QuantRun r{Optimizer::load(quantFixture("quant_gelu_mlp.pt")), {}, {}};
-  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 8, 64})};
-  r.opt.run("-O1", &r.ctx);
-  quant::CalibrationData data;
-  data.batches = batches("quant_gelu_mlp_calib.pt");
-  data.source = "quant_gelu_mlp_calib.pt";
-  r.ctx.inputs.set(std::move(data));
-  rewriters::PassManager pm(defaultRegistry(),
-                            rewriters::parsePipeline("quantize{fallback=false,min-cosine=-1}", defaultRegistry()),
-                            test::checkedInstrumentation());
-  pm.run(r.opt.model(), r.ctx);
-  return r;
+  return quantized("quant_gelu_mlp.pt", {4, 8, 64}, "quant_gelu_mlp_calib.pt", "quantize{fallback=false,min-cosine=-1}");
 }
 
 }  // namespace
@@ -205,36 +204,15 @@ TEST_CASE("fuse-int8-activations: linear + gelu run as one oneDNN int8 kernel, u
   // The quantized tensor down reads: mid's.
   CHECK(test::countOps(g, "aten::_make_per_tensor_quantized_tensor") == 1);
 
-  // Saved and reloaded: the unfused int8 model's numbers up to the rounding
-  // the fused kernel saves, and the fp32 original's within the int8 criterion.
-  auto fused = r.opt.serialize().module;
-  auto original = torch::jit::load(quantFixture("quant_gelu_mlp.pt"));
-  original.eval();
-  for (const auto& batch : batches("quant_gelu_mlp_heldout.pt")) {
-    const at::Tensor a = original.forward(batch).toTensor();
-    const at::Tensor b = fused.forward(batch).toTensor();
-    const at::Tensor c = unfused.forward(batch).toTensor();
-    CHECK(cosine(b, c) >= 0.999);
-    CHECK(cosine(a, b) >= 0.99);
-  }
+  checkReloaded(r, unfused, "quant_gelu_mlp.pt", "quant_gelu_mlp_heldout.pt");
 }
 
 namespace {
 
-// quant_se_cnn (trained; a depthwise conv + relu, squeeze-excite gates) at
-// -O1, quantized as --quantize int8 would.
+// quant_se_cnn (trained; a depthwise conv + relu, squeeze-excite gates),
+// quantized as --quantize int8 would.
 QuantRun quantizedSeCnn() {
-  QuantRun r{Optimizer::load(quantFixture("quant_se_cnn.pt")), {}, {}};
-  r.ctx.exampleInputs = std::vector<c10::IValue>{at::randn({4, 3, 32, 32})};
-  r.opt.run("-O1", &r.ctx);
-  quant::CalibrationData data;
-  data.batches = batches("quant_cnn_calib.pt");
-  data.source = "quant_cnn_calib.pt";
-  r.ctx.inputs.set(std::move(data));
-  rewriters::PassManager pm(defaultRegistry(), rewriters::parsePipeline("quantize{fallback=false}", defaultRegistry()),
-                            test::checkedInstrumentation());
-  pm.run(r.opt.model(), r.ctx);
-  return r;
+  return quantized("quant_se_cnn.pt", {4, 3, 32, 32}, "quant_cnn_calib.pt", "quantize{fallback=false}");
 }
 
 int64_t plainConvs(const ir::Graph& g) {
@@ -279,15 +257,6 @@ TEST_CASE("fuse-int8-activations: plain= moves int8 convs without a chain to one
     CHECK(relu >= 1);  // dw's relu is the post-op
     if (all) CHECK(fuseCounter(report, "int8-chained") >= 1);  // a moved conv reads the previous one's uint8
 
-    auto moved = r.opt.serialize().module;
-    auto original = torch::jit::load(quantFixture("quant_se_cnn.pt"));
-    original.eval();
-    for (const auto& batch : batches("quant_cnn_heldout.pt")) {
-      const at::Tensor a = original.forward(batch).toTensor();
-      const at::Tensor b = moved.forward(batch).toTensor();
-      const at::Tensor c = unfused.forward(batch).toTensor();
-      CHECK(cosine(b, c) >= 0.999);
-      CHECK(cosine(a, b) >= 0.99);
-    }
+    checkReloaded(r, unfused, "quant_se_cnn.pt", "quant_cnn_heldout.pt");
   }
 }

@@ -50,7 +50,8 @@ void explainInt8Loss(const RunSettings& s, const MeasureInputs& m, const Optimiz
                      const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outInputs,
                      const MeasureOptions& mo, nlohmann::json& rec) {
   const std::map<std::string, size_t> boundaries = driver::precisionBoundaries(m.out.module);
-  if ((boundaries.empty() && !driver::hasQuantizedOps(*m.out.module.get_method("forward").graph())) || !s.device.is_cpu()) return;
+  const bool int8 = !boundaries.empty() || driver::hasQuantizedOps(*m.out.module.get_method("forward").graph());
+  if (!int8 || !s.device.is_cpu()) return;
   try {
     ScopedThreads threads(mo.threads, {opt.original(), m.out.module}, m.out.packedThreads);
     torch::jit::GraphOptimizerEnabledGuard optimizer(mo.optimizingExecutor);  // as the verdict ran them

@@ -3,7 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <stdexcept>
+#include <system_error>
+#include <unistd.h>
 
 namespace ptopt::test {
 
@@ -60,6 +63,27 @@ ir::Model importFixture(const Fixture& f, torch::jit::Module* original) {
   m.eval();
   if (original) *original = m;
   return ir::importModule(m);
+}
+
+namespace {
+
+// The folders processTempDir made, removed when the process exits.
+struct ProcessTempDirs {
+  std::map<std::string, std::filesystem::path> byPrefix;
+  ~ProcessTempDirs() {
+    std::error_code ec;
+    for (const auto& [prefix, path] : byPrefix) std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+std::filesystem::path processTempDir(const std::string& prefix) {
+  static ProcessTempDirs dirs;
+  auto [it, added] = dirs.byPrefix.try_emplace(prefix);
+  if (added) it->second = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  std::filesystem::create_directories(it->second);
+  return it->second;
 }
 
 }  // namespace ptopt::test

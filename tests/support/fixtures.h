@@ -4,6 +4,7 @@
 #include "ir/model.h"
 #include "verify/inputs.h"
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ const std::vector<Fixture>& allFixtures();
 const Fixture& fixture(const std::string& name);
 std::string fixturesDir();
 std::string exportedDir();
+
+// A folder of the system's temporary directory named PREFIX and this
+// process's id, made on the first call and removed with what it holds when
+// the process exits (a test executable runs a whole test file's cases).
+std::filesystem::path processTempDir(const std::string& prefix);
 
 // Runs `m.forward` on a copy of `inputs`; stochastic models get the global
 // RNG re-seeded first so two runs see the same dropout masks.

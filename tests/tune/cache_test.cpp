@@ -2,6 +2,7 @@
 // context (device, LibTorch, threads) or signature (shape) misses, save()
 // merges with what another run wrote, a damaged file is refused by name.
 #include "ir/version.h"
+#include "tests/support/fixtures.h"
 #include "tune/cache.h"
 #include "tune/measuring_device.h"
 
@@ -10,18 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 using namespace ptopt;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path tempDir() {
-  const fs::path d = fs::temp_directory_path() / ("ptopt_cache_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path tempDir() { return test::processTempDir("ptopt_cache_test_"); }
 
 tune::CacheContext context(int threads, const std::string& device = "cpu: Test CPU [avx2]") {
   tune::CacheContext c;

@@ -28,7 +28,6 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <unistd.h>
 
 using namespace ptopt;
 namespace fs = std::filesystem;
@@ -69,7 +68,7 @@ const tune::DecisionRecord* wholeModel(const tune::TuneResult& r, const std::str
 }
 
 std::string tempCache(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("ptopt_tune_test_" + std::to_string(::getpid())) / name;
+  const fs::path p = test::processTempDir("ptopt_tune_test_") / name;
   fs::remove(p);
   return p.string();
 }

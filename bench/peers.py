@@ -79,9 +79,10 @@ peers at its own precision:
                      bf16), compile-bf16; fp32: ort, openvino-fp32,
                      openvino (when it ran f32); the cell names the precision
                      and the peer
-  int8 / ORT int8    ptopt-int8's ratio over ort-int8's; not counted (the
-                     cell says why) where ORT's int8 outputs have a cosine
-                     below 0.99 against the original's
+  int8 / ORT int8    ptopt-int8's ratio over ort-int8's, and beside it
+                     (`tune`) ptopt-int8-tune's where it ran; not counted
+                     (the cell says why) where ORT's int8 outputs have a
+                     cosine below 0.99 against the original's
 and a line under each table counts the models within 1.15x on each. Under a
 CPU cap (scripts/avx2-cap.sh) ONNX Runtime, whose kernels pick their
 instructions by CPUID, is not an AVX2 CPU's figure: it is left out of both
@@ -817,8 +818,9 @@ def uncapped_peers(meta):
 def comparisons(res, threads, uncapped=None):
     """The two like-with-like columns of one model at one thread count:
     ptopt-tune over the fastest peer at its precision, ptopt-int8 over
-    ort-int8 (counted only where ORT's int8 cosine is >= MIN_COSINE). Under a
-    CPU cap, the peers in `uncapped` are left out (recorded as excluded)."""
+    ort-int8 (counted only where ORT's int8 cosine is >= MIN_COSINE), and
+    ptopt-int8-tune over ort-int8 beside it where it ran. Under a CPU cap,
+    the peers in `uncapped` are left out (recorded as excluded)."""
     uncapped = uncapped or {}
     tune = timing(res, "ptopt-tune", threads)
     prec = variant_precision(res, "ptopt-tune") or "unknown"
@@ -852,6 +854,10 @@ def comparisons(res, threads, uncapped=None):
         if "ort-int8" in uncapped:
             d.update({"counts": False, "why": uncapped["ort-int8"]})
         d["within"] = d["counts"] and d["ratio"] <= WITHIN
+        tuned = timing(res, "ptopt-int8-tune", threads)
+        if tuned:
+            d.update({"int8_tune_ratio": tuned["ratio"], "tune_ratio": tuned["ratio"] / ort8["ratio"]})
+            d["tune_within"] = d["counts"] and d["tune_ratio"] <= WITHIN
     return {"tune_vs_best_peer": c, "int8_vs_ort_int8": d}
 
 
@@ -868,10 +874,12 @@ def summary(results, threads):
         p["within"] += c["within"]
         p["peers"] += [n for n in c["peers"] if n not in p["peers"]]
     counted = [c for c in int8 if c["counts"]]
+    tuned = [c for c in counted if "tune_ratio" in c]
     return {"tune_vs_best_peer": {"within": sum(c["within"] for c in tune), "of": len(tune),
                                   "by_precision": by_prec},
             "int8_vs_ort_int8": {"within": sum(c["within"] for c in counted), "of": len(counted),
-                                 "not_counted": len(int8) - len(counted)}}
+                                 "not_counted": len(int8) - len(counted),
+                                 "tune_within": sum(c["tune_within"] for c in tuned), "tune_of": len(tuned)}}
 
 
 def tune_cell(c):
@@ -891,16 +899,20 @@ def int8_cell(d):
         return "— (%.2fx; ORT not capped)" % d["ratio"]
     if not d["counts"]:
         return "— (ORT int8 cos %s)" % ("%.2f" % d["ort_int8_cosine"] if d["ort_int8_cosine"] is not None else "?")
-    return ("**%.2fx**" if d["within"] else "%.2fx") % d["ratio"]
+    text = ("**%.2fx**" if d["within"] else "%.2fx") % d["ratio"]
+    if "tune_ratio" in d:
+        text += (" (tune **%.2fx**)" if d["tune_within"] else " (tune %.2fx)") % d["tune_ratio"]
+    return text
 
 
 def summary_line(s, threads):
     t, i = s["tune_vs_best_peer"], s["int8_vs_ort_int8"]
     precs = "; ".join("%s on %d, against %s" % (p, v["models"], ", ".join(v["peers"]) or "none")
                       for p, v in sorted(t["by_precision"].items()))
-    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; `int8 / ORT int8` on %d of %d%s." % (
+    tuned = (", ptopt-int8-tune on %d of %d" % (i["tune_within"], i["tune_of"])) if i.get("tune_of") else ""
+    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; `int8 / ORT int8` on %d of %d%s%s." % (
         WITHIN, threads, "" if threads == 1 else "s", t["within"], t["of"], " (%s)" % precs if precs else "",
-        i["within"], i["of"], " (%d more not counted: ORT int8's cosine below %.2f, or ORT not capped)" % (
+        i["within"], i["of"], tuned, " (%d more not counted: ORT int8's cosine below %.2f, or ORT not capped)" % (
             i["not_counted"], MIN_COSINE) if i["not_counted"] else ""))
 
 
@@ -924,7 +936,7 @@ def render(results, args, threads_list, meta):
     lines += ["`tune / best peer`: ptopt-tune's ratio over the fastest peer that ran at ptopt-tune's precision "
               "(bf16: openvino where it ran bf16, compile-bf16; fp32: ort, openvino-fp32, openvino where it ran "
               "f32); each cell names the precision and the peer. `int8 / ORT int8`: ptopt-int8's ratio over "
-              "ort-int8's, not counted where ORT's int8 cosine to the original is below %.2f. Bold: within "
+              "ort-int8's (and ptopt-int8-tune's, `tune`, where it ran), not counted where ORT's int8 cosine to the original is below %.2f. Bold: within "
               "%.2fx. `fastest peer`: "
               "the fastest of all peers, at any precision. This CPU: %s." % (
                   MIN_COSINE, WITHIN, meta.get("native_bf16", "?")), ""]

@@ -910,7 +910,8 @@ def summary_line(s, threads):
     precs = "; ".join("%s on %d, against %s" % (p, v["models"], ", ".join(v["peers"]) or "none")
                       for p, v in sorted(t["by_precision"].items()))
     tuned = (", ptopt-int8-tune on %d of %d" % (i["tune_within"], i["tune_of"])) if i.get("tune_of") else ""
-    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; `int8 / ORT int8` on %d of %d%s%s." % (
+    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; "
+            "`int8 / ORT int8` on %d of %d%s%s." % (
         WITHIN, threads, "" if threads == 1 else "s", t["within"], t["of"], " (%s)" % precs if precs else "",
         i["within"], i["of"], tuned, " (%d more not counted: ORT int8's cosine below %.2f, or ORT not capped)" % (
             i["not_counted"], MIN_COSINE) if i["not_counted"] else ""))
@@ -936,8 +937,8 @@ def render(results, args, threads_list, meta):
     lines += ["`tune / best peer`: ptopt-tune's ratio over the fastest peer that ran at ptopt-tune's precision "
               "(bf16: openvino where it ran bf16, compile-bf16; fp32: ort, openvino-fp32, openvino where it ran "
               "f32); each cell names the precision and the peer. `int8 / ORT int8`: ptopt-int8's ratio over "
-              "ort-int8's (and ptopt-int8-tune's, `tune`, where it ran), not counted where ORT's int8 cosine to the original is below %.2f. Bold: within "
-              "%.2fx. `fastest peer`: "
+              "ort-int8's (and ptopt-int8-tune's, `tune`, where it ran), not counted where ORT's int8 cosine "
+              "to the original is below %.2f. Bold: within %.2fx. `fastest peer`: "
               "the fastest of all peers, at any precision. This CPU: %s." % (
                   MIN_COSINE, WITHIN, meta.get("native_bf16", "?")), ""]
     if uncapped_peers(meta):

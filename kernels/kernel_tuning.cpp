@@ -14,6 +14,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/script.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -417,9 +418,80 @@ rewriters::Pipeline fusedAtTunedPrecision(const tune::TuningSession& s, const re
   return p;
 }
 
+// Whether the model given to --tune has a conv (as it has them: a traced
+// model's are aten::_convolution until canonicalize) or a linear (aten::linear,
+// or aten::addmm, GPT-2's Conv1D, until canonicalize).
+bool hasConvs(const tune::TuningSession& s) {
+  bool convs = false;
+  s.input().forward().walk([&](ir::Node* n) { convs = convs || ir::ConvOp::isConv(n); });
+  return convs;
+}
+bool hasLinears(const tune::TuningSession& s) {
+  bool linears = false;
+  s.input().forward().walk([&](ir::Node* n) { linears = linears || n->is("aten::linear") || n->is("aten::addmm"); });
+  return linears;
+}
+
+// The convs and linears that absorb a post-op on oneDNN's fused kernel
+// (fusedPostOpKind; eligible for it), by name, in the tuned pipeline's
+// model before tuned-kernels (the names tuned-kernels sees).
+std::map<FusedPostOpKind, std::set<std::string>> opsWithPostOps(tune::TuningSession& s) {
+  rewriters::Pipeline before = s.tunedSoFar();
+  rewriters::dropPass(before, "tuned-kernels");
+  const ir::Model m = s.inputAfter(before);
+  std::map<FusedPostOpKind, std::set<std::string>> out;
+  m.forward().walk([&](ir::Node* n) {
+    if (n->owningBlock() != m.forward().block() || n->numOutputs() != 1) return;
+    const FusedPostOpKind kind = fusedPostOpKind(n);
+    if (kind != FusedPostOpKind::None && (n->is("aten::linear") ? fusedLinearIneligible(*n) : fusedIneligible(*n)).empty())
+      out[kind].insert(n->output()->name());
+  });
+  return out;
+}
+
+// The tuned pipeline with the ops `names` on oneDNN's fused kernel and the
+// others as --tune chose them per op: they join its tuned-kernels element's
+// fused= list and leave its xnnpack= (which would take them first), or a
+// tuned-kernels element is added. A fused op saves its post-op's own call,
+// where a plain oneDNN op may cost more per call than ATen's route: on an
+// AVX2 EPYC at 2 threads BERT's 12 linear+GELU pairs fused ran 0.92x of the
+// per-op choice (all MKL), every linear on oneDNN 0.98x
+// (docs/benchmarks.md); per op, timed without the post-op, they lose.
+rewriters::Pipeline withFused(const tune::TuningSession& s, const std::set<std::string>& names) {
+  rewriters::Pipeline tuned = s.tunedSoFar();
+  bool found = false;
+  rewriters::forEachExecution(
+      tuned, s.registry(),
+      [&](rewriters::PipelineElement& e, const rewriters::PassEffects&) {
+        if (e.name != "tuned-kernels") return;
+        found = true;
+        std::set<std::string> fused = parseNameList(e.option("fused")), xnnpack = parseNameList(e.option("xnnpack"));
+        if (fused.count("*")) return;
+        fused.insert(names.begin(), names.end());
+        for (const std::string& n : names) xnnpack.erase(n);
+        e.setOption("fused", joinNameList(fused));
+        if (xnnpack.empty()) e.eraseOption("xnnpack");
+        else e.setOption("xnnpack", joinNameList(xnnpack));
+      },
+      &s.context());
+  if (!found)
+    rewriters::addExtraPasses(tuned, {rewriters::PipelineElement{"tuned-kernels", {{"fused", joinNameList(names)}}, {}}});
+  return tuned;
+}
+
 std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tune::TuningSession& s,
                                                                              const rewriters::Pipeline& given) {
   std::vector<std::pair<std::string, rewriters::Pipeline>> out;
+  // Identical models are timed once (the first name).
+  if (hasFusedConvs() || hasFusedLinears()) {
+    auto ops = opsWithPostOps(s);
+    std::set<std::string>& activations = ops[FusedPostOpKind::Activation];
+    std::set<std::string> all = activations;
+    all.insert(ops[FusedPostOpKind::ResidualAdd].begin(), ops[FusedPostOpKind::ResidualAdd].end());
+    if (!activations.empty()) out.emplace_back("fused-activations", withFused(s, activations));
+    if (all.size() > activations.size()) out.emplace_back("fused-post-ops", withFused(s, all));
+  }
+  if (!hasConvs(s)) return out;
   if (hasFusedConvs()) {
     out.emplace_back("fused-network", networkPipeline(s, given, "fused", false));
     if (rewriters::pipelineHas(given, s.registry(), lowersFloatPrecision, &s.context())) {
@@ -438,13 +510,7 @@ std::vector<std::pair<std::string, rewriters::Pipeline>> networkAlternatives(tun
 tune::Tunable networkTunable() {
   tune::Tunable t;
   t.kind = "kernel-network";
-  t.applies = [](tune::TuningSession& s) {
-    // Any conv, as the input has it: a traced model's are aten::_convolution
-    // until canonicalize.
-    bool convs = false;
-    s.input().forward().walk([&](ir::Node* n) { convs = convs || ir::ConvOp::isConv(n); });
-    return onCpuWithShapes(s) && convs;
-  };
+  t.applies = [](tune::TuningSession& s) { return onCpuWithShapes(s) && (hasConvs(s) || hasLinears(s)); };
   t.alternatives = networkAlternatives;
   t.expectedDecisions = [](const ir::Graph&) { return size_t{1}; };
   return t;

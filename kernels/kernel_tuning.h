@@ -26,14 +26,28 @@
 //                 tuned-kernels{prepacked=...,xnnpack=...,fused=...}.
 // And the whole networks it proposes instead of the tuned pipeline
 // (Tunable::alternatives; kind kernel-network, one whole-model A/B against
-// the tuned model, which stays within noise), made from the pipeline given
-// to --tune with channels-last forced on, where this LibTorch runs them:
+// the tuned model, which stays within noise, and, with --tune-threads, not
+// slower at the other counts; models identical to another are timed once).
+// For a model with convs or linears, where this LibTorch has oneDNN's fused
+// ops (2.x), made from the tuned pipeline:
+//   fused-activations   every conv and linear whose only reader is an
+//                       activation oneDNN fuses (a linear's also through
+//                       GPT-2's view) on the fused kernel, the others as
+//                       chosen per op (tuned-kernels' fused= list grows);
+//   fused-post-ops      the same with the residual adds too.
+// Each fused op saves its post-op's call; per op (timed without the
+// post-op) the plain oneDNN op may lose to ATen's, so only the whole model
+// shows it: BERT's linear+GELU pairs at 2 threads on an AVX2 EPYC.
+// For a model with convs, made from the pipeline given to --tune with
+// channels-last forced on, where this LibTorch runs them:
 //   fused-network       every conv a oneDNN conv (and every linear a
 //                       oneDNN linear) with its weight packed at
 //                       load and its activation fused
 //                       (tuned-kernels{fused=*}: LibTorch 2.x), the
 //                       pipeline's cast as given;
 //   fused-network-fp32  the same without the cast (when it has one);
+//   fused-network-tuned-precision  the same at the precision --tune chose
+//                       per op (the ops it kept in fp32 stay off oneDNN);
 //   xnnpack-network     every conv and linear on XNNPACK with its relu/relu6 fused, in
 //                       float32 (tuned-kernels{xnnpack=*}: where XNNPACK
 //                       runs, Debian's 1.13).

@@ -404,6 +404,22 @@ void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewrite
   }
 }
 
+FusedPostOpKind fusedPostOpKind(ir::Node* n) {
+  const bool linear = n->is("aten::linear");
+  if (!linear && !n->is("aten::conv2d")) return FusedPostOpKind::None;
+  const char* op = linear ? kFusedLinear : kFusedConv;
+  // As packFusedConvs and packFusedLinears try them: a conv's residual add
+  // first; a linear's activation, also through a view, first.
+  auto residual = [&] {
+    return ir::findSchema(op, "binary") &&
+           fusableBinaryPostOp(n, linear ? c10::MemoryFormat::Contiguous : c10::MemoryFormat::ChannelsLast, !linear);
+  };
+  if (!linear && residual()) return FusedPostOpKind::ResidualAdd;
+  if (fusablePostOp(n).activation || (linear && activationAfterView(n).first)) return FusedPostOpKind::Activation;
+  if (linear && residual()) return FusedPostOpKind::ResidualAdd;
+  return FusedPostOpKind::None;
+}
+
 void raiseFusedLinears(ir::Graph& g) {
   ir::Rewriter rw(g, nullptr, "tuned-kernels");
   std::vector<ir::Node*> runs;

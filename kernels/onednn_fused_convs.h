@@ -111,4 +111,13 @@ void packFusedLinears(ir::Graph& graph, rewriters::PassContext& ctx, ir::Rewrite
                       const std::set<std::string>& names, rewriters::PassResult& r, const std::string& pass);
 void raiseFusedLinears(ir::Graph& g);
 
+// What `fused=` would fuse into conv or linear `n` as its post-op, by the
+// rules above (the op's own eligibility is fusedIneligible's and
+// fusedLinearIneligible's): an activation (also through GPT-2's view), a
+// residual add, or nothing. --tune's whole-model alternatives fuse only the
+// ops that absorb one: each removes the post-op's own call, where a plain
+// oneDNN op may cost more per call than ATen's route (kernels/kernel_tuning.h).
+enum class FusedPostOpKind { None, Activation, ResidualAdd };
+FusedPostOpKind fusedPostOpKind(ir::Node* n);
+
 }  // namespace ptopt::kernels

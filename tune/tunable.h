@@ -88,6 +88,9 @@ class TuningSession {
   virtual void keep(const rewriters::PipelineElement& e) = 0;
   // A copy of the working copy with `e` run on it.
   virtual ir::Model variant(const rewriters::PipelineElement& e) = 0;
+  // A copy of the input model with `p` run on it (what an alternative
+  // pipeline's passes make of it; the names its ops have there).
+  virtual ir::Model inputAfter(const rewriters::Pipeline& p) = 0;
 
   // ---- deciding
   // A per-op decision: by the op's signature (with `context`, what else the

@@ -167,6 +167,11 @@ class PipelineTuning final : public TuningSession {
     runOn(copy, e);
     return copy;
   }
+  ir::Model inputAfter(const Pipeline& p) override {
+    ir::Model copy = input_.clone();
+    runOn(copy, p);
+    return copy;
+  }
 
   // ---- deciding
 

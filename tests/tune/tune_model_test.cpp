@@ -5,6 +5,7 @@
 // channels-last is decided per region (one A/B for a single region). The
 // candidates themselves run for real (the fake timer calls them), so a
 // candidate with wrong arguments fails here.
+#include "ir/op_views.h"
 #include "kernels/onednn_fused_convs.h"
 #include "target/kernel_probes.h"
 #include "kernels/tuned_kernels.h"
@@ -943,4 +944,121 @@ TEST_CASE("tunePipeline: the fused network at the tuned precision keeps the fp32
   auto v = again.verify(f.inputs, verify::Tolerance::forPrecision(c10::ScalarType::BFloat16), 1);
   INFO(v.summary);
   CHECK(v.passed);
+}
+
+namespace {
+
+// transformer_block's linears in -O1's model, by the post-op fused= would
+// give them: fc1 (its GELU), proj and fc2 (their residual adds).
+std::map<kernels::FusedPostOpKind, std::set<std::string>> linearsByPostOp(const test::Fixture& f) {
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  opt.run("-O1", &ctx);
+  std::map<kernels::FusedPostOpKind, std::set<std::string>> out;
+  opt.model().forward().walk([&](ir::Node* n) {
+    if (n->is("aten::linear")) out[kernels::fusedPostOpKind(n)].insert(n->output()->name());
+  });
+  return out;
+}
+
+// The model `pipeline` makes of fixture `f`.
+Optimizer runTuned(const test::Fixture& f, const rewriters::Pipeline& pipeline) {
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+  Optimizer opt = Optimizer::load(f.path);
+  rewriters::PassManager(defaultRegistry(), pipeline).run(opt.model(), ctx);
+  return opt;
+}
+
+}  // namespace
+
+TEST_CASE("tunePipeline: a transformer's linears that absorb a post-op are offered fused as a whole model") {
+  const auto& f = test::fixture("transformer_block");  // 6 linears: fc1 + GELU, proj and fc2 + residual adds
+  Optimizer opt = Optimizer::load(f.path);
+  if (!kernels::hasFusedLinears()) {
+    // 1.13: no oneDNN linear, so no whole-model alternative and no A/B.
+    test::FakeTimer timer({}, 0.01);
+    const Tuned t = tuneFixture(opt, f, "-O1", timer, "");
+    CHECK_FALSE(wholeModel(t.result, "kernel-network"));
+    WARN("SKIPPED: this LibTorch has no mkldnn::_linear_pointwise (LibTorch 2.x has it); no alternative was offered");
+    return;
+  }
+  auto byPostOp = linearsByPostOp(f);
+  REQUIRE(byPostOp[kernels::FusedPostOpKind::Activation].size() == 1);
+  REQUIRE(byPostOp[kernels::FusedPostOpKind::ResidualAdd].size() == 2);
+  REQUIRE(byPostOp[kernels::FusedPostOpKind::None].size() == 3);  // q, k, v
+  const std::string fc1 = *byPostOp[kernels::FusedPostOpKind::Activation].begin();
+
+  SECTION("the linear + GELU pair alone") {
+    test::FakeTimer timer({{"fused-activations", 0.5}}, 0.01);
+    const Tuned t = tuneFixture(opt, f, "-O1", timer, "");
+    const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+    REQUIRE(network);
+    CHECK(network->choice == "fused-activations");
+    // Both alternatives were timed in one A/B beside the tuned model (per
+    // op, every linear stayed aten::linear: nothing else was named).
+    CHECK(timer.samplesOf("fused-post-ops") > 0);
+    CHECK(timer.samplesOf("fused-network") == 0);  // no conv: the conv networks are not built
+    CHECK_THAT(rewriters::printPipeline(t.result.pipeline), Catch::Contains("tuned-kernels{fused=" + fc1 + "}"));
+    Optimizer tuned = runTuned(f, t.result.pipeline);
+    const ir::Graph& g = tuned.model().forward();
+    CHECK(test::countOps(g, "mkldnn::_linear_pointwise") == 1);
+    CHECK(test::countOps(g, "aten::gelu") == 0);
+    CHECK(test::countOps(g, "aten::linear") == 5);
+    g.walk([&](ir::Node* n) {
+      if (n->is("mkldnn::_linear_pointwise")) CHECK(ir::OpView::of(n).literal("attr")->as<std::string>() == "gelu");
+    });
+    auto v = tuned.verify(f.inputs, verify::Tolerance{}, 2);
+    INFO(v.summary);
+    CHECK(v.passed);
+  }
+  SECTION("with the residual adds") {
+    test::FakeTimer timer({{"fused-post-ops", 0.5}}, 0.01);
+    const Tuned t = tuneFixture(opt, f, "-O1", timer, "");
+    const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+    REQUIRE(network);
+    CHECK(network->choice == "fused-post-ops");
+    Optimizer tuned = runTuned(f, t.result.pipeline);
+    const ir::Graph& g = tuned.model().forward();
+    size_t binary = 0;
+    g.walk([&](ir::Node* n) { binary += n->is("mkldnn::_linear_pointwise") && n->overload() == "binary"; });
+    CHECK(test::countOps(g, "mkldnn::_linear_pointwise") == 3);
+    CHECK(binary == 2);
+    CHECK(test::countOps(g, "aten::linear") == 3);
+    CHECK(test::countOps(g, "aten::gelu") == 0);
+    auto v = tuned.verify(f.inputs, verify::Tolerance{}, 2);
+    INFO(v.summary);
+    CHECK(v.passed);
+  }
+  SECTION("faster at 1 thread, slower at 2: not kept, and the record says so") {
+    const int threads = at::get_num_threads();
+    at::set_num_threads(1);
+    test::FakeTimer timer({{"fused-activations", 0.5}}, 0.01);
+    timer.setRule([](const std::string& name) -> std::optional<double> {
+      if (at::get_num_threads() == 2 && name == "fused-activations") return 1.5;
+      return std::nullopt;
+    });
+    const Tuned t = tuneFixture(opt, f, "-O1", timer, "", 1000, {2});
+    at::set_num_threads(threads);
+    const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+    REQUIRE(network);
+    CHECK(network->choice == "tuned");
+    REQUIRE_FALSE(network->atThreads.empty());
+    CHECK(network->atThreads[0].challenger == "fused-activations");
+    CHECK(network->atThreads[0].slower);
+    CHECK_THAT(rewriters::printPipeline(t.result.pipeline), !Catch::Contains("tuned-kernels"));
+  }
+}
+
+TEST_CASE("tunePipeline: linears with no post-op to absorb get no whole-model alternative") {
+  // mha_fast_path: its one aten::linear reads the residual sum and is the
+  // model's output; the attention's projections are inside one op.
+  const auto& f = test::fixture("mha_fast_path");
+  Optimizer opt = Optimizer::load(f.path);
+  test::FakeTimer timer({{"fused-activations", 0.5}, {"fused-post-ops", 0.5}}, 0.01);
+  const Tuned t = tuneFixture(opt, f, "-O1", timer, "");
+  CHECK_FALSE(wholeModel(t.result, "kernel-network"));
+  CHECK(timer.samplesOf("fused-activations") == 0);
+  CHECK(timer.samplesOf("fused-post-ops") == 0);
 }

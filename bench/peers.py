@@ -47,7 +47,10 @@ Variants, per model (a variant that cannot be built says why in the tables):
                NNCF, a separate training-tools package)
   ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at the first thread
                count, with --tune-threads naming every count of the run, so
-               that one file serves them all; a fresh cache), ptopt-int8 (--quantize int8 with the same calibration
+               that one file serves them all; a fresh cache), ptopt-tune-n
+               (the same tuned for the one count it runs at, --tune-threads N:
+               a file per count, as a deployment that knows its count makes
+               it; its never-slower verdict timed there too), ptopt-int8 (--quantize int8 with the same calibration
                batches for the vision models; -O1,quantize{mode=dynamic} for
                the text models), ptopt-int8-tune (the same with --tune, as
                ptopt-tune tunes: the int8 candidates, such as oneDNN's int8
@@ -78,7 +81,8 @@ peers at its own precision:
                      ptopt-tune's precision: bf16: openvino (when it ran
                      bf16), compile-bf16; fp32: ort, openvino-fp32,
                      openvino (when it ran f32); the cell names the precision
-                     and the peer
+                     and the peer, and gives ptopt-tune-n's (`for N`) where
+                     it ran
   int8 / ORT int8    ptopt-int8's ratio over ort-int8's, and beside it
                      (`tune`) ptopt-int8-tune's where it ran; not counted
                      (the cell says why) where ORT's int8 outputs have a
@@ -124,8 +128,8 @@ TEXT = ["bert_base", "gpt2_small"]
 TIMM = ["levit_128s", "ghostnet_100"]
 ALL_MODELS = VISION + TEXT + TIMM
 VARIANTS = ["original", "eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8",
-            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-int8",
-            "ptopt-int8-tune"]
+            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-tune-n",
+            "ptopt-int8", "ptopt-int8-tune"]
 PEERS = ["eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8", "openvino",
          "openvino-fp32", "openvino-int8"]
 # The peers `tune / best peer` may compare with: those whose precision (the
@@ -513,7 +517,7 @@ def build_openvino(ctx, name, threads):
     return run, file, precision
 
 
-def ptopt_args(ctx, name):
+def ptopt_args(ctx, name, threads=None):
     if name == "ptopt-O2":
         return ["-O2"]
     if name == "ptopt-O3":
@@ -524,6 +528,11 @@ def ptopt_args(ctx, name):
         counts = getattr(ctx.args, "threads_list", None) or [1]
         extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
         return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")] + extra
+    if name == "ptopt-tune-n":
+        # Tuned for this count alone (decisions timed there, the never-slower
+        # verdict too: --measure-threads follows the first --tune-threads).
+        return ["-O3", "--tune", "--tune-threads", str(threads), "--tuning-cache",
+                os.path.join(ctx.work, "%s.tuning-%d.json" % (ctx.spec.name, threads))]
     int8 = (["--passes", "-O1,quantize{mode=dynamic}"] if ctx.spec.text
             else ["--quantize", "int8", "--calibration", ctx.calibration_path])
     if name == "ptopt-int8-tune":
@@ -575,18 +584,23 @@ def ptopt_precision(info):
     return word
 
 
-def make_ptopt_file(ctx, name, args=None):
+# Variants whose file is made for each thread count of the run.
+PER_COUNT = {"ptopt-tune-n"}
+
+
+def make_ptopt_file(ctx, name, args=None, threads=None):
     """Runs the ptopt CLI once per model and variant (at 1 thread, as the
-    README's `--tune` does on a 1-thread target); its verdict is kept.
-    `args` replaces the variant's arguments (bench/kernel_gap.py's
-    --ptopt-args)."""
-    if name in ctx.ptopt_files:
-        return ctx.ptopt_files[name]
+    README's `--tune` does on a 1-thread target; a PER_COUNT variant once
+    per thread count, `threads`); its verdict is kept. `args` replaces the
+    variant's arguments (bench/kernel_gap.py's --ptopt-args)."""
+    key = "%s@%d" % (name, threads) if name in PER_COUNT else name
+    if key in ctx.ptopt_files:
+        return ctx.ptopt_files[key]
     if not ctx.args.ptopt or not os.path.exists(ctx.args.ptopt):
         raise Unavailable("no ptopt binary (--ptopt)")
-    out = os.path.join(ctx.work, "%s.%s.pt" % (ctx.spec.name, name))
+    out = os.path.join(ctx.work, "%s.%s.pt" % (ctx.spec.name, key.replace("@", "-")))
     report = out + ".json"
-    cmd = [ctx.args.ptopt, ctx.original_path, out] + (ptopt_args(ctx, name) if args is None else list(args)) + [
+    cmd = [ctx.args.ptopt, ctx.original_path, out] + (ptopt_args(ctx, name, threads) if args is None else list(args)) + [
         "--inputs", ctx.inputs_path, "--overwrite", "-q", "--report", report]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
@@ -599,7 +613,7 @@ def make_ptopt_file(ctx, name, args=None):
         rep = json.load(fh)
     info = report_info(rep)
     info["seconds"] = round(seconds, 1)
-    ctx.ptopt_files[name] = (out, info)
+    ctx.ptopt_files[key] = (out, info)
     return out, info
 
 
@@ -626,7 +640,7 @@ def report_info(rep):
 
 
 def build_ptopt(ctx, name, threads):
-    out, info = make_ptopt_file(ctx, name)
+    out, info = make_ptopt_file(ctx, name, threads=threads)
     module = torch.jit.load(out).eval()  # stock PyTorch reloads it, or this throws
     precision = FIXED_PRECISION.get(name) or info.get("precision_chosen") or ptopt_precision(info)
     return (torch_runner(module), "TorchScript file, reloads (ptopt %s, %.0f s)" % (info["outcome"], info["seconds"]),
@@ -638,8 +652,8 @@ BUILDERS = {"original": build_torchscript, "freeze": build_torchscript, "ofi": b
             "compile": build_compile, "compile-max": build_compile, "compile-bf16": build_compile,
             "ort": build_ort, "ort-int8": build_ort, "openvino": build_openvino, "openvino-fp32": build_openvino,
             "openvino-int8": build_openvino,
-            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-int8": build_ptopt,
-            "ptopt-int8-tune": build_ptopt}
+            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-tune-n": build_ptopt,
+            "ptopt-int8": build_ptopt, "ptopt-int8-tune": build_ptopt}
 
 
 # ---------------------------------------------------------------- timing ---
@@ -726,6 +740,8 @@ def run_model(args, spec, threads_list):
                 entry.setdefault("numerics", numerics(reference, got))
                 entry["file"] = file
                 entry["precision"] = built[2] if len(built) > 2 else FIXED_PRECISION.get(name)
+                if name in PER_COUNT:  # a file per count, each with its precision
+                    entry.setdefault("precision_at", {})[str(threads)] = entry["precision"]
                 runners[name] = run
             except Exception as e:  # noqa: BLE001 - a variant that fails here is reported, not fatal
                 entry["error"] = first_line(e) if isinstance(e, Unavailable) else "%s: %s" % (
@@ -741,8 +757,12 @@ def run_model(args, spec, threads_list):
             result["variants"][name].setdefault("timing", {})[str(threads)] = {
                 "ms": statistics.median(ts) * 1e3, "ratio": med, "ci": [lo, hi]}
         del runners
-    for name, (_, info) in ctx.ptopt_files.items():
-        result["variants"][name]["ptopt"] = info
+    for key, (_, info) in ctx.ptopt_files.items():
+        name, _, count = key.partition("@")
+        if count:
+            result["variants"][name].setdefault("ptopt_at", {})[count] = info
+        else:
+            result["variants"][name]["ptopt"] = info
     return result
 
 
@@ -790,10 +810,13 @@ def timing(res, name, threads):
     return res["variants"].get(name, {}).get("timing", {}).get(str(threads))
 
 
-def variant_precision(res, name):
-    """What the variant computed in: recorded when it was built; for a JSON
-    from before that, ptopt's report or the fixed ones (openvino's: unknown)."""
+def variant_precision(res, name, threads=None):
+    """What the variant computed in (at `threads`, for a variant built per
+    count): recorded when it was built; for a JSON from before that, ptopt's
+    report or the fixed ones (openvino's: unknown)."""
     entry = res["variants"].get(name, {})
+    if threads is not None and str(threads) in entry.get("precision_at", {}):
+        return entry["precision_at"][str(threads)]
     if entry.get("precision"):
         return entry["precision"]
     if name in FIXED_PRECISION:
@@ -815,6 +838,15 @@ def uncapped_peers(meta):
     return UNCAPPED if (meta or {}).get("cap", "native ISA") != "native ISA" else {}
 
 
+def same_precision_peers(res, threads, prec, uncapped):
+    """The peers timed at `threads` that ran at `prec`, (name, ratio), and
+    those left out as uncapped (name: why)."""
+    peers = [(n, timing(res, n, threads)["ratio"]) for n in SAME_PRECISION_PEERS
+             if timing(res, n, threads) and prec != "unknown" and variant_precision(res, n) == prec]
+    excluded = {n: uncapped[n] for n, _ in peers if n in uncapped}
+    return [p for p in peers if p[0] not in uncapped], excluded
+
+
 def comparisons(res, threads, uncapped=None):
     """The two like-with-like columns of one model at one thread count:
     ptopt-tune over the fastest peer at its precision, ptopt-int8 over
@@ -828,12 +860,9 @@ def comparisons(res, threads, uncapped=None):
     if not tune:
         c["missing"] = "no ptopt-tune timing (%s)" % res["variants"].get("ptopt-tune", {}).get("error", "not run")
     else:
-        peers = [(n, timing(res, n, threads)["ratio"]) for n in SAME_PRECISION_PEERS
-                 if timing(res, n, threads) and prec != "unknown" and variant_precision(res, n) == prec]
-        excluded = [n for n, _ in peers if n in uncapped]
+        peers, excluded = same_precision_peers(res, threads, prec, uncapped)
         if excluded:
-            c["excluded"] = {n: uncapped[n] for n in excluded}
-            peers = [p for p in peers if p[0] not in uncapped]
+            c["excluded"] = excluded
         c["peers"] = [n for n, _ in peers]
         if not peers:
             c["missing"] = "no %s peer timed" % prec
@@ -842,6 +871,16 @@ def comparisons(res, threads, uncapped=None):
             c.update({"peer": best[0], "peer_ratio": best[1], "tune_ratio": tune["ratio"],
                       "ratio": tune["ratio"] / best[1]})
             c["within"] = c["ratio"] <= WITHIN
+    # The file tuned for this count alone, over the fastest peer at its precision.
+    each = timing(res, "ptopt-tune-n", threads)
+    each_prec = variant_precision(res, "ptopt-tune-n", threads)
+    if each and each_prec:
+        peers, _ = same_precision_peers(res, threads, each_prec, uncapped)
+        if peers:
+            best = min(peers, key=lambda p: p[1])
+            c.update({"each_precision": each_prec, "each_peer": best[0], "each_tune_ratio": each["ratio"],
+                      "each_ratio": each["ratio"] / best[1]})
+            c["each_within"] = c["each_ratio"] <= WITHIN
     int8, ort8 = timing(res, "ptopt-int8", threads), timing(res, "ort-int8", threads)
     d = {}
     if not int8 or not ort8:
@@ -875,8 +914,11 @@ def summary(results, threads):
         p["peers"] += [n for n in c["peers"] if n not in p["peers"]]
     counted = [c for c in int8 if c["counts"]]
     tuned = [c for c in counted if "tune_ratio" in c]
+    each = [c for c in comps if "each_ratio" in c["tune_vs_best_peer"]]
     return {"tune_vs_best_peer": {"within": sum(c["within"] for c in tune), "of": len(tune),
-                                  "by_precision": by_prec},
+                                  "by_precision": by_prec,
+                                  "each_within": sum(c["tune_vs_best_peer"]["each_within"] for c in each),
+                                  "each_of": len(each)},
             "int8_vs_ort_int8": {"within": sum(c["within"] for c in counted), "of": len(counted),
                                  "not_counted": len(int8) - len(counted),
                                  "tune_within": sum(c["tune_within"] for c in tuned), "tune_of": len(tuned)}}
@@ -884,7 +926,12 @@ def summary(results, threads):
 
 def tune_cell(c):
     if "ratio" in c:
-        return (("**%.2fx**" if c["within"] else "%.2fx") + " (%s: %s)") % (c["ratio"], c["precision"], c["peer"])
+        text = (("**%.2fx**" if c["within"] else "%.2fx") + " (%s: %s)") % (c["ratio"], c["precision"], c["peer"])
+        if "each_ratio" in c:
+            same = (c["each_precision"], c["each_peer"]) == (c["precision"], c["peer"])
+            text += ("; for N " + ("**%.2fx**" if c["each_within"] else "%.2fx")) % c["each_ratio"] + (
+                "" if same else " (%s: %s)" % (c["each_precision"], c["each_peer"]))
+        return text
     if c["precision"] == "unknown":
         return "— (precision not recorded)"
     if c.get("missing", "").startswith("no ") and c.get("missing", "").endswith(" peer timed"):
@@ -910,9 +957,11 @@ def summary_line(s, threads):
     precs = "; ".join("%s on %d, against %s" % (p, v["models"], ", ".join(v["peers"]) or "none")
                       for p, v in sorted(t["by_precision"].items()))
     tuned = (", ptopt-int8-tune on %d of %d" % (i["tune_within"], i["tune_of"])) if i.get("tune_of") else ""
-    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s; "
+    each = (", tuned for this count (ptopt-tune-n) on %d of %d" % (t["each_within"], t["each_of"])
+            if t.get("each_of") else "")
+    return ("Within %.2fx at %d thread%s: `tune / best peer` on %d of %d models%s%s; "
             "`int8 / ORT int8` on %d of %d%s%s." % (
-        WITHIN, threads, "" if threads == 1 else "s", t["within"], t["of"], " (%s)" % precs if precs else "",
+        WITHIN, threads, "" if threads == 1 else "s", t["within"], t["of"], " (%s)" % precs if precs else "", each,
         i["within"], i["of"], tuned, " (%d more not counted: ORT int8's cosine below %.2f, or ORT not capped)" % (
             i["not_counted"], MIN_COSINE) if i["not_counted"] else ""))
 
@@ -936,7 +985,8 @@ def render(results, args, threads_list, meta):
     variants = [v for v in args.variants if v != "original"]
     lines += ["`tune / best peer`: ptopt-tune's ratio over the fastest peer that ran at ptopt-tune's precision "
               "(bf16: openvino where it ran bf16, compile-bf16; fp32: ort, openvino-fp32, openvino where it ran "
-              "f32); each cell names the precision and the peer. `int8 / ORT int8`: ptopt-int8's ratio over "
+              "f32); each cell names the precision and the peer, and `for N` gives ptopt-tune-n's (tuned for "
+              "this count alone, a file per count) where it ran. `int8 / ORT int8`: ptopt-int8's ratio over "
               "ort-int8's (and ptopt-int8-tune's, `tune`, where it ran), not counted where ORT's int8 cosine "
               "to the original is below %.2f. Bold: within %.2fx. `fastest peer`: "
               "the fastest of all peers, at any precision. This CPU: %s." % (
@@ -1006,6 +1056,10 @@ def precision_line(results, v):
             continue
         p = variant_precision(r, v) or "unknown"
         label = r["model"]
+        at = r["variants"][v].get("precision_at") or {}
+        if at:  # a file per count
+            label += " (%s)" % ", ".join("%s at %s thread%s" % (prec, n, "" if n == "1" else "s")
+                                         for n, prec in sorted(at.items(), key=lambda kv: int(kv[0])))
         info = r["variants"][v].get("ptopt") or {}
         ops, model = info.get("precision_ops"), info.get("precision_model")
         written = (info.get("measurement") or {}).get("written")

@@ -153,7 +153,9 @@ class Run {
     record_.output = req_.output;
     record_.device = verify::describeDevice(set_.device);
     set_.measureOptions.budgetSeconds = req_.measureBudgetSeconds;
-    set_.measureOptions.threads = req_.measureThreads;
+    set_.measureOptions.threads = req_.measureThreads > 0                       ? req_.measureThreads
+                                  : req_.tune && !req_.tuneThreads.empty() ? req_.tuneThreads.front()
+                                                                           : 1;
     set_.measureOptions.optimizingExecutor = req_.inputs.executor == "optimizing";
     set_.explain = req_.explain ? fe_.out : nullptr;
     set_.tuneProgress = fe_.tuneProgress;

@@ -108,7 +108,9 @@ struct Request {
   bool measure = true;
   bool force = false;
   double measureBudgetSeconds = 2.0;
-  int measureThreads = 1;
+  // <= 0: the first --tune-threads count when tuning for named counts (a
+  // file tuned for 2 threads is judged at 2), else 1.
+  int measureThreads = 0;
   // Intra-op threads for the untimed work (the reference's runs, the
   // passes, the load back, verification); <= 0 leaves LibTorch's count.
   // --tune, the measure stage and their caches run at LibTorch's own count

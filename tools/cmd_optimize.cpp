@@ -108,7 +108,7 @@ void registerOptimizeOptions(CLI::App& app, OptimizeOptions& o) {
   app.add_option("--measure-budget", o.measureBudget,
                  "Seconds per timing comparison of OUT against IN (default 2; at least 5 interleaved pairs)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--measure-threads", o.measureThreads, "Intra-op threads while timing (default 1)")
+  app.add_option("--measure-threads", o.measureThreads, "Intra-op threads while timing (default: the first --tune-threads count with --tune, else 1)")
       ->check(CLI::PositiveNumber);
   registerTuneOptions(app, o.tune);
   app.add_flag("-q,--quiet", o.quiet, "Print only errors and the final line");

@@ -291,6 +291,7 @@ class PipelineTuning final : public TuningSession {
     if (hit->detail.is_object() && hit->detail.contains("at_threads"))
       for (const auto& c : hit->detail["at_threads"]) d.atThreads.push_back(ThreadCheck::fromJson(c));
     ++result_.cached;
+    decided();
     return record(std::move(d));
   }
   DecisionRecord skipped(const std::string& kind, const std::string& node, const std::string& baseline,
@@ -301,6 +302,7 @@ class PipelineTuning final : public TuningSession {
     d.source = DecisionRecord::Source::Skipped;
     d.note = why;
     ++result_.skipped;
+    decided();
     return record(std::move(d));
   }
 
@@ -416,8 +418,15 @@ class PipelineTuning final : public TuningSession {
     TuneLimits limits = o_.limits;
     limits.maxSeconds = std::max(0.05, weight * left / static_cast<double>(std::max<size_t>(1, expected_)));
     limits.maxSeconds = std::min(limits.maxSeconds, left);
-    if (expected_ > 1) --expected_;
+    decided();
     return Tuner(*timer_).choose(candidates, limits);
+  }
+  // One expected decision is made (timed, or from the cache: a transformer's
+  // twelve layers time one signature each and reuse it eleven times), so
+  // that the budget left goes to those still to come, the whole-model A/Bs
+  // at the end among them.
+  void decided() {
+    if (expected_ > 1) --expected_;
   }
 
   // A whole-model choice that keeps a rewrite, at the other thread counts

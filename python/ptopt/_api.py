@@ -301,7 +301,8 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             dropped where it is slower there. Default: the current count.
         measure: time the result against the input after verification, as
             ``ptopt IN OUT`` does (interleaved runs, ``measure_budget``
-            seconds, default 2, at ``measure_threads`` intra-op threads).
+            seconds, default 2, at ``measure_threads`` intra-op threads,
+            default the first of ``tune_threads`` when tuning, else 1).
             When the result is measurably slower (the 95% interval of the
             latency ratio lies above 1.02), the first verified candidate
             that is not is returned instead: the pipeline without its

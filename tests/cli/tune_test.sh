@@ -114,7 +114,22 @@ for d in t["decisions"]:
     elif d["choice"] != d["candidates"][0] and d["source"] == "measured":
         assert checks and not checks[-1]["slower"], d  # a kept rewrite held at 2 threads
 print(len(whole), "whole-model decisions,", sum(bool(d.get("at_threads")) for d in whole), "checked at 2 threads")
+# The never-slower verdict is timed at the first count too.
+m = json.load(open(sys.argv[1]))["measurement"]
+assert m["threads"] == 1, m
 PY
+# Tuned for 2 threads alone: judged at 2 (where its choices were made), unless
+# --measure-threads says otherwise.
+for given in "" "1"; do
+  expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/th2.pt" -O2 --tune --tune-budget 2 --tune-threads 2 \
+    "${img[@]}" --tuning-cache "$work/threads.json" --report "$work/th2.json" --overwrite \
+    ${given:+--measure-threads "$given"}
+  "$py" - "$work/th2.json" "${given:-2}" <<'PY' || fail "--tune-threads 2: the never-slower timing ran at another count"
+import json, sys
+m = json.load(open(sys.argv[1]))["measurement"]
+assert m["threads"] == int(sys.argv[2]), (m, sys.argv[2])
+PY
+done
 expect 2 "tune_threads: expected thread counts" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune \
   --tune-threads 1,0 "${img[@]}"
 expect 2 "tune_threads: expected thread counts" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune \

@@ -1057,7 +1057,7 @@ def precision_line(results, v):
         p = variant_precision(r, v) or "unknown"
         label = r["model"]
         at = r["variants"][v].get("precision_at") or {}
-        if at:  # a file per count
+        if len(set(at.values())) > 1:  # a file per count, not all at one precision
             label += " (%s)" % ", ".join("%s at %s thread%s" % (prec, n, "" if n == "1" else "s")
                                          for n, prec in sorted(at.items(), key=lambda kv: int(kv[0])))
         info = r["variants"][v].get("ptopt") or {}

@@ -524,7 +524,12 @@ tune::Tunable convKernelTunable() {
   t.settles = {tune::TuningAspect::ConvKernels};
   t.offer = offerConvKernels;
   t.listing = {{"conv-kernel", tune::Listing::None}};
-  t.expectedDecisions = tune::convsAndLinears;
+  // One decision per conv (linears are not its to decide).
+  t.expectedDecisions = [](const ir::Graph& g) {
+    size_t convs = 0;
+    g.walk([&](ir::Node* n) { convs += ir::ConvOp::isConv(n); });
+    return convs;
+  };
   return t;
 }
 

@@ -129,8 +129,16 @@ class PipelineTuning final : public TuningSession {
       else keep(e);
     }
     offerUpTo(offered.size());
+    std::vector<const Tunable*> proposing;
     for (const auto& t : all)
-      if (t->proposesPipelines() && (!t->applies || t->applies(*this))) proposeAlternatives(*t, pipeline);
+      if (t->proposesPipelines() && (!t->applies || t->applies(*this))) proposing.push_back(t.get());
+    // What is left of the budget goes to the whole-pipeline A/Bs, a share
+    // each: the per-op counts above are upper bounds (a tunable that decides
+    // convs counts the linears too; repeated layers share one signature),
+    // and on a 200 ms model a slice of what they left gave an A/B 1-4
+    // rounds.
+    if (!proposing.empty()) expected_ = static_cast<size_t>(kWholeModelWeight) * proposing.size();
+    for (const Tunable* t : proposing) proposeAlternatives(*t, pipeline);
     try {
       cache_.save();
     } catch (const CacheError& e) {

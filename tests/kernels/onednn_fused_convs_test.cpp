@@ -695,34 +695,30 @@ TEST_CASE("TunedKernelsDoesNotFuseABroadcastOrScaledAddIntoALinear") {
 }
 
 TEST_CASE("fusedPostOpKind says what fused= would fuse into each conv and linear, as the pass fuses it") {
-  // The count of each kind matches what tuned-kernels{fused=*} then does.
-  auto kinds = [](const ir::Graph& g) {
+  // `fixture`'s convs and linears after `pipeline`, counted by the kind
+  // fusedPostOpKind gives them (what tuned-kernels{fused=*} then fuses).
+  auto kinds = [](const std::string& fixture, const std::string& pipeline) {
+    const auto& f = test::fixture(fixture);
+    Optimizer opt = Optimizer::load(f.path);
+    rewriters::PassContext ctx;
+    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
+    opt.run(pipeline, &ctx);
     std::map<kernels::FusedPostOpKind, size_t> out;
-    g.walk([&](ir::Node* n) {
+    opt.model().forward().walk([&](ir::Node* n) {
       if (n->is("aten::conv2d") || n->is("aten::linear")) ++out[kernels::fusedPostOpKind(n)];
     });
     return out;
   };
   using K = kernels::FusedPostOpKind;
   SECTION("GPT-2's MLP: the GELU through the view") {
-    const auto& f = test::fixture("conv1d_mlp_trace");
-    Optimizer opt = Optimizer::load(f.path);
-    rewriters::PassContext ctx;
-    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-    opt.run("-O1", &ctx);
     // up -> view -> gelu; down is the output.
-    auto k = kinds(opt.model().forward());
+    auto k = kinds("conv1d_mlp_trace", "-O1");
     CHECK(k[K::Activation] == 1);
     CHECK(k[K::None] == 1);
     CHECK(k[K::ResidualAdd] == 0);
   }
   SECTION("resnet18 channels-last: relus, and residual adds (whose relu goes along)") {
-    const auto& f = test::fixture("resnet18_script");
-    Optimizer opt = Optimizer::load(f.path);
-    rewriters::PassContext ctx;
-    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-    opt.run("-O1,channels-last{mode=on}", &ctx);
-    auto k = kinds(opt.model().forward());
+    auto k = kinds("resnet18_script", "-O1,channels-last{mode=on}");
     // 20 convs: the stem and each block's first conv (9) have a relu; each
     // block's second conv (8) is the `out += identity` the add writes in
     // place; the 3 downsample convs are the identity it adds (an in-place
@@ -734,11 +730,6 @@ TEST_CASE("fusedPostOpKind says what fused= would fuse into each conv and linear
     CHECK(k[K::None] == (binary ? 4u : 12u));
   }
   SECTION("a conv on a contiguous input has no residual add to fuse (the binary form wants channels-last)") {
-    const auto& f = test::fixture("resnet18_script");
-    Optimizer opt = Optimizer::load(f.path);
-    rewriters::PassContext ctx;
-    ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-    opt.run("-O1,channels-last{mode=off}", &ctx);
-    CHECK(kinds(opt.model().forward())[K::ResidualAdd] == 0);
+    CHECK(kinds("resnet18_script", "-O1,channels-last{mode=off}")[K::ResidualAdd] == 0);
   }
 }

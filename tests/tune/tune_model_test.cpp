@@ -989,13 +989,18 @@ TEST_CASE("tunePipeline: a transformer's linears that absorb a post-op are offer
   REQUIRE(byPostOp[kernels::FusedPostOpKind::ResidualAdd].size() == 2);
   REQUIRE(byPostOp[kernels::FusedPostOpKind::None].size() == 3);  // q, k, v
   const std::string fc1 = *byPostOp[kernels::FusedPostOpKind::Activation].begin();
+  // -O1 tuned with `timer`, whose whole-model A/B must choose `winner`.
+  auto tunedTo = [&](const std::string& winner, test::FakeTimer& timer) {
+    Tuned t = tuneFixture(opt, f, "-O1", timer, "");
+    const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
+    REQUIRE(network);
+    CHECK(network->choice == winner);
+    return t;
+  };
 
   SECTION("the linear + GELU pair alone") {
     test::FakeTimer timer({{"fused-activations", 0.5}}, 0.01);
-    const Tuned t = tuneFixture(opt, f, "-O1", timer, "");
-    const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
-    REQUIRE(network);
-    CHECK(network->choice == "fused-activations");
+    const Tuned t = tunedTo("fused-activations", timer);
     // Both alternatives were timed in one A/B beside the tuned model (per
     // op, every linear stayed aten::linear: nothing else was named).
     CHECK(timer.samplesOf("fused-post-ops") > 0);
@@ -1015,10 +1020,7 @@ TEST_CASE("tunePipeline: a transformer's linears that absorb a post-op are offer
   }
   SECTION("with the residual adds") {
     test::FakeTimer timer({{"fused-post-ops", 0.5}}, 0.01);
-    const Tuned t = tuneFixture(opt, f, "-O1", timer, "");
-    const tune::DecisionRecord* network = wholeModel(t.result, "kernel-network");
-    REQUIRE(network);
-    CHECK(network->choice == "fused-post-ops");
+    const Tuned t = tunedTo("fused-post-ops", timer);
     Optimizer tuned = runTuned(f, t.result.pipeline);
     const ir::Graph& g = tuned.model().forward();
     size_t binary = 0;

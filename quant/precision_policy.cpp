@@ -58,7 +58,10 @@ const std::pair<OpPrecision, std::vector<const char*>> kTable[] = {
       "reflection_pad2d", "replication_pad1d", "replication_pad2d", "pixel_shuffle", "pixel_unshuffle",
       "channel_shuffle", "clone", "detach", "alias", "masked_fill", "fill", "zero", "view_as", "reshape_as",
       "movedim", "swapaxes", "numpy_T", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
-      "randn_like", "new_zeros", "new_ones", "new_full", "new_empty", "copy", "index_put", "tril", "triu"}},
+      "randn_like", "new_zeros", "new_ones", "new_full", "new_empty", "copy", "index_put", "tril", "triu",
+      // a list of pieces: they follow where the list is only unpacked (the pass)
+      "split", "split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "chunk", "unsafe_chunk", "unbind",
+      "tensor_split"}},
     // Several data inputs of equal standing.
     {OpPrecision::Promote,
      {"add", "sub", "rsub", "mul", "div", "_add_relu", "where", "cat", "concat", "stack", "hstack", "vstack",

@@ -12,7 +12,9 @@
 //                 (softmax, norms, exp/log/pow, reductions, losses,
 //                 upsampling); also every operator the table does not know;
 //   Follow        takes the precision of its first floating-point input, the
-//                 others adapt (activations, pooling, views, reshape, ...);
+//                 others adapt (activations, pooling, views, reshape, ...;
+//                 split, chunk and unbind, whose list of pieces follows
+//                 where the list is only unpacked);
 //   Promote       several floating-point inputs of equal standing: mixed
 //                 precisions go to the widest (add, mul, cat, where, ...);
 //   Neutral       reads only metadata (size, dim, numel, device): no casts;

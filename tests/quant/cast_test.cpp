@@ -62,15 +62,18 @@ void annotate(CastRun& r) {
 }
 
 // Nodes whose floating-point tensor inputs have more than one dtype
-// (conversions excepted: mixing is their job).
+// (conversions excepted: mixing is their job; 0-dim tensors too, a traced
+// Python scalar: they take no part in type promotion).
 std::vector<std::string> mixedFloatInputs(const ir::Graph& g) {
   std::vector<std::string> out;
   g.walk([&](ir::Node* n) {
     if (!n->isCall() || n->is("aten::to") || n->is("aten::type_as") || n->is("prim::TupleConstruct")) return;
     std::set<c10::ScalarType> dtypes;
-    for (const auto& a : n->args())
-      if (a.isValue() && a.value()->meta().dtype && at::isFloatingType(*a.value()->meta().dtype))
-        dtypes.insert(*a.value()->meta().dtype);
+    for (const auto& a : n->args()) {
+      if (!a.isValue() || !a.value()->meta().dtype || !at::isFloatingType(*a.value()->meta().dtype)) continue;
+      if (a.value()->meta().shape && a.value()->meta().shape->empty()) continue;
+      dtypes.insert(*a.value()->meta().dtype);
+    }
     if (dtypes.size() > 1) out.push_back(rewriters::describeNode(n));
   });
   return out;
@@ -231,6 +234,88 @@ TEST_CASE("cast keeps softmax and layer_norm of a transformer block in fp32") {
   auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 3);
   INFO(check.summary);
   CHECK(check.passed);
+}
+
+// GPT-2 (`c_attn(x).split(d, dim=2)`, scripted: aten::split) and LeViT
+// (`qkv(x).view(...).split([key, key, value], dim=3)`, traced:
+// split_with_sizes) split one linear's result into q, k and v. The pieces
+// stay bf16: before, the whole result went up to fp32 for the split and each
+// piece back down for its matmul (-O3 GPT-2: 99 casts, 51 now).
+TEST_CASE("cast keeps the pieces of a split of a bf16 tensor in bf16, with no cast around the split") {
+  for (const char* name : {"fused_qkv_script", "split_qkv_trace"}) {
+    DYNAMIC_SECTION(name) {
+      const auto& f = test::fixture(name);
+      CastRun r = runCast(f, "{dtype=bf16}");
+      CHECK(r.counter("lowered") == 4);  // qkv, the two matmuls, proj
+      CHECK(r.counter("lists-kept") == 1);
+      const ir::Graph& g = r.opt.model().forward();
+      // Down: the input for qkv, softmax's result. Up: the scores for
+      // softmax, proj's result for the residual add.
+      CHECK(countCasts(g, c10::ScalarType::BFloat16) == 2);
+      CHECK(countCasts(g, c10::ScalarType::Float) == 2);
+      annotate(r);
+      const std::string split = std::string(name) == "fused_qkv_script" ? "aten::split" : "aten::split_with_sizes";
+      CHECK(test::countOps(g, split) == 1);
+      CHECK(inputDtypes(g, split) == std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
+      g.walk([](ir::Node* n) {
+        if (!n->is("prim::ListUnpack")) return;
+        for (const auto& out : n->outputs()) {
+          CHECK(out->meta().dtype == c10::ScalarType::BFloat16);
+          for (const auto& u : out->uses()) CHECK_FALSE(u.user->is("aten::to"));
+        }
+      });
+      CHECK(mixedFloatInputs(g).empty());
+      auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 1);
+      INFO(check.summary);
+      CHECK(check.passed);
+    }
+  }
+}
+
+// Where fp32 ops read the pieces (the matmuls kept fp32 here), one cast of
+// the whole tensor before the split costs less than one per piece after it.
+TEST_CASE("CastCastsASplitInputUpOnceWhenFp32OpsReadItsPieces") {
+  const auto& f = test::fixture("fused_qkv_script");
+  CastRun r = runCast(f, "{dtype=bf16,fp32-ops=matmul}");
+  CHECK(r.counter("lowered") == 2);  // qkv, proj
+  CHECK(r.counter("lists-kept") == 0);
+  // Up: qkv's result before the split, proj's result for the residual add.
+  // Down: the input for qkv, the attention's result for proj.
+  CHECK(countCasts(r.opt.model().forward(), c10::ScalarType::Float) == 2);
+  CHECK(countCasts(r.opt.model().forward(), c10::ScalarType::BFloat16) == 2);
+  annotate(r);
+  CHECK(inputDtypes(r.opt.model().forward(), "aten::split") == std::set<c10::ScalarType>{c10::ScalarType::Float});
+  auto check = checkNumerics(r, f, c10::ScalarType::BFloat16, 2);
+  INFO(check.summary);
+  CHECK(check.passed);
+}
+
+// A list of pieces used whole (here by cat) is a container: the split's
+// input goes back to fp32, as before.
+TEST_CASE("CastKeepsASplitWhoseListIsNotOnlyUnpackedInFloat32") {
+  auto p = test::parseWithConstants(
+      "graph(%x : Tensor):\n"
+      "  %w : Tensor = get_attr[\"fc.weight\"]\n"
+      "  %y : Tensor = aten::linear(%x, %w, None)\n"
+      "  %l : List[Tensor] = aten::split.Tensor(%y, 16, 1)\n"
+      "  %c : Tensor = aten::cat(%l, 1)\n"
+      "  output(%c)\n",
+      {{"fc.weight", torch::randn({32, 32}) * 0.2}});
+  const at::Tensor x = torch::randn({4, 32});
+  const at::Tensor expected = test::runGraph(*p.graph, {x}).toTensor();
+  const auto original = ir::cloneGraph(*p.graph, std::make_shared<ir::ConstantTable>(p.graph->constants()));
+  rewriters::PassContext ctx;
+  ctx.exampleInputs = std::vector<c10::IValue>{x};
+  auto report = test::runPipeline(*p.graph, "shape-prop,cast{dtype=bf16}", &ctx);
+  CHECK(test::counter(report, "cast", "lowered") == 1);
+  CHECK(test::counter(report, "cast", "lists-kept") == 0);
+  rewriters::PassContext annotateCtx;
+  annotateCtx.exampleInputs = ctx.exampleInputs;
+  test::runPipeline(*p.graph, "shape-prop", &annotateCtx);
+  CHECK(inputDtypes(*p.graph, "aten::split") == std::set<c10::ScalarType>{c10::ScalarType::Float});
+  auto verdict = judgeGraphBf16(test::runGraph(*p.graph, {x}), expected, *original, {x});
+  INFO(verdict.summary);
+  CHECK(verdict.passed);
 }
 
 TEST_CASE("fp32-ops and lowp-ops change the table for one run") {

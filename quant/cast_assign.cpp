@@ -9,6 +9,7 @@
 #include "ir/mutation.h"
 #include "ir/op_views.h"
 #include "ir/rewriter.h"
+#include "quant/cast_pieces.h"
 #include "quant/cast_values.h"
 #include "rewriters/constants.h"
 #include "target/kernel_probes.h"
@@ -16,7 +17,6 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -43,6 +43,8 @@ constexpr size_t kWrittenArg = 0;
 // The first argument of a listed op (self/input): its result's dtype follows
 // it unless a dtype literal says otherwise.
 constexpr size_t kFirstInput = 0;
+// prim::ListUnpack's one argument, the list.
+constexpr size_t kUnpackedList = 0;
 
 bool writesFirstArgument(const ir::Node* n) {
   const auto* s = n->schema();
@@ -177,7 +179,10 @@ class Caster {
 
   void visitCall(ir::Node* n) {
     if (n->is("prim::ListConstruct") && absorbedByConsumer(n)) return;  // its consumer casts the elements
-    if (n->is("prim::ListUnpack") && n->numArgs() == 1 && loweredLists_.count(n->argValue(0))) return visitLoweredUnpack(n);
+    if (n->is("prim::ListUnpack") && n->numArgs() == 1 && loweredLists_.count(n->arg(kUnpackedList).value())) {
+      for (const auto& out : n->outputs()) markLowered(out.get());  // pieces visitPieces kept low
+      return;
+    }
     if (n->is("aten::to") || n->is("aten::type_as")) return visitTo(n);
     if (writesFirstArgument(n) && n->arg(kWrittenArg).value()) return visitInPlace(n);
     OpPrecision cls = cfg_.policy.classify(*n);
@@ -195,83 +200,23 @@ class Caster {
 
   bool listed(const ir::Node* n) const { return cfg_.policy.knows(n->target()); }
 
-  // split, chunk, unbind: one result, a list of tensors.
-  static bool returnsTensorList(const ir::Node* n) {
-    if (n->numOutputs() != 1 || !n->output()->type()) return false;
-    const auto list = n->output()->type()->cast<c10::ListType>();
-    return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
-  }
-
-  // A Follow op that returns a list of pieces of its first input (split,
-  // split_with_sizes, chunk, unbind) of a lowered tensor. When the list is
-  // only unpacked (prim::ListUnpack in the same block) and never written,
-  // the pieces stay low, unless that costs more casts than going back before
-  // the split: one cast per piece that an fp32 op reads, against one of the
-  // whole tensor plus one per piece that a low-precision op reads (GPT-2's
-  // and LeViT's fused q/k/v projections, split into the attention's three
-  // operands: no cast up before the split and three down after it). A list
-  // used otherwise (returned, passed whole to cat or to a function) is a
-  // container, and its input goes back to its original dtype.
+  // split, chunk, unbind of a lowered tensor (quant/cast_pieces.h): the
+  // pieces of a list only unpacked and never written stay low unless that
+  // costs more casts (one per piece an fp32 op reads) than one cast before
+  // the split plus one per piece a low-precision op reads. Any other list
+  // is a container: its input goes back to its original dtype.
   void visitPieces(ir::Node* n) {
     ir::Value* self = n->numArgs() ? n->arg(kFirstInput).value() : nullptr;
-    ir::Value* list = n->output();
-    const bool unpackedOnly =
-        !list->uses().empty() && std::all_of(list->uses().begin(), list->uses().end(), [n](const ir::Use& u) {
-          return u.user->is("prim::ListUnpack") && u.user->owningBlock() == n->owningBlock();
-        });
-    if (self && self->isTensor() && state(self).lowered && unpackedOnly && !mutation_.mayBeWritten(list)) {
-      size_t readInFp32 = 0, readLow = 0;
-      for (const auto& u : list->uses())
-        for (const auto& piece : u.user->outputs()) {
-          const Readers r = readersOf(piece.get());
-          readInFp32 += r.fp32;
-          readLow += r.low;
-        }
-      if (readInFp32 <= 1 + readLow) {
-        loweredLists_.insert(list);
+    if (self && self->isTensor() && state(self).lowered && listOnlyUnpacked(n) && !mutation_.mayBeWritten(n->output())) {
+      const PieceReaders r = pieceReaders(n, cfg_.policy, cfg_.keepFp32);
+      if (r.fp32 <= 1 + r.low) {
+        loweredLists_.insert(n->output());
         ++listsKept_;
         return;
       }
     }
     restoreAll(n);
     setOutputsOriginal(n, std::nullopt);
-  }
-
-  // Whether `v` is read, through Follow ops with one tensor result (views,
-  // transposes, activations), by an op that runs in fp32 (the table's Fp32
-  // class, an op keep-fp32 names, a graph output or a control-flow node) and
-  // by a LowPrecision op that this run lowers (as far as its class and
-  // keep-fp32 tell before it is visited).
-  struct Readers {
-    bool fp32 = false, low = false;
-  };
-  Readers readersOf(const ir::Value* v, int depth = 0) const {
-    Readers r;
-    for (const auto& u : v->uses()) {
-      const ir::Node* user = u.user;
-      if (!user->isCall() || !user->blocks().empty()) {
-        r.fp32 = true;
-        continue;
-      }
-      const OpPrecision cls = cfg_.policy.classify(*user);
-      const bool keptFp32 = user->numOutputs() >= 1 && cfg_.keepFp32.count(user->output(0)->name());
-      if (cls == OpPrecision::LowPrecision) {
-        (keptFp32 ? r.fp32 : r.low) = true;
-      } else if (cls == OpPrecision::Fp32) {
-        r.fp32 = true;
-      } else if (cls == OpPrecision::Follow && user->numOutputs() == 1 && user->output()->isTensor() && depth < 8) {
-        const Readers next = readersOf(user->output(), depth + 1);
-        r.fp32 = r.fp32 || next.fp32;
-        r.low = r.low || next.low;
-      }
-    }
-    return r;
-  }
-
-  // The pieces of a list visitPieces kept in low precision.
-  void visitLoweredUnpack(ir::Node* n) {
-    for (const auto& out : n->outputs())
-      if (out->isTensor()) markLowered(out.get());
   }
 
   // A list built only for one op that casts its elements itself.

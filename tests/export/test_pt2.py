@@ -519,6 +519,48 @@ def test_int8_conv_activations_fused_from_a_program(tmp_path, ir):
     assert "holds no packed oneDNN weight" in log, log
 
 
+class FusedQkv(torch.nn.Module):
+    """GPT-2's attention input: one linear split into q, k and v."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t = x.shape[0], x.shape[1]
+        q, k, v = (p.view(b, t, self.heads, -1).transpose(1, 2) for p in self.qkv(x).split(self.d, dim=2))
+        att = torch.softmax(q @ k.transpose(-2, -1) * 0.25, dim=-1)
+        return x + self.proj((att @ v).transpose(1, 2).reshape(b, t, -1))
+
+
+@pytest.mark.parametrize("ir", ["training", "inference"])
+def test_cast_keeps_the_pieces_of_a_split_in_bf16(tmp_path, ir):
+    """cast on a program (aten.split and getitem): the pieces stay bf16, so
+    no conversion reads them (before, the whole linear result went up to
+    fp32 for the split and each piece back down); the result reloads and
+    matches within bf16's reach."""
+    torch.manual_seed(0)
+    model, inputs = FusedQkv().eval(), (torch.randn(1, 8, 32),)
+    ep = torch.export.export(model, inputs)
+    if ir == "inference":
+        ep = ep.run_decompositions()
+    path, out, report = tmp_path / "qkv.pt2", tmp_path / "bf16.pt2", tmp_path / "report.json"
+    torch.export.save(ep, str(path))
+    run_ptopt(path, out, "--passes", "-O1,cast{dtype=bf16}", "--force", "--report", report)
+    (cast,) = [p for p in json.loads(report.read_text())["passes"] if p["pass"] == "cast"]
+    assert cast["counters"].get("lists-kept") == 1, cast
+    result = torch.export.load(str(out))
+    (split,) = [n for n in result.graph.nodes if "split" in str(n.target)]
+    conversions = ("aten._to_copy.default", "aten.to.dtype", "aten._to_dtype_copy.default")
+    assert str(split.args[0].target) not in conversions, split.args[0].target
+    # x down, the scores up for softmax and its result down, proj's result up
+    # for the residual add (8 before: qkv's result up, q, k and v down)
+    assert sum(str(n.target) in conversions for n in result.graph.nodes) == 4
+    a, b = model(*inputs), result.module()(*inputs)
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+
+
 class Conv1dNet(torch.nn.Module):
     def __init__(self):
         super().__init__()

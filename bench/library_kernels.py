@@ -112,6 +112,16 @@ def gemm_cases(threads):
     return cases
 
 
+def conv_operands(cin, cout, hw, depthwise, make=torch.randn):
+    """A channels-last image and the conv's weight and bias: a 1x1 conv, or a
+    3x3 depthwise one (padding 1); with its groups, padding and unit strides,
+    and a title naming the case."""
+    groups, k = (cin, 3) if depthwise else (1, 1)
+    x = make(1, cin, hw, hw).contiguous(memory_format=torch.channels_last)
+    title = "%s conv %d -> %d at %dx%d" % ("3x3 depthwise" if depthwise else "1x1", cin, cout, hw, hw)
+    return x, torch.randn(cout, cin // groups, k, k), torch.randn(cout), groups, [k // 2] * 2, [1, 1], title
+
+
 def activation_cases():
     cases = []
     h = torch.randn(3136, 384)
@@ -135,10 +145,7 @@ def activation_cases():
         cases.append({"section": "activation", "case": "linear %d x %d x %d with GELU" % (m, k, n),
                       "base": "linear, gelu", "forms": forms, "missing": missing})
     for cin, cout, hw, depthwise in [(16, 96, 112, False), (96, 96, 56, True)]:
-        groups, k = (cin, 3) if depthwise else (1, 1)
-        pad, one = [k // 2] * 2, [1, 1]
-        x = torch.randn(1, cin, hw, hw).contiguous(memory_format=torch.channels_last)
-        w, b = torch.randn(cout, cin // groups, k, k), torch.randn(cout)
+        x, w, b, groups, pad, one, title = conv_operands(cin, cout, hw, depthwise)
         forms, missing = {}, {}
 
         def conv(attr, then_silu, x=x, w=w, b=b, groups=groups, pad=pad, one=one):
@@ -149,8 +156,7 @@ def activation_cases():
         attempt(forms, missing, "onednn conv, silu", lambda: conv("none", True))
         attempt(forms, missing, "onednn conv", lambda: conv("none", False))
         attempt(forms, missing, "onednn conv + swish post-op", lambda: conv("swish", False))
-        title = "%s conv %d -> %d at %dx%d with SiLU" % ("3x3 depthwise" if depthwise else "1x1", cin, cout, hw, hw)
-        cases.append({"section": "activation", "case": title, "base": "onednn conv, silu", "forms": forms,
+        cases.append({"section": "activation", "case": title + " with SiLU", "base": "onednn conv, silu", "forms": forms,
                       "missing": missing})
     return cases
 
@@ -159,10 +165,7 @@ def int8_cases():
     cases = []
     xs, xz = 0.02, 3
     for cin, cout, hw, depthwise in [(16, 96, 112, False), (24, 144, 56, False), (144, 144, 56, True)]:
-        groups, k = (cin, 3) if depthwise else (1, 1)
-        pad, one = [k // 2] * 2, [1, 1]
-        x = torch.rand(1, cin, hw, hw).contiguous(memory_format=torch.channels_last)
-        w, b = torch.randn(cout, cin // groups, k, k), torch.randn(cout)
+        x, w, b, groups, pad, one, title = conv_operands(cin, cout, hw, depthwise, make=torch.rand)
         ws = w.abs().amax(dim=(1, 2, 3)) / 127
         qx = torch.quantize_per_tensor(x, xs, xz, torch.quint8)
         qw = torch.quantize_per_channel(w, ws, torch.zeros(cout, dtype=torch.long), 0, torch.qint8)
@@ -184,8 +187,7 @@ def int8_cases():
         attempt(forms, missing, "onednn qconv, u8 out", lambda: onednn("none", False))
         attempt(forms, missing, "onednn qconv + swish, u8 out", lambda: onednn("swish", False))
         attempt(forms, missing, "onednn qconv + swish, fp32 out", lambda: onednn("swish", True))
-        title = "%s int8 conv %d -> %d at %dx%d" % ("3x3 depthwise" if depthwise else "1x1", cin, cout, hw, hw)
-        cases.append({"section": "int8", "case": title, "base": "fbgemm quantized::conv2d", "forms": forms,
+        cases.append({"section": "int8", "case": "int8 " + title, "base": "fbgemm quantized::conv2d", "forms": forms,
                       "missing": missing})
     q = torch.quantize_per_tensor(torch.rand(1, 96, 112, 112).contiguous(memory_format=torch.channels_last), 0.01, 0,
                                   torch.quint8)

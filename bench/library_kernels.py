@@ -84,6 +84,9 @@ def ort_linear(x, w, b, threads):
     model.ir_version = 8
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    # Its pool's threads would otherwise spin after each run and slow the
+    # form timed next (as in bench/peers.py).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     feed = {"x": np.ascontiguousarray(x.numpy())}
     return lambda: sess.run(None, feed)

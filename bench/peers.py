@@ -47,7 +47,10 @@ Variants, per model (a variant that cannot be built says why in the tables):
                NNCF, a separate training-tools package)
   ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at the first thread
                count, with --tune-threads naming every count of the run, so
-               that one file serves them all; a fresh cache), ptopt-tune-n
+               that one file serves them all; a fresh cache), ptopt-tune-desc
+               (the same with the counts from the most threads down, so that
+               its per-op choices are timed at the most threads and its
+               whole-model ones confirmed at the fewer), ptopt-tune-n
                (the same tuned for the one count it runs at, --tune-threads N:
                a file per count, as a deployment that knows its count makes
                it; its never-slower verdict timed there too), ptopt-int8 (--quantize int8 with the same calibration
@@ -128,8 +131,8 @@ TEXT = ["bert_base", "gpt2_small"]
 TIMM = ["levit_128s", "ghostnet_100"]
 ALL_MODELS = VISION + TEXT + TIMM
 VARIANTS = ["original", "eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8",
-            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-tune-n",
-            "ptopt-int8", "ptopt-int8-tune"]
+            "openvino", "openvino-fp32", "openvino-int8", "ptopt-O2", "ptopt-O3", "ptopt-tune", "ptopt-tune-desc",
+            "ptopt-tune-n", "ptopt-int8", "ptopt-int8-tune"]
 PEERS = ["eager", "freeze", "ofi", "compile", "compile-max", "compile-bf16", "ort", "ort-int8", "openvino",
          "openvino-fp32", "openvino-int8"]
 # The peers `tune / best peer` may compare with: those whose precision (the
@@ -528,6 +531,12 @@ def ptopt_args(ctx, name, threads=None):
         counts = getattr(ctx.args, "threads_list", None) or [1]
         extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
         return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")] + extra
+    if name == "ptopt-tune-desc":
+        # The same file for every count, its per-op choices timed at the
+        # most threads and confirmed at the fewer (--tune-threads 2,1).
+        counts = sorted(getattr(ctx.args, "threads_list", None) or [1], reverse=True)
+        extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
+        return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning-desc.json")] + extra
     if name == "ptopt-tune-n":
         # Tuned for this count alone (decisions timed there, the never-slower
         # verdict too: --measure-threads follows the first --tune-threads).
@@ -652,7 +661,8 @@ BUILDERS = {"original": build_torchscript, "freeze": build_torchscript, "ofi": b
             "compile": build_compile, "compile-max": build_compile, "compile-bf16": build_compile,
             "ort": build_ort, "ort-int8": build_ort, "openvino": build_openvino, "openvino-fp32": build_openvino,
             "openvino-int8": build_openvino,
-            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-tune-n": build_ptopt,
+            "ptopt-O2": build_ptopt, "ptopt-O3": build_ptopt, "ptopt-tune": build_ptopt, "ptopt-tune-desc": build_ptopt,
+            "ptopt-tune-n": build_ptopt,
             "ptopt-int8": build_ptopt, "ptopt-int8-tune": build_ptopt}
 
 

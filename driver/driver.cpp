@@ -153,6 +153,10 @@ class Run {
     record_.output = req_.output;
     record_.device = verify::describeDevice(set_.device);
     set_.measureOptions.budgetSeconds = req_.measureBudgetSeconds;
+    // --tune has spent its own budget timing candidates; the verdict on its
+    // result times the pairs a verdict needs even past the measure budget,
+    // so that a slow model (a transformer of 300 ms a call) gets one.
+    set_.measureOptions.hardBudget = !req_.tune;
     set_.measureOptions.threads = req_.measureThreads > 0                       ? req_.measureThreads
                                   : req_.tune && !req_.tuneThreads.empty() ? req_.tuneThreads.front()
                                                                            : 1;

@@ -65,6 +65,21 @@ expect 0 "PASSED" -- env OMP_NUM_THREADS=1 "$ptopt" "$m" "$work/o1.pt" -O1 --inp
 "$py" -c 'import json, sys; assert "threads" not in json.load(open(sys.argv[1]))' "$work/o1-omp.json" \
   || fail "OMP_NUM_THREADS=1: ptopt changed the thread count"
 
+# --- With --tune the never-slower stage times the 5 pairs a verdict needs
+# even past --measure-budget (a slow model gets a verdict, not "no verdict");
+# without it the budget holds: a budget of 0 fits no pair.
+expect 0 "speed: OUT/IN latency [0-9.]+x \(95% CI" -- \
+  "$ptopt" "$m" "$work/tuned_budget.pt" -O1 --tune --tune-budget 3 --tuning-cache "$work/tuned_budget_cache.json" \
+  --input-shape $shape --measure-budget 0 --report "$work/tuned_budget.json"
+expect 0 "" -- \
+  "$ptopt" "$m" "$work/plain_budget.pt" -O1 --input-shape $shape --measure-budget 0 --report "$work/plain_budget.json"
+"$py" - "$work/tuned_budget.json" "$work/plain_budget.json" <<'PY' || fail "--tune's never-slower pairs"
+import json, sys
+tuned, plain = (json.load(open(p))["measurement"]["candidates"][0] for p in sys.argv[1:])
+assert tuned["pairs"] >= 5 and not tuned["too_few_pairs"], tuned
+assert plain["pairs"] == 0 and plain["too_few_pairs"], plain
+PY
+
 # A pipeline that makes the model much slower on a CPU: fp16 casts, which
 # LibTorch 1.13 cannot even run on a CPU (verified by emulation; emulated
 # fp16 runs about as fast as fp32 here) and 2.x runs in slow fp16 kernels. OUT is not written; the pipeline

@@ -520,23 +520,27 @@ def build_openvino(ctx, name, threads):
     return run, file, precision
 
 
+def shared_tune_args(ctx, cache, descending=False):
+    """--tune for one file serving every thread count of the run: a fresh
+    cache, and --tune-threads naming the counts (per-op choices timed at the
+    first, whole-model ones confirmed at the others); `descending` puts the
+    most threads first."""
+    counts = sorted(getattr(ctx.args, "threads_list", None) or [1], reverse=True) if descending else \
+        (getattr(ctx.args, "threads_list", None) or [1])
+    extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
+    return ["--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + cache)] + extra
+
+
 def ptopt_args(ctx, name, threads=None):
     if name == "ptopt-O2":
         return ["-O2"]
     if name == "ptopt-O3":
         return ["-O3"]
     if name == "ptopt-tune":
-        # One file for every thread count of the run: timed at the first,
-        # whole-model choices confirmed at the others (--tune-threads).
-        counts = getattr(ctx.args, "threads_list", None) or [1]
-        extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
-        return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning.json")] + extra
+        return ["-O3"] + shared_tune_args(ctx, ".tuning.json")
     if name == "ptopt-tune-desc":
-        # The same file for every count, its per-op choices timed at the
-        # most threads and confirmed at the fewer (--tune-threads 2,1).
-        counts = sorted(getattr(ctx.args, "threads_list", None) or [1], reverse=True)
-        extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
-        return ["-O3", "--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".tuning-desc.json")] + extra
+        # Per-op choices timed at the most threads, confirmed at the fewer (--tune-threads 2,1).
+        return ["-O3"] + shared_tune_args(ctx, ".tuning-desc.json", descending=True)
     if name == "ptopt-tune-n":
         # Tuned for this count alone (decisions timed there, the never-slower
         # verdict too: --measure-threads follows the first --tune-threads).
@@ -545,9 +549,7 @@ def ptopt_args(ctx, name, threads=None):
     int8 = (["--passes", "-O1,quantize{mode=dynamic}"] if ctx.spec.text
             else ["--quantize", "int8", "--calibration", ctx.calibration_path])
     if name == "ptopt-int8-tune":
-        counts = getattr(ctx.args, "threads_list", None) or [1]
-        extra = ["--tune-threads", ",".join(str(n) for n in counts)] if len(counts) > 1 else []
-        return int8 + ["--tune", "--tuning-cache", os.path.join(ctx.work, ctx.spec.name + ".int8-tuning.json")] + extra
+        return int8 + shared_tune_args(ctx, ".int8-tuning.json")
     return int8
 
 

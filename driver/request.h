@@ -93,11 +93,13 @@ struct Request {
 
   // ---- tune
   bool tune = false;
-  double tuneBudgetSeconds = 0;  // <= 0: tune::kDefaultBudgetSeconds
+  double tuneBudgetSeconds = 0;  // <= 0: tune::kDefaultBudgetSeconds per --tune-threads count
   std::string tuningCache;       // "": tune::TuningCache::defaultPath()
-  // The intra-op thread counts OUT is tuned for (--tune-threads 1,all): the
-  // decisions are timed at the first, and whole-model ones confirmed at the
-  // others (tune::TuneOptions::alsoAtThreads). Empty: LibTorch's count.
+  // The intra-op thread counts OUT is tuned for (--tune-threads 1,all): one
+  // tuning with each count first (its decisions timed there, whole-model
+  // ones confirmed at the others), the first's file kept unless another's
+  // is faster at one count and slower at none (tune/thread_orders.h).
+  // Empty: LibTorch's count.
   std::vector<int> tuneThreads;
   // Decide on measure::ReproducibleClock (times that are a hash of each
   // candidate's name: the output depends on the request alone), nothing

@@ -11,10 +11,12 @@
 #include "quant/quantize_report.h"
 #include "target/capabilities.h"
 #include "tune/cache.h"
+#include "tune/thread_orders.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <system_error>
 
@@ -149,7 +151,10 @@ tune::TuneResult tuneStage(const RunSettings& s, Optimizer& opt, const rewriters
     throw std::invalid_argument("--tune times the model on its real input shapes: give them with --input-shape or "
                                 "--inputs (Python: example_inputs=... or input_shapes=...)");
   tune::TuneOptions t;
-  t.budgetSeconds = s.req->tuneBudgetSeconds > 0 ? s.req->tuneBudgetSeconds : tune::kDefaultBudgetSeconds;
+  // The default budget is per --tune-threads count: each is first once (tune/thread_orders.h).
+  const size_t counts = std::max<size_t>(1, s.req->tuneThreads.size());
+  t.budgetSeconds = s.req->tuneBudgetSeconds > 0 ? s.req->tuneBudgetSeconds
+                                                 : tune::kDefaultBudgetSeconds * static_cast<double>(counts);
   t.cachePath = s.tuningCachePath();
   t.device = s.device;
   t.progress = s.tuneProgress;
@@ -161,15 +166,10 @@ tune::TuneResult tuneStage(const RunSettings& s, Optimizer& opt, const rewriters
     t.cachePath.clear();
     s.note("--tune decides on a reproducible clock (--reproducible-clock): nothing is timed");
   }
-  // Timed at the first of --tune-threads, confirmed at the others.
-  std::optional<ScopedThreads> threads;
-  if (!s.req->tuneThreads.empty()) {
-    threads.emplace(s.req->tuneThreads.front());
-    t.alsoAtThreads.assign(s.req->tuneThreads.begin() + 1, s.req->tuneThreads.end());
-  }
+  // At each of --tune-threads first, the others confirming; the orders' files compared.
   Stopwatch sw;
-  tune::TuneResult tuned = tune::tunePipeline(opt.model(), pipeline, defaultRegistry(), ref.ctx, t);
-  threads.reset();
+  tune::TuneResult tuned =
+      tune::tuneForThreadCounts(opt.model(), pipeline, defaultRegistry(), ref.ctx, t, s.req->tuneThreads);
   record.stageMs["tune"] = sw.ms();
   record.pipeline = rewriters::printPipeline(tuned.pipeline);
   record.tuning = tuned.toJson();

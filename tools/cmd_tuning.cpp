@@ -17,13 +17,15 @@ void registerTuneOptions(CLI::App& app, TuneCliOptions& o) {
                "op, the conv kernel per conv, oneDNN blocked regions on CPUs, cuDNN fusion on CUDA) by timing them here on the real input shapes; needs "
                "--input-shape or --inputs. -O2 --tune / -O3 --tune tune those presets");
   app.add_option("--tune-budget", o.budgetSeconds,
-                 fmt::format("Seconds --tune may spend timing (default {:.0f}); decisions left when it runs out keep "
-                             "the unrewritten op", tune::kDefaultBudgetSeconds))
+                 fmt::format("Seconds --tune may spend timing (default {:.0f} per --tune-threads count); decisions "
+                             "left when it runs out keep the unrewritten op", tune::kDefaultBudgetSeconds))
       ->check(CLI::PositiveNumber);
   app.add_option("--tune-threads", o.threads,
                  "The intra-op thread counts OUT will run at, comma-separated, 'all' for the physical cores "
-                 "(1,all): decisions are timed at the first, and each whole-model choice that keeps a rewrite is timed "
-                 "again at the others and dropped where it is slower there (default: LibTorch's count alone)");
+                 "(1,all): tuned once with each count first (decisions timed there, each whole-model choice that keeps "
+                 "a rewrite timed again at the others and dropped where it is slower there); the first count's file "
+                 "is kept unless another's measures faster at one count and slower at none (default: LibTorch's count "
+                 "alone)");
   app.add_option("--tuning-cache", o.cachePath,
                  "JSON file of measured decisions, reused by later --tune runs (default "
                  "$XDG_CACHE_HOME/ptopt/tuning.json, else ~/.cache/ptopt/tuning.json)");

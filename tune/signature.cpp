@@ -161,4 +161,14 @@ std::string digest(const std::string& text) {
   return fmt::format("{:016x}", h);
 }
 
+std::string inputsSignature(const std::vector<c10::IValue>& inputs) {
+  std::string s;
+  for (const c10::IValue& v : inputs) {
+    if (!s.empty()) s += ",";
+    if (v.isTensor()) s += fmt::format("{}[{}]", ir::dtypeName(v.toTensor().scalar_type()), fmt::join(v.toTensor().sizes().vec(), "x"));
+    else s += v.tagKind();
+  }
+  return s;
+}
+
 }  // namespace ptopt::tune

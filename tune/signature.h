@@ -45,4 +45,8 @@ std::optional<std::vector<c10::IValue>> benchArguments(const ir::Node& n, c10::D
 // the digest of the graph's text and the input shapes.
 std::string digest(const std::string& text);
 
+// The example inputs a whole-model decision was timed on, for its key:
+// "f32[1x3x224x224],int" (a tensor's dtype and sizes, else its tag).
+std::string inputsSignature(const std::vector<c10::IValue>& inputs);
+
 }  // namespace ptopt::tune

@@ -213,6 +213,9 @@ size_t convsAndLinears(const ir::Graph& graph);
 Candidate boxedCandidate(std::string name, const std::string& op, const std::string& overload,
                          std::vector<c10::IValue> args);
 
+// The first line of an error's message (c10 errors carry a backtrace after it).
+inline std::string firstLine(const std::string& what) { return what.substr(0, what.find('\n')); }
+
 // One candidate per (name, model): each exported (ir::exportModel), moved to
 // `device` and called on `inputs`. `loadTimeOnce`: as a TorchScript OUT runs
 // (load-time values, ir/load_time.h, computed once when it loads); false: as

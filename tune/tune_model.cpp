@@ -30,9 +30,6 @@ using rewriters::PipelineElement;
 
 namespace {
 
-// The first line of an error (c10 errors carry a backtrace after it).
-std::string firstLine(const std::string& what) { return what.substr(0, what.find('\n')); }
-
 // A whole-model A/B runs every layer per sample: it gets this many ops'
 // shares of the budget.
 constexpr double kWholeModelWeight = 10.0;
@@ -161,7 +158,7 @@ class PipelineTuning final : public TuningSession {
   bool pipelineUses(const std::string& pass) const override { return rewriters::pipelineUses(*pipeline_, pass); }
   const Pipeline& tunedSoFar() const override { return out_; }
   std::string modelSignature(const std::string& extra) const override {
-    return digest(work_.forward().str() + extra) + " inputs " + inputsText();
+    return digest(work_.forward().str() + extra) + " inputs " + inputsSignature(*ctx_.exampleInputs);
   }
 
   // ---- running passes
@@ -560,15 +557,6 @@ class PipelineTuning final : public TuningSession {
                     d.line()));
     result_.decisions.push_back(d);
     return d;
-  }
-  std::string inputsText() const {
-    std::string s;
-    for (const c10::IValue& v : *ctx_.exampleInputs) {
-      if (!s.empty()) s += ",";
-      if (v.isTensor()) s += fmt::format("{}[{}]", ir::dtypeName(v.toTensor().scalar_type()), fmt::join(v.toTensor().sizes().vec(), "x"));
-      else s += v.tagKind();
-    }
-    return s;
   }
 
   const rewriters::PassRegistry& registry_;

@@ -70,6 +70,23 @@ struct TuneOptions {
   Timer* timer = nullptr;   // nullptr: a measure::DeviceClock on `device`
 };
 
+// One order of --tune-threads' counts the pipeline was tuned in
+// (tune/thread_orders.h): per-op decisions timed at the first count,
+// whole-model ones confirmed at the others.
+struct TunedOrder {
+  std::vector<int> threads;
+  std::string pipeline;  // what that tuning chose
+  size_t decisions = 0, measured = 0, cached = 0, skipped = 0;
+  double seconds = 0, budgetSeconds = 0;
+  bool budgetSpent = false;
+  bool chosen = false;   // its result is the TuneResult
+  std::string note;      // "the same model as 1,2: not timed", or why it could not be compared
+  // Its own decisions (TuneResult::toJson()'s), for an order not chosen:
+  // the chosen one's are the result's.
+  nlohmann::json record;
+  nlohmann::json toJson() const;
+};
+
 struct TuneResult {
   rewriters::Pipeline pipeline;  // what to run instead
   std::vector<DecisionRecord> decisions;
@@ -83,6 +100,10 @@ struct TuneResult {
   // How the summary lists a kind's per-op decisions (Tunable::listing);
   // whole-model decisions are always listed.
   std::map<std::string, Listing> listing;
+  // With several --tune-threads counts, every order tuned (the chosen one's
+  // decisions are `decisions`, followed by the "thread-order" comparisons);
+  // the counts above and `seconds` are then those of the whole.
+  std::vector<TunedOrder> orders;
   // A few lines for the summary: counts, what changed, time.
   std::string summary() const;
   nlohmann::json toJson() const;

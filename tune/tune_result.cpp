@@ -81,15 +81,36 @@ std::string TuneResult::summary() const {
     s += fmt::format("tune: {} '{}' is out on this machine ({} {}): {}\n", kind, name, count,
                      count == 1 ? "decision" : "decisions", why);
   }
+  if (orders.size() > 1) {
+    s += fmt::format("tune: tuned in {} thread orders (per-op decisions timed at the first count):\n", orders.size());
+    for (const TunedOrder& o : orders)
+      s += fmt::format("tune:   {} {}: {} decisions ({} measured, {} cached, {} skipped) in {:.1f} s of {:.0f} s{}{}\n",
+                       o.chosen ? "*" : " ", fmt::join(o.threads, ","), o.decisions, o.measured, o.cached, o.skipped,
+                       o.seconds, o.budgetSeconds, o.budgetSpent ? " (budget spent)" : "",
+                       o.note.empty() ? "" : "; " + o.note);
+  }
   s += fmt::format("tune: cache {} ({})\n", cachePath.empty() ? "(none)" : cachePath, context);
   for (const auto& w : warnings) s += "tune: warning: " + w + "\n";
   return s;
 }
 
+nlohmann::json TunedOrder::toJson() const {
+  nlohmann::json j = {{"threads", threads},   {"pipeline", pipeline}, {"decisions", decisions},
+                      {"measured", measured}, {"cached", cached},     {"skipped", skipped},
+                      {"seconds", seconds},   {"budget_seconds", budgetSeconds},
+                      {"budget_spent", budgetSpent}, {"chosen", chosen}};
+  if (!note.empty()) j["note"] = note;
+  if (!record.is_null()) j["tuning"] = record;
+  return j;
+}
+
 nlohmann::json TuneResult::toJson() const {
   nlohmann::json d = nlohmann::json::array();
   for (const auto& r : decisions) d.push_back(r.toJson());
-  return {{"pipeline", rewriters::printPipeline(pipeline)},
+  nlohmann::json o = nlohmann::json::array();
+  for (const auto& r : orders) o.push_back(r.toJson());
+  return {{"orders", o},
+          {"pipeline", rewriters::printPipeline(pipeline)},
           {"context", context},
           {"cache", cachePath},
           {"seconds", seconds},

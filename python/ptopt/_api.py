@@ -292,13 +292,16 @@ def optimize(module_or_path: ModuleOrPath, pipeline: Union[str, Pipeline] = "-O1
             ``tuning_cache`` (default: ``$XDG_CACHE_HOME/ptopt/tuning.json``)
             and recorded in ``report["tuning"]``.
         tune_budget: seconds the tuning may take (``--tune-budget``,
-            default 90).
+            default 90 per ``tune_threads`` count).
         tuning_cache: the tuning cache file (``--tuning-cache``).
         tune_threads: the intra-op thread counts the result will run at
             (``--tune-threads``): ``[1, "all"]`` or ``"1,all"`` ("all": the
-            physical cores). Decisions are timed at the first; a whole-model
-            choice that keeps a rewrite is timed again at the others and
-            dropped where it is slower there. Default: the current count.
+            physical cores). Tuned once with each count first (decisions
+            timed there; a whole-model choice that keeps a rewrite is timed
+            again at the others and dropped where it is slower there); the
+            first count's result is kept unless another's is faster at one
+            count and slower at none (``report["tuning"]["orders"]``).
+            Default: the current count.
         measure: time the result against the input after verification, as
             ``ptopt IN OUT`` does (interleaved runs, ``measure_budget``
             seconds, default 2, at ``measure_threads`` intra-op threads,

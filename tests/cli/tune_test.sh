@@ -95,25 +95,39 @@ expect 2 "" -- "$ptopt" tuning frobnicate --tuning-cache "$cache"
 expect 2 "--input-shape" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune --tuning-cache "$cache"
 [ ! -e "$work/u.pt" ] || fail "a usage error wrote OUT"
 expect 2 "" -- "$ptopt" "$fx/resnet18_script.pt" "$work/u.pt" -O2 --tune --tune-budget -1 "${img[@]}"
-# --tune-threads: decisions timed at the first count; each whole-model choice
-# that keeps a rewrite timed again at the others (recorded per decision), the
-# cache context naming them. Bad counts are usage errors.
-expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/th.pt" -O2 --tune --tune-budget 6 --tune-threads 1,2 \
+# --tune-threads: tuned once with each count first (per-op decisions timed
+# there, each whole-model choice that keeps a rewrite timed again at the
+# other, recorded per decision, the cache context naming both); the orders'
+# models compared unless they are the same. Bad counts are usage errors.
+expect 0 "PASSED" -- "$ptopt" "$fx/resnet18_script.pt" "$work/th.pt" -O2 --tune --tune-budget 12 --tune-threads 1,2 \
   "${img[@]}" --tuning-cache "$work/threads.json" --report "$work/th.json"
-"$py" - "$work/th.json" <<'PY' || fail "--tune-threads 1,2: the report does not show the 2-thread checks"
+grep -qE "tune:   [* ] 2,1: [0-9]+ decisions" <<<"$last_output" || fail "no line for the order 2,1:"$'\n'"$last_output"
+"$py" - "$work/th.json" <<'PY' || fail "--tune-threads 1,2: the report does not show both orders and the checks at the other count"
 import json, sys
 t = json.load(open(sys.argv[1]))["tuning"]
-assert t["context"].endswith("| 1 threads, confirmed at 2 threads"), t["context"]
-whole = [d for d in t["decisions"] if d["node"] == "model" and d["source"] == "measured"]
+orders = t["orders"]
+assert [o["threads"] for o in orders] == [[1, 2], [2, 1]], orders
+chosen = [o for o in orders if o["chosen"]]
+assert len(chosen) == 1, orders
+first, other = chosen[0]["threads"]
+assert t["context"].endswith(f"| {first} threads, confirmed at {other} threads"), t["context"]
+assert all("tuning" in o for o in orders if not o["chosen"]), orders  # the other order's decisions are kept
+whole = [d for d in t["decisions"] if d["node"] == "model" and d["source"] == "measured" and d["kind"] != "thread-order"]
 assert whole, t["decisions"]
 for d in t["decisions"]:
     checks = d.get("at_threads", [])
-    assert all(c["threads"] == 2 for c in checks), d
+    if d["kind"] == "thread-order":
+        assert {c["threads"] for c in checks} <= {1, 2}, d
+        continue
+    assert all(c["threads"] == other for c in checks), d
     if d["node"] != "model":
         assert not checks, d  # per-op decisions are timed at the first count only
     elif d["choice"] != d["candidates"][0] and d["source"] == "measured":
-        assert checks and not checks[-1]["slower"], d  # a kept rewrite held at 2 threads
-print(len(whole), "whole-model decisions,", sum(bool(d.get("at_threads")) for d in whole), "checked at 2 threads")
+        assert checks and not checks[-1]["slower"], d  # a kept rewrite held at the other count
+compared = [d for d in t["decisions"] if d["kind"] == "thread-order"]
+assert compared or "the same model" in orders[1].get("note", ""), (orders, compared)
+print(len(whole), "whole-model decisions,", sum(bool(d.get("at_threads")) for d in whole), "checked at the other count;",
+      "orders compared:", [d["choice"] for d in compared] or orders[1]["note"])
 # The never-slower verdict is timed at the first count too.
 m = json.load(open(sys.argv[1]))["measurement"]
 assert m["threads"] == 1, m

@@ -45,12 +45,13 @@ Variants, per model (a variant that cannot be built says why in the tables):
                OpenVINO's default is not f32
   openvino-int8  OpenVINO on ORT's QDQ int8 file (OpenVINO's own int8 needs
                NNCF, a separate training-tools package)
-  ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune, tuned at the first thread
-               count, with --tune-threads naming every count of the run, so
-               that one file serves them all; a fresh cache), ptopt-tune-desc
-               (the same with the counts from the most threads down, so that
-               its per-op choices are timed at the most threads and its
-               whole-model ones confirmed at the fewer), ptopt-tune-n
+  ptopt-O2, ptopt-O3, ptopt-tune (-O3 --tune with --tune-threads naming
+               every count of the run, so that one file serves them all: tuned
+               once with each count first, the run's first count's file kept
+               unless another's is faster at one count and slower at none; a
+               fresh cache), ptopt-tune-desc (the same with the counts from
+               the most threads down, so that the most threads' file is the
+               one kept unless another wins), ptopt-tune-n
                (the same tuned for the one count it runs at, --tune-threads N:
                a file per count, as a deployment that knows its count makes
                it; its never-slower verdict timed there too), ptopt-int8 (--quantize int8 with the same calibration
@@ -522,8 +523,8 @@ def build_openvino(ctx, name, threads):
 
 def shared_tune_args(ctx, cache, descending=False):
     """--tune for one file serving every thread count of the run: a fresh
-    cache, and --tune-threads naming the counts (per-op choices timed at the
-    first, whole-model ones confirmed at the others); `descending` puts the
+    cache, and --tune-threads naming the counts (tuned with each first; the
+    first count's file kept unless another's wins); `descending` puts the
     most threads first."""
     counts = sorted(getattr(ctx.args, "threads_list", None) or [1], reverse=True) if descending else \
         (getattr(ctx.args, "threads_list", None) or [1])

@@ -319,11 +319,17 @@ def test_optimize_tune_decides_by_measurement_and_caches(scripted, tmp_path):
     assert again["tuning"]["measured"] == 0
     with pytest.raises(ValueError, match="tune=True"):
         ptopt.optimize(scripted, "-O2", X, tune_budget=5)
-    # tune_threads= (--tune-threads): whole-model choices confirmed at the other counts, the context names them.
+    # tune_threads= (--tune-threads): tuned with each count first, whole-model choices confirmed at the other
+    # count; the kept order's context names both.
     threads = {}
     ptopt.optimize(scripted, "-O2", X, tune=True, tune_budget=5, tuning_cache=cache, tune_threads=[1, 2],
                    report=threads)
-    assert threads["tuning"]["context"].endswith("1 threads, confirmed at 2 threads"), threads["tuning"]["context"]
+    orders = threads["tuning"]["orders"]
+    assert [o["threads"] for o in orders] == [[1, 2], [2, 1]], orders
+    kept = [o["threads"] for o in orders if o["chosen"]]
+    assert len(kept) == 1, orders
+    assert threads["tuning"]["context"].endswith("%d threads, confirmed at %d threads" % tuple(kept[0])), \
+        threads["tuning"]["context"]
     assert torch.get_num_threads() == before_threads  # the count the caller set is back
     with pytest.raises(ValueError, match="tune=True"):
         ptopt.optimize(scripted, "-O2", X, tune_threads="1,all")

@@ -46,10 +46,11 @@ def bench_ratio(ptopt, a, b, inputs, threads, min_time):
     """`ptopt bench A --vs B` at `threads`: (median ratio B/A, low, high, verdict)."""
     out = run([ptopt, "bench", a, "--vs", b, "--inputs", inputs, "--threads", str(threads), "--min-time",
                str(min_time)])
-    m = re.search(r"([0-9.]+)x \[([0-9.]+), ([0-9.]+)\][^\n]*?(faster|slower|no clear difference)", out)
+    m = re.search(r"median ratio ([0-9.]+)x \(95% CI ([0-9.]+)-([0-9.]+),[^\n]*: (B is faster|B is slower|"
+                  r"no clear difference)", out)
     if not m:
         raise RuntimeError("no ratio in ptopt bench's output:\n" + out[-1500:])
-    return float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)
+    return float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4).replace("B is ", "")
 
 
 def machine():
@@ -101,7 +102,7 @@ def markdown(rows, args):
              "interleaved, %g s per count): below 1 is faster." % (
                  time.strftime("%Y-%m-%d"), torch.__version__, machine(),
                  ",".join(map(str, args.threads)), args.min_time), "",
-             "| model | kept | orders | comparison | %s | tune s |" % " | ".join(
+             "| model | kept | orders (* kept) | the orders' models compared by --tune | %s | tune s |" % " | ".join(
                  "kept / first, %d thread%s" % (n, "" if n == 1 else "s") for n in args.threads),
              "|---|---|---|---|" + "---:|" * len(args.threads) + "---:|"]
     for r in rows:
@@ -110,7 +111,10 @@ def markdown(rows, args):
             continue
         orders = "; ".join("%s%s%s" % ("*" if o["chosen"] else "", ",".join(map(str, o["threads"])),
                                         " (%s)" % o["note"] if o["note"] else "") for o in r["orders"])
-        comp = "; ".join("%s %.2fx [%.2f, %.2f]" % (d["choice"], d["ratio"], d["low"], d["high"])
+        comp = "; ".join("%s over %s: %s" % (d["candidates"][1][len("tuned-"):], d["candidates"][0][len("tuned-"):],
+                                              ", ".join("%.2fx [%.2f, %.2f] at %d" % (c["ratio"], c["low"], c["high"],
+                                                                                    c["threads"])
+                                                        for c in d.get("at_threads", [])) or d.get("note", ""))
                          for d in r["comparison"]) or "—"
         cells = []
         for n in args.threads:

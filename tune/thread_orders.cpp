@@ -98,12 +98,13 @@ class OrderComparison {
     }
     const ModelVariants variants{{incumbent.name(), &*incumbent.model}, {challenger.name(), &*challenger.model}};
     timings_ = 0;
+    const double started = timer_.elapsedSeconds();
     bool decided = false;
     for (size_t i = 0; i < counts_.size() && !decided; ++i) {
       std::optional<Choice> c = choose(variants, counts_[i], d);
       if (!c) return d;  // skipped: why is in the note
       const CandidateResult& r = c->results[1];
-      ThreadCheck here = check(counts_[i], r);
+      ThreadCheck here = check(counts_[i], r, c->rounds);
       d.atThreads.push_back(here);
       if (i == 0 || r.verdict == CandidateResult::Verdict::Won) d.ratio = r.ratio, d.low = r.low, d.high = r.high;
       if (here.slower) break;  // slower at one count: it cannot replace the incumbent
@@ -119,6 +120,7 @@ class OrderComparison {
       }
       if (holds) d.choice = challenger.name();
     }
+    d.seconds = timer_.elapsedSeconds() - started;  // the choices and the confirmations
     d.note = d.choice == challenger.name() ? "faster at one count, not slower at any"
                                            : "not faster at one count while not slower at the others";
     CachedDecision cd;
@@ -159,7 +161,6 @@ class OrderComparison {
     try {
       Choice c = Tuner(timer_).choose(wholeModelCandidates(variants, inputs_, o_.device, loadTimeOnce_), *l);
       d.rounds += c.rounds;
-      d.seconds += c.seconds;
       if (c.baselineFailed) return skip(d, "the first order's model failed: " + firstLine(c.results[0].error));
       if (c.results[1].verdict == CandidateResult::Verdict::Failed)
         return skip(d, "the other order's model failed: " + firstLine(c.results[1].error));
@@ -199,9 +200,10 @@ class OrderComparison {
   }
 
   // The challenger's result at `threads` from a choice, as a check.
-  ThreadCheck check(int threads, const CandidateResult& r) const {
+  ThreadCheck check(int threads, const CandidateResult& r, int rounds) const {
     ThreadCheck c;
     c.threads = threads;
+    c.rounds = rounds;
     c.challenger = r.name;
     c.ratio = r.ratio, c.low = r.low, c.high = r.high;
     c.slower = measure::judge({r.ratio, r.low, r.high}, o_.limits.margin) == measure::Verdict::Slower;

@@ -6,17 +6,16 @@
 // candidates run for real (the fake timer calls them).
 #include "tests/support/pass_test.h"
 #include "tests/tune/fake_timer.h"
+#include "tests/tune/tune_results.h"
 #include "tune/thread_orders.h"
 
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <optional>
 #include <string>
 
 using namespace ptopt;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -50,15 +49,7 @@ tune::TuneResult tuneOrders(const test::Fixture& f, test::FakeTimer& timer, cons
 }
 
 const tune::DecisionRecord* orderDecision(const tune::TuneResult& r) {
-  for (const auto& d : r.decisions)
-    if (d.kind == "thread-order") return &d;
-  return nullptr;
-}
-
-std::string ordersCache(const std::string& name) {
-  const fs::path p = test::processTempDir("ptopt_thread_orders_test_") / name;
-  fs::remove(p);
-  return p.string();
+  return test::wholeModelDecision(r, "thread-order");
 }
 
 }  // namespace
@@ -66,7 +57,7 @@ std::string ordersCache(const std::string& name) {
 TEST_CASE("tuneForThreadCounts: the other order's model replaces the first's when faster at one count, slower at none") {
   const auto& f = test::fixture("resnet18_script");
   const int threads = at::get_num_threads();
-  const std::string cache = ordersCache("orders.json");
+  const std::string cache = test::freshTuningCache("ptopt_thread_orders_test_", "orders.json");
 
   SECTION("faster at 2 threads, as fast at 1: the 2,1 file is kept") {
     test::FakeTimer timer = orderTimer(1.0, 0.5);

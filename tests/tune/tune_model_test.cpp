@@ -14,6 +14,7 @@
 #include "tests/support/checked_run.h"
 #include "tests/support/pass_test.h"
 #include "tests/tune/fake_timer.h"
+#include "tests/tune/tune_results.h"
 #include "tune/cache.h"
 #include "tune/signature.h"
 #include "tune/tunable.h"
@@ -63,16 +64,10 @@ size_t countKind(const tune::TuneResult& r, const std::string& kind, bool rewrit
 
 // The whole-model check of `kind`'s op-by-op assignment (preferOpByOp), if any.
 const tune::DecisionRecord* wholeModel(const tune::TuneResult& r, const std::string& kind) {
-  for (const auto& d : r.decisions)
-    if (d.kind == kind && d.node == "model") return &d;
-  return nullptr;
+  return test::wholeModelDecision(r, kind);
 }
 
-std::string tempCache(const std::string& name) {
-  const fs::path p = test::processTempDir("ptopt_tune_test_") / name;
-  fs::remove(p);
-  return p.string();
-}
+std::string tempCache(const std::string& name) { return test::freshTuningCache("ptopt_tune_test_", name); }
 
 }  // namespace
 

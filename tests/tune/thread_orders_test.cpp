@@ -39,13 +39,8 @@ test::FakeTimer orderTimer(double atOne, double atTwo) {
 tune::TuneResult tuneOrders(const test::Fixture& f, test::FakeTimer& timer, const std::string& cache,
                             const std::vector<int>& counts, double budget = 1000) {
   Optimizer opt = Optimizer::load(f.path);
-  rewriters::PassContext ctx;
-  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  tune::TuneOptions o;
-  o.timer = &timer;
-  o.cachePath = cache;
-  o.budgetSeconds = budget;
-  return tune::tuneForThreadCounts(opt.model(), parsePipelineOrPreset("-O1"), defaultRegistry(), ctx, o, counts);
+  return tune::tuneForThreadCounts(opt.model(), parsePipelineOrPreset("-O1"), defaultRegistry(),
+                                   test::exampleContext(f), test::timedOn(timer, cache, budget), counts);
 }
 
 const tune::DecisionRecord* orderDecision(const tune::TuneResult& r) {

@@ -43,14 +43,10 @@ struct Tuned {
 
 Tuned tuneFixture(Optimizer& opt, const test::Fixture& f, const std::string& preset, test::FakeTimer& timer,
                   const std::string& cache, double budget = 1000, std::vector<int> alsoAtThreads = {}) {
-  rewriters::PassContext ctx;
-  ctx.exampleInputs = verify::makeInputs(f.inputs, 0);
-  tune::TuneOptions o;
-  o.timer = &timer;
-  o.cachePath = cache;
-  o.budgetSeconds = budget;
+  tune::TuneOptions o = test::timedOn(timer, cache, budget);
   o.alsoAtThreads = std::move(alsoAtThreads);
-  Tuned t{tune::tunePipeline(opt.model(), parsePipelineOrPreset(preset), defaultRegistry(), ctx, o), 0};
+  Tuned t{tune::tunePipeline(opt.model(), parsePipelineOrPreset(preset), defaultRegistry(), test::exampleContext(f), o),
+          0};
   t.samples = timer.samples();
   return t;
 }
